@@ -1,0 +1,35 @@
+# firebet: the two commands a newcomer needs are `make sim` and `make test`.
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: sim test lint typecheck bench install-service clean
+
+$(BIN)/python:
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (Python 3.11): install it or run make PYTHON=python3"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	@touch $(STAMP)
+
+sim: $(STAMP)
+	$(BIN)/firebet sim
+
+test: $(STAMP) lint typecheck
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check controller drivers tests bench
+	$(BIN)/ruff format --check controller drivers tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python bench/engine.py
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache *.egg-info

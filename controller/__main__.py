@@ -1,0 +1,5 @@
+"""``python -m controller`` is the same as the ``firebet`` console script."""
+
+from controller.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""Commands: every input to the controller, from any driver, as a plain value.
+
+Drivers (dice reader, buttons, control socket, timers, replay scripts) turn what
+they see into one of these and post it on the controller's one queue. Time and
+the actor arrive inside the command, so the rules engine stays pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+SURRENDER_KINDS = ("voluntary", "compulsory")
+ROLL_SOURCES = ("reader", "manual", "script", "sim")
+
+
+@dataclass(frozen=True)
+class Command:
+    """Base of every command. ``actor`` says who, ``at`` when (ISO 8601 or empty)."""
+
+    name: ClassVar[str] = "command"
+    actor: str = field(default="dealer", kw_only=True)
+    at: str = field(default="", kw_only=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the command's name under ``"command"``."""
+        return {"command": self.name, **asdict(self)}
+
+
+@dataclass(frozen=True)
+class Roll(Command):
+    """A roll of the dice: two dice, where it came from, and the reader's sequence number."""
+
+    name: ClassVar[str] = "roll"
+    d1: int
+    d2: int
+    source: str = "reader"
+    seq: int | None = None
+
+
+@dataclass(frozen=True)
+class Void(Command):
+    """Void the last accepted roll (a misread)."""
+
+    name: ClassVar[str] = "void"
+
+
+@dataclass(frozen=True)
+class Surrender(Command):
+    """The shooter gives up the dice before a loser 7 (voluntary or compulsory)."""
+
+    name: ClassVar[str] = "surrender"
+    kind: str = "voluntary"
+
+
+@dataclass(frozen=True)
+class Bet(Command):
+    """A fire-bet wager of ``amount`` dollars on numbered ``position``."""
+
+    name: ClassVar[str] = "bet"
+    position: int
+    amount: int
+
+
+@dataclass(frozen=True)
+class Cancel(Command):
+    """Take back the wager on ``position`` while betting is still open."""
+
+    name: ClassVar[str] = "cancel"
+    position: int
+
+
+@dataclass(frozen=True)
+class Ack(Command):
+    """Surveillance (or the boxperson) acknowledges the alert."""
+
+    name: ClassVar[str] = "ack"
+
+
+@dataclass(frozen=True)
+class ReaderHello(Command):
+    """The dice reader restarted: its sequence numbering starts again."""
+
+    name: ClassVar[str] = "reader_hello"
+    seq: int = 0
+
+
+@dataclass(frozen=True)
+class RecordFault(Command):
+    """A fault worth a meter tick (reader fault, disk full, ...)."""
+
+    name: ClassVar[str] = "fault"
+    code: str = "fault"
+
+
+COMMANDS: dict[str, type[Command]] = {
+    c.name: c for c in (Roll, Void, Surrender, Bet, Cancel, Ack, ReaderHello, RecordFault)
+}
+
+
+def command_from_dict(data: dict[str, Any]) -> Command:
+    """Rebuild a command from :meth:`Command.to_dict` output (journal, socket)."""
+    body = dict(data)
+    name = body.pop("command", None)
+    cls = COMMANDS.get(str(name))
+    if cls is None:
+        raise ValueError(f"unknown command {name!r}")
+    return cls(**body)

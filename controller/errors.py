@@ -1,0 +1,66 @@
+"""One error hierarchy for the whole controller.
+
+Each subclass also inherits the builtin it resembles, so callers that only know
+``ValueError`` or ``OSError`` still catch it. Every error carries the exit code
+of the command-line contract (SPEC §5).
+"""
+
+from __future__ import annotations
+
+
+class FirebetError(Exception):
+    """Base of every error firebet raises on purpose."""
+
+    exit_code = 1
+
+
+class UsageError(FirebetError, ValueError):
+    """Bad usage or bad input: a malformed script line, a bad argument (exit 2)."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    """A configuration file or key is wrong; the message names the file, key and reason."""
+
+    def __init__(self, source: str, key: str, reason: str) -> None:
+        self.source = source
+        self.key = key
+        self.reason = reason
+        where = f"{source}: {key}" if key else source
+        super().__init__(f"{where}: {reason}")
+
+
+class ScriptError(UsageError):
+    """A replay script line cannot be read; the message names the file and line."""
+
+    def __init__(self, source: str, line_no: int, line: str, reason: str) -> None:
+        self.source = source
+        self.line_no = line_no
+        self.line = line
+        self.reason = reason
+        super().__init__(f"{source}:{line_no}: {reason}: {line.strip()!r}")
+
+
+class ServiceUnreachable(FirebetError, ConnectionError):
+    """The firebet service is not running or its control socket cannot be reached (exit 3)."""
+
+    exit_code = 3
+
+
+class JournalIntegrityError(FirebetError, RuntimeError):
+    """The journal's hash chain or records are damaged (exit 4)."""
+
+    exit_code = 4
+
+    def __init__(self, record: int | None, reason: str) -> None:
+        self.record = record
+        self.reason = reason
+        where = f"record {record}: " if record is not None else ""
+        super().__init__(f"journal integrity failure: {where}{reason}")
+
+
+class HardwareError(FirebetError, OSError):
+    """A pin, port or device is missing or not permitted; the message says the fix."""
+
+    exit_code = 1
