@@ -93,8 +93,24 @@ class RecordFault(Command):
     code: str = "fault"
 
 
+@dataclass(frozen=True)
+class ReaderFault(Command):
+    """The dice reader is in fault: ``code`` is HEARTBEAT, PORT_LOST or the reader's FAULT code."""
+
+    name: ClassVar[str] = "reader_fault"
+    code: str = "FAULT"
+
+
+@dataclass(frozen=True)
+class ReaderOk(Command):
+    """The dice reader is healthy again (frames flowing, OK frame, port back)."""
+
+    name: ClassVar[str] = "reader_ok"
+
+
 COMMANDS: dict[str, type[Command]] = {
-    c.name: c for c in (Roll, Void, Surrender, Bet, Cancel, Ack, ReaderHello, RecordFault)
+    c.name: c
+    for c in (Roll, Void, Surrender, Bet, Cancel, Ack, ReaderHello, RecordFault, ReaderFault, ReaderOk)
 }
 
 

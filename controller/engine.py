@@ -23,7 +23,9 @@ from controller.commands import (
     Bet,
     Cancel,
     Command,
+    ReaderFault,
     ReaderHello,
+    ReaderOk,
     RecordFault,
     Roll,
     Surrender,
@@ -221,8 +223,10 @@ class Engine:
             return [Acknowledged(actor=command.actor, at=command.at)]
         if isinstance(command, ReaderHello):
             return [ReaderRestarted(command.seq)]
-        if isinstance(command, RecordFault):
+        if isinstance(command, RecordFault | ReaderFault):
             return [FaultRecorded(command.code)]
+        if isinstance(command, ReaderOk):
+            return []  # the reader's health is the service's business; the game is unchanged
         return [Refused(getattr(command, "name", "?"), f"unknown command {command!r}")]
 
     def betting_closed_reason(self, state: TableState) -> str:
