@@ -19,6 +19,7 @@ from controller.errors import FirebetError
 # the modules that add subcommands, in the order `firebet --help` lists them
 COMMAND_MODULES: tuple[str, ...] = (
     "controller.replay",
+    "controller.odds",
 )
 
 

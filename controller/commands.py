@@ -110,7 +110,18 @@ class ReaderOk(Command):
 
 COMMANDS: dict[str, type[Command]] = {
     c.name: c
-    for c in (Roll, Void, Surrender, Bet, Cancel, Ack, ReaderHello, RecordFault, ReaderFault, ReaderOk)
+    for c in (
+        Roll,
+        Void,
+        Surrender,
+        Bet,
+        Cancel,
+        Ack,
+        ReaderHello,
+        RecordFault,
+        ReaderFault,
+        ReaderOk,
+    )
 }
 
 

@@ -95,7 +95,13 @@ SCHEMA: tuple[Key, ...] = (
     Key("buttons", "void", "int", "BCM pin of the void button", _pin),
     Key("buttons", "surrender", "int", "BCM pin of the surrender button", _pin),
     Key("buttons", "ack", "int", "BCM pin of the acknowledge button", _pin),
-    Key("buttons", "hold_s", "float", "seconds a button must be held", lambda v: None if v >= 0 else "must not be negative"),
+    Key(
+        "buttons",
+        "hold_s",
+        "float",
+        "seconds a button must be held",
+        lambda v: None if v >= 0 else "must not be negative",
+    ),
     Key("journal", "path", "str", "journal file, relative to the state directory", _nonempty),
     Key("journal", "snapshot_every", "int", "records between snapshots", _at_least(1)),
     Key("control", "socket", "str", "control socket path", _nonempty),
@@ -224,7 +230,9 @@ def preset_names() -> list[str]:
 def _preset_text(name: str, source: str) -> str:
     if name not in preset_names():
         raise ConfigError(
-            source, "firebet.preset", f"unknown preset {name!r} (known: {', '.join(preset_names())})"
+            source,
+            "firebet.preset",
+            f"unknown preset {name!r} (known: {', '.join(preset_names())})",
         )
     return resources.files("config").joinpath("presets", f"{name}.toml").read_text(encoding="utf-8")
 
@@ -254,7 +262,9 @@ def _typecheck(key: Key, value: Any, source: str) -> Any:
             try:
                 ik = int(k)
             except ValueError:
-                raise ConfigError(source, f"{key.dotted}.{k}", "key must be a whole number") from None
+                raise ConfigError(
+                    source, f"{key.dotted}.{k}", "key must be a whole number"
+                ) from None
             if isinstance(v, bool) or not isinstance(v, int):
                 raise ConfigError(source, f"{key.dotted}.{k}", f"must be a whole number, not {v!r}")
             table[ik] = v
@@ -271,9 +281,7 @@ def _merge(
 ) -> None:
     for section, body in data.items():
         if section not in KEYS:
-            raise ConfigError(
-                source, section, f"unknown section (known: {', '.join(KEYS)})"
-            )
+            raise ConfigError(source, section, f"unknown section (known: {', '.join(KEYS)})")
         if not isinstance(body, dict):
             raise ConfigError(source, section, "must be a [section] table")
         for name, value in body.items():
@@ -313,6 +321,12 @@ def load_config(path: str | Path | None = None) -> Config:
     return _build(values, source)
 
 
+def _set_in(values: dict[str, dict[str, tuple[Any, str]]], dotted: str) -> str:
+    """The file that set a dotted key (``lights.markers.4`` counts as ``lights.markers``)."""
+    section, name = dotted.split(".")[:2]
+    return values[section][name][1]
+
+
 def _build(values: dict[str, dict[str, tuple[Any, str]]], source: str) -> Config:
     def v(section: str, name: str) -> Any:
         return values[section][name][0]
@@ -335,9 +349,13 @@ def _build(values: dict[str, dict[str, tuple[Any, str]]], source: str) -> Config
     previous = 0
     for tier in sorted(pays):
         if not 1 <= tier <= 6:
-            raise ConfigError(psrc, f"firebet.pays.{tier}", "a tier must be 1 to 6 different points")
+            raise ConfigError(
+                psrc, f"firebet.pays.{tier}", "a tier must be 1 to 6 different points"
+            )
         if pays[tier] <= 0:
-            raise ConfigError(psrc, f"firebet.pays.{tier}", f"odds must be positive (got {pays[tier]})")
+            raise ConfigError(
+                psrc, f"firebet.pays.{tier}", f"odds must be positive (got {pays[tier]})"
+            )
         if pays[tier] <= previous:
             raise ConfigError(
                 psrc,
@@ -346,7 +364,11 @@ def _build(values: dict[str, dict[str, tuple[Any, str]]], source: str) -> Config
                 f"not more than {previous} to 1 for fewer points",
             )
         previous = pays[tier]
-    lo, hi, step = v("firebet", "min_wager"), v("firebet", "max_wager"), v("firebet", "wager_increment")
+    lo, hi, step = (
+        v("firebet", "min_wager"),
+        v("firebet", "max_wager"),
+        v("firebet", "wager_increment"),
+    )
     if lo > hi:
         raise ConfigError(
             where("firebet", "min_wager"),
@@ -391,12 +413,20 @@ def _build(values: dict[str, dict[str, tuple[Any, str]]], source: str) -> Config
         firebet=rules,
         preset=v("firebet", "preset"),
         history_hands=v("firebet", "history_hands"),
-        reader=ReaderConfig(v("reader", "port"), v("reader", "baud"), v("reader", "heartbeat_timeout_s")),
+        reader=ReaderConfig(
+            v("reader", "port"), v("reader", "baud"), v("reader", "heartbeat_timeout_s")
+        ),
         lights=LightsConfig(
-            dict(markers), v("lights", "status"), v("lights", "surveillance"), v("lights", "active_high")
+            dict(markers),
+            v("lights", "status"),
+            v("lights", "surveillance"),
+            v("lights", "active_high"),
         ),
         buttons=ButtonsConfig(
-            v("buttons", "void"), v("buttons", "surrender"), v("buttons", "ack"), v("buttons", "hold_s")
+            v("buttons", "void"),
+            v("buttons", "surrender"),
+            v("buttons", "ack"),
+            v("buttons", "hold_s"),
         ),
         journal=JournalConfig(v("journal", "path"), v("journal", "snapshot_every")),
         control=ControlConfig(
@@ -407,11 +437,11 @@ def _build(values: dict[str, dict[str, tuple[Any, str]]], source: str) -> Config
     seen: dict[int, str] = {}
     for name, pin in config.pins().items():
         if pin in seen:
-            section, _, _ = name.partition(".")
+            # blame the key the table's own file set, when one of the two came from it
+            other = seen[pin]
+            first, second = (other, name) if _set_in(values, other) == source else (name, other)
             raise ConfigError(
-                source if source != "defaults" else "config/table.toml",
-                name,
-                f"pin {pin} is already used by {seen[pin]}",
+                _set_in(values, first), first, f"pin {pin} is already used by {second}"
             )
         seen[pin] = name
     return config

@@ -10,6 +10,7 @@ betting window, wagers, surveillance, settlement, surrender, void) sit on top.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,16 @@ from controller.events import (
     SurveillanceAlert,
 )
 from controller.state import Phase, TableState, fold
+
+
+class _QuietOverrides(logging.Filter):
+    """Drop transitions' notice for each helper model_override=True leaves unbound (by design)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "due to model override policy" not in record.getMessage()
+
+
+logging.getLogger("transitions.core").addFilter(_QuietOverrides())
 
 NATURALS = (7, 11)
 CRAPS = (2, 3, 12)
@@ -135,7 +146,7 @@ HAND_TRANSITIONS: list[dict[str, Any]] = [
 def build_hand_machine(model: HandModel | None = None, **kwargs: Any) -> Machine:
     """The hand's state machine; ``kwargs`` go to the Machine (e.g. a diagram class)."""
     cls = kwargs.pop("machine_class", Machine)
-    return cls(
+    machine: Machine = cls(
         model=model if model is not None else HandModel(),
         states=Phase,
         transitions=HAND_TRANSITIONS,
@@ -144,6 +155,7 @@ def build_hand_machine(model: HandModel | None = None, **kwargs: Any) -> Machine
         model_override=True,
         **kwargs,
     )
+    return machine
 
 
 RollTable = dict[tuple[Phase, int | None, int], tuple[str, Phase, int | None]]
@@ -313,7 +325,9 @@ class Engine:
         if problem:
             return [Refused("bet", problem)]
         if not _is_int(cmd.amount) or cmd.amount <= 0:
-            return [Refused("bet", f"position {cmd.position}: {cmd.amount!r} is not a dollar amount")]
+            return [
+                Refused("bet", f"position {cmd.position}: {cmd.amount!r} is not a dollar amount")
+            ]
         if not state.betting_open:
             return [Refused("bet", f"position {cmd.position}: {self.betting_closed_reason(state)}")]
         r = self.rules
@@ -321,9 +335,17 @@ class Engine:
         total = have + cmd.amount
         what = f"${total}" if not have else f"${cmd.amount} more makes ${total}, which"
         if total > r.max_wager:
-            return [Refused("bet", f"position {cmd.position}: {what} is over the ${r.max_wager} maximum")]
+            return [
+                Refused(
+                    "bet", f"position {cmd.position}: {what} is over the ${r.max_wager} maximum"
+                )
+            ]
         if total < r.min_wager:
-            return [Refused("bet", f"position {cmd.position}: {what} is under the ${r.min_wager} minimum")]
+            return [
+                Refused(
+                    "bet", f"position {cmd.position}: {what} is under the ${r.min_wager} minimum"
+                )
+            ]
         if total % r.wager_increment:
             return [
                 Refused(
@@ -353,7 +375,9 @@ class Engine:
     # surrender and void -------------------------------------------------------
     def _surrender(self, state: TableState, cmd: Surrender) -> list[Event]:
         if cmd.kind not in SURRENDER_KINDS:
-            return [Refused("surrender", f"a surrender is voluntary or compulsory, not {cmd.kind!r}")]
+            return [
+                Refused("surrender", f"a surrender is voluntary or compulsory, not {cmd.kind!r}")
+            ]
         return [
             Surrendered(
                 surrender=cmd.kind,
@@ -375,5 +399,7 @@ class Engine:
             ]
         d1, d2 = state.last_roll
         return [
-            RollVoided(d1, d2, reversed_settlement=state.last_settlement, actor=cmd.actor, at=cmd.at)
+            RollVoided(
+                d1, d2, reversed_settlement=state.last_settlement, actor=cmd.actor, at=cmd.at
+            )
         ]

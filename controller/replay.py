@@ -117,7 +117,10 @@ def _print_table(result: ReplayResult, out: TextIO) -> None:
         points = ", ".join(str(p) for p in s.points) or "none"
         verdict = f"WIN {s.odds_to_one} to 1" if s.result == "win" else "lose"
         when = " (paid at the 6th point)" if s.immediate else ""
-        print(f"hand {s.hand}: {s.unique_points} different points ({points}) - {verdict}{when}", file=out)
+        print(
+            f"hand {s.hand}: {s.unique_points} different points ({points}) - {verdict}{when}",
+            file=out,
+        )
         for pos, won in sorted(s.payouts.items()):
             wager = s.wagers.get(pos, 0)
             outcome = f"wins ${won}" if won else "loses"

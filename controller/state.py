@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from controller.events import (
@@ -34,7 +34,7 @@ from controller.events import (
 )
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     """Where the hand stands."""
 
     NEW_SHOOTER = "new_shooter"  # before a new shooter's first come-out roll
@@ -201,7 +201,9 @@ def _meter_settlement(meters: Meters, s: Settlement, sign: int = 1) -> Meters:
         old = paid.get(s.tier, TierMeter())
         paid[s.tier] = TierMeter(old.count + len(s.wagers), old.amount + sum(s.payouts.values()))
         return replace(meters, paid=paid)
-    return replace(meters, lost=TierMeter(meters.lost.count + len(s.wagers), meters.lost.amount + wagered))
+    return replace(
+        meters, lost=TierMeter(meters.lost.count + len(s.wagers), meters.lost.amount + wagered)
+    )
 
 
 def evolve(state: TableState, event: Event) -> TableState:
@@ -277,7 +279,9 @@ def evolve(state: TableState, event: Event) -> TableState:
         return replace(
             state,
             bets={**state.bets, event.position: event.total},
-            meters=replace(m, bets_taken=m.bets_taken + 1, bets_amount=m.bets_amount + event.amount),
+            meters=replace(
+                m, bets_taken=m.bets_taken + 1, bets_amount=m.bets_amount + event.amount
+            ),
             undo=None,
             last_settlement=None,
         )

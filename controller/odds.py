@@ -1,0 +1,169 @@
+"""``firebet odds``: the exact odds and house edge of the configured pay table.
+
+The number of different points a shooter makes before the seven-out is a
+Markov chain over the set of points already made. From a come-out roll a point
+p is established with probability ways(p)/24 among the rolls that decide
+anything; then p is made before a 7 with probability ways(p)/(ways(p)+6).
+Everything is computed with fractions, so the figures are exact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+from fractions import Fraction
+from functools import cache
+from typing import Any
+
+from controller.commands import Roll
+from controller.config import POINT_NUMBERS, FireBetRules, load_config
+from controller.engine import Engine
+from controller.events import Settlement
+from controller.state import TableState
+
+WAYS: dict[int, int] = {
+    t: 6 - abs(t - 7) for t in range(2, 13)
+}  # ways to roll each total of two dice
+
+
+@cache
+def _distribution(made: frozenset[int]) -> tuple[Fraction, ...]:
+    """Distribution of the final count of different points, given the points ``made``.
+
+    Making a point already made leaves the chain where it is, so those loops are
+    summed geometrically: f(S) = (seven-outs + sum over new p of f(S+p)) / (1 - repeats).
+    """
+    result = [Fraction(0)] * 7
+    deciding = sum(WAYS[p] for p in POINT_NUMBERS)  # 24: only point numbers end a come-out
+    repeat = Fraction(0)
+    for p in POINT_NUMBERS:
+        establish = Fraction(WAYS[p], deciding)
+        make = Fraction(WAYS[p], WAYS[p] + WAYS[7])
+        result[len(made)] += establish * (1 - make)  # seven-out on this point
+        if p in made:
+            repeat += establish * make
+            continue
+        after = _distribution(made | {p})
+        for k in range(7):
+            result[k] += establish * make * after[k]
+    return tuple(x / (1 - repeat) for x in result)
+
+
+def exact_distribution() -> list[Fraction]:
+    """P(exactly k different points before the seven-out), k = 0..6, as exact fractions."""
+    return list(_distribution(frozenset()))
+
+
+def house_edge(rules: FireBetRules, p: list[Fraction] | None = None) -> Fraction:
+    """The house's expected win per dollar wagered under the rules' pay table."""
+    probs = p if p is not None else exact_distribution()
+    player = sum(
+        (probs[k] * (rules.odds_for(k)[1] if rules.odds_for(k)[1] else -1) for k in range(7)),
+        Fraction(0),
+    )
+    return -player
+
+
+def simulate(rules: FireBetRules, hands: int, seed: int) -> list[int]:
+    """Counts of hands ending with k different points, by the real engine on seeded dice."""
+    engine = Engine(FireBetRules(**{**rules.__dict__, "pay_six_immediately": False}))
+    rng = random.Random(seed)
+    counts = [0] * 7
+    state = TableState()
+    done = 0
+    while done < hands:
+        outcome = engine.apply(state, Roll(rng.randint(1, 6), rng.randint(1, 6), source="sim"))
+        state = outcome.state
+        for event in outcome.events:
+            if isinstance(event, Settlement):
+                counts[event.unique_points] += 1
+                done += 1
+    return counts
+
+
+def report(rules: FireBetRules, simulate_hands: int = 0, seed: int = 0) -> dict[str, Any]:
+    """The ``odds --json`` object: exact p[0..6] and house edge (and a simulation if asked)."""
+    p = exact_distribution()
+    out: dict[str, Any] = {
+        "p": [float(x) for x in p],
+        "house_edge": float(house_edge(rules, p)),
+        "exact": {"p": [str(x) for x in p], "house_edge": str(house_edge(rules, p))},
+        "pays": {str(k): v for k, v in rules.pay_table().items()},
+    }
+    if simulate_hands:
+        counts = simulate(rules, simulate_hands, seed)
+        n = simulate_hands
+        est = [c / n for c in counts]
+        stderr = [math.sqrt(q * (1 - q) / n) for q in (float(x) for x in p)]
+        payoff = [rules.odds_for(k)[1] or -1 for k in range(7)]
+        mean = sum(est[k] * payoff[k] for k in range(7))
+        # the estimator's standard error from the exact distribution: a small sample
+        # rarely sees the 5- and 6-point hands that carry most of the variance
+        true_mean = sum(float(p[k]) * payoff[k] for k in range(7))
+        var = sum(float(p[k]) * (payoff[k] - true_mean) ** 2 for k in range(7))
+        out["simulation"] = {
+            "hands": n,
+            "seed": seed,
+            "p": est,
+            "p_stderr": stderr,
+            "house_edge": -mean,
+            "house_edge_stderr": math.sqrt(var / n),
+        }
+    return out
+
+
+def _ordinal_label(k: int) -> str:
+    return f"{k} point" + ("" if k == 1 else "s")
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    rules = config.firebet
+    if args.simulate is not None and args.simulate <= 0:
+        print("firebet: --simulate takes a number of hands greater than 0", file=sys.stderr)
+        return 2
+    data = report(rules, args.simulate or 0, args.seed)
+    if args.json:
+        print(json.dumps(data))
+        return 0
+    p = exact_distribution()
+    sim = data.get("simulation")
+    print(f"Fire bet odds ({config.preset}, {config.source})")
+    header = f"{'different points':<18}{'probability':>14}{'1 in':>12}{'pays':>14}"
+    if sim:
+        header += f"{'simulated':>14}{'± std err':>12}"
+    print(header)
+    for k in range(7):
+        odds = rules.odds_for(k)[1]
+        pays = f"{odds} to 1" if odds else "loses"
+        line = f"{_ordinal_label(k):<18}{float(p[k]):>14.8f}{float(1 / p[k]):>12,.1f}{pays:>14}"
+        if sim:
+            line += f"{sim['p'][k]:>14.8f}{sim['p_stderr'][k]:>12.8f}"
+        print(line)
+    edge = house_edge(rules, p)
+    print(f"house edge: {float(edge):.4%} (exactly {edge})")
+    if sim:
+        print(
+            f"simulated house edge over {sim['hands']:,} hands (seed {sim['seed']}): "
+            f"{sim['house_edge']:.4%} ± {sim['house_edge_stderr']:.4%}"
+        )
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "odds",
+        help="exact odds and house edge of the configured pay table",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", metavar="F", help="table configuration file (TOML)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--simulate", type=int, metavar="N", help="also simulate N hands with the engine"
+    )
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="seed for --simulate")
+    p.set_defaults(func=run)
