@@ -1,0 +1,112 @@
+"""sd_notify without a dependency: tell systemd we are ready, alive, or stopping.
+
+systemd passes ``$NOTIFY_SOCKET`` (a path, or ``@name`` for an abstract socket)
+to a ``Type=notify`` service; one datagram of ``KEY=VALUE`` lines tells it
+something. Outside systemd the variable is unset and every call does nothing,
+so the service, ``firebet sim`` and the tests run the same code.
+
+The watchdog: with ``WatchdogSec=`` set, systemd passes ``$WATCHDOG_USEC``
+(and ``$WATCHDOG_PID``); the service must call :func:`watchdog` more often than
+that, best at half of :func:`watchdog_interval`, or systemd kills and restarts it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+
+log = logging.getLogger("firebet.notify")
+
+
+def _address() -> str | None:
+    addr = os.environ.get("NOTIFY_SOCKET", "")
+    if not addr:
+        return None
+    if addr.startswith("@"):
+        return "\0" + addr[1:]  # abstract namespace
+    if addr.startswith("/"):
+        return addr
+    log.warning("NOTIFY_SOCKET=%r is not a Unix socket address; not notifying", addr)
+    return None
+
+
+def notify(*lines: str) -> bool:
+    """Send ``KEY=VALUE`` lines to systemd in one datagram.
+
+    Returns True when sent, False when not running under systemd or the send
+    failed (logged: a notification must never crash the service).
+    """
+    addr = _address()
+    if addr is None or not lines:
+        return False
+    for line in lines:
+        if "\n" in line or "=" not in line:
+            raise ValueError(f"a notify line is KEY=VALUE on one line, not {line!r}")
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            sock.connect(addr)
+            sock.sendall("\n".join(lines).encode())
+    except OSError as exc:
+        log.warning("sd_notify %s failed: %s", lines[0].split("=", 1)[0], exc)
+        return False
+    return True
+
+
+def ready(status_text: str | None = None) -> bool:
+    """The service finished start-up (recovery done, outputs re-lit): ``READY=1``."""
+    lines = ["READY=1"]
+    if status_text is not None:
+        lines.append(f"STATUS={_one_line(status_text)}")
+    return notify(*lines)
+
+
+def status(text: str) -> bool:
+    """A one-line status that ``systemctl status firebet`` shows: ``STATUS=...``."""
+    return notify(f"STATUS={_one_line(text)}")
+
+
+def watchdog() -> bool:
+    """Keep-alive for ``WatchdogSec=``: ``WATCHDOG=1``."""
+    return notify("WATCHDOG=1")
+
+
+def stopping(status_text: str | None = None) -> bool:
+    """The service is shutting down cleanly: ``STOPPING=1``."""
+    lines = ["STOPPING=1"]
+    if status_text is not None:
+        lines.append(f"STATUS={_one_line(status_text)}")
+    return notify(*lines)
+
+
+def extend_timeout(seconds: float) -> bool:
+    """Ask for more time to start or stop (a long recovery): ``EXTEND_TIMEOUT_USEC=``."""
+    return notify(f"EXTEND_TIMEOUT_USEC={max(0, round(seconds * 1_000_000))}")
+
+
+def watchdog_interval() -> float | None:
+    """The watchdog timeout in seconds, or None when no watchdog applies to this process.
+
+    Ping with :func:`watchdog` at least every half of this. ``$WATCHDOG_PID``,
+    when set, must name this process (a child does not inherit the duty).
+    """
+    usec = os.environ.get("WATCHDOG_USEC", "")
+    pid = os.environ.get("WATCHDOG_PID", "")
+    if not usec:
+        return None
+    if pid:
+        try:
+            if int(pid) != os.getpid():
+                return None
+        except ValueError:
+            return None
+    try:
+        value = int(usec)
+    except ValueError:
+        log.warning("WATCHDOG_USEC=%r is not a number; no watchdog", usec)
+        return None
+    return value / 1_000_000 if value > 0 else None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
