@@ -1,0 +1,263 @@
+"""Dice reader frame codec (SPEC §4): pure bytes in, frames out, no I/O.
+
+A frame on the wire is ``$<BODY>*<CK>\\r\\n`` where CK is two uppercase hex digits,
+the XOR of every byte of BODY. :func:`encode` and the ``encode_*`` helpers build
+frames; :class:`FrameDecoder` takes bytes as they arrive, in pieces of any size,
+and gives back one :class:`Frame` per line it saw, each with a verdict. It never
+raises on input and never holds more than one frame's worth of bytes: bytes
+before a ``$`` are skipped, a ``$`` inside a frame starts a new one, and more than
+:data:`MAX_FRAME` bytes without a line end is ``overlong`` (the rest up to the
+next ``$`` is skipped).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_FRAME = 82
+"""Longest frame in bytes, from ``$`` to the checksum, without the line end."""
+
+MAX_SEQ = 65535
+
+OK = "ok"
+BAD_CHECKSUM = "bad_checksum"
+BAD_VALUE = "bad_value"
+BAD_FRAME = "bad_frame"
+OVERLONG = "overlong"
+NON_ASCII = "non_ascii"
+VERDICTS: tuple[str, ...] = (OK, BAD_CHECKSUM, BAD_VALUE, BAD_FRAME, OVERLONG, NON_ASCII)
+
+# frame kind -> number of fields in its body, the kind included
+FIELD_COUNTS: dict[str, int] = {
+    "HELLO": 4,  # HELLO,<seq>,<model>,<firmware>
+    "ROLL": 4,  # ROLL,<seq>,<d1>,<d2>
+    "NOROLL": 3,  # NOROLL,<seq>,<reason>
+    "HB": 2,  # HB,<seq>
+    "FAULT": 3,  # FAULT,<seq>,<code>
+    "OK": 2,  # OK,<seq>
+    "ACK": 2,  # ACK,<seq>
+}
+KINDS: tuple[str, ...] = tuple(FIELD_COUNTS)
+
+_DOLLAR = 0x24
+_STAR = 0x2A
+_CR = 0x0D
+_LF = 0x0A
+_HEX = frozenset(b"0123456789ABCDEFabcdef")
+_DIGITS = frozenset(b"0123456789")
+
+
+def _printable(b: int) -> bool:
+    return 0x20 <= b <= 0x7E
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One line read from the reader and what the codec made of it.
+
+    ``verdict`` is one of :data:`VERDICTS`. ``kind`` is the frame kind when the
+    body names a known one (even in a rejected frame, to help the technician),
+    else None. ``seq`` and ``dice`` are set only on an ``ok`` frame (``dice``
+    only for ROLL). ``fields`` is the body split at commas, ``raw`` the bytes
+    exactly as read (line end included when there was one).
+    """
+
+    verdict: str
+    kind: str | None = None
+    seq: int | None = None
+    dice: tuple[int, int] | None = None
+    fields: tuple[str, ...] = ()
+    raw: bytes = b""
+
+    @property
+    def ok(self) -> bool:
+        """True when the frame may be acted on."""
+        return self.verdict == OK
+
+    def text(self, index: int) -> str:
+        """The body field at ``index`` (e.g. the model of a HELLO, the code of a FAULT)."""
+        return self.fields[index] if index < len(self.fields) else ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``diag reader --json`` line for this frame (SPEC §5)."""
+        return {
+            "verdict": self.verdict,
+            "kind": self.kind,
+            "seq": self.seq,
+            "dice": list(self.dice) if self.dice is not None else None,
+        }
+
+
+def checksum(body: bytes | str) -> str:
+    """The two uppercase hex digits of the XOR of every byte of ``body``."""
+    data = body.encode("ascii") if isinstance(body, str) else body
+    ck = 0
+    for b in data:
+        ck ^= b
+    return f"{ck:02X}"
+
+
+def encode(body: str) -> bytes:
+    """The frame ``$BODY*CK\\r\\n`` for ``body`` (printable ASCII without ``$`` or ``*``)."""
+    data = body.encode("ascii", errors="strict")
+    if not all(_printable(b) for b in data) or b"$" in data or b"*" in data:
+        raise ValueError(f"frame body must be printable ASCII without '$' or '*': {body!r}")
+    if len(data) + 4 > MAX_FRAME:
+        raise ValueError(f"frame body longer than {MAX_FRAME - 4} bytes: {body!r}")
+    return b"$" + data + b"*" + checksum(data).encode("ascii") + b"\r\n"
+
+
+def _seq(seq: int) -> str:
+    if not 0 <= seq <= MAX_SEQ:
+        raise ValueError(f"seq must be 0..{MAX_SEQ}, not {seq}")
+    return str(seq)
+
+
+def encode_hello(seq: int, model: str, firmware: str) -> bytes:
+    """``HELLO,<seq>,<model>,<firmware>``: the reader started, numbering restarts."""
+    return encode(f"HELLO,{_seq(seq)},{model},{firmware}")
+
+
+def encode_roll(seq: int, d1: int, d2: int) -> bytes:
+    """``ROLL,<seq>,<d1>,<d2>``: a roll of the dice."""
+    if not (1 <= d1 <= 6 and 1 <= d2 <= 6):
+        raise ValueError(f"dice must be 1..6, not {d1} {d2}")
+    return encode(f"ROLL,{_seq(seq)},{d1},{d2}")
+
+
+def encode_noroll(seq: int, reason: str) -> bytes:
+    """``NOROLL,<seq>,<reason>``: an invalid throw (COCKED, OFFTABLE, ONEDIE, ...)."""
+    return encode(f"NOROLL,{_seq(seq)},{reason}")
+
+
+def encode_hb(seq: int) -> bytes:
+    """``HB,<seq>``: heartbeat."""
+    return encode(f"HB,{_seq(seq)}")
+
+
+def encode_fault(seq: int, code: str) -> bytes:
+    """``FAULT,<seq>,<code>``: the reader raises a fault."""
+    return encode(f"FAULT,{_seq(seq)},{code}")
+
+
+def encode_ok(seq: int) -> bytes:
+    """``OK,<seq>``: the reader's fault is cleared."""
+    return encode(f"OK,{_seq(seq)}")
+
+
+def encode_ack(seq: int) -> bytes:
+    """``ACK,<seq>``: the controller durably recorded the ROLL with this seq."""
+    return encode(f"ACK,{_seq(seq)}")
+
+
+def _number(text: str) -> int | None:
+    if not text or not all(c in "0123456789" for c in text):
+        return None
+    return int(text)
+
+
+def parse_line(line: bytes) -> Frame:
+    """Judge one complete line starting with ``$`` (line end optional)."""
+    raw = line
+    content = line
+    if content.endswith(b"\n"):
+        content = content[:-1]
+    if content.endswith(b"\r"):
+        content = content[:-1]
+    if len(content) > MAX_FRAME:
+        return Frame(OVERLONG, raw=raw)
+    star = content.rfind(b"*")
+    region = content[1:star] if star >= 0 else content[1:]
+    if not all(_printable(b) for b in region):
+        return Frame(NON_ASCII, raw=raw)
+    body = region.decode("ascii")
+    fields = tuple(body.split(","))
+    kind = fields[0] if fields[0] in FIELD_COUNTS else None
+    if star < 0:
+        return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
+    ck = content[star + 1 :]
+    if len(ck) != 2 or not all(b in _HEX for b in ck):
+        return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
+    if ck.decode("ascii").upper() != checksum(region):
+        return Frame(BAD_CHECKSUM, kind=kind, fields=fields, raw=raw)
+    if kind is None or len(fields) != FIELD_COUNTS[kind]:
+        return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
+    seq = _number(fields[1])
+    if seq is None:
+        return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
+    dice: tuple[int, int] | None = None
+    if kind == "ROLL":
+        d1, d2 = _number(fields[2]), _number(fields[3])
+        if d1 is None or d2 is None:
+            return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
+        if not (1 <= d1 <= 6 and 1 <= d2 <= 6):
+            return Frame(BAD_VALUE, kind=kind, fields=fields, raw=raw)
+        dice = (d1, d2)
+    elif any(not f for f in fields[2:]):  # model, firmware, reason, code
+        return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
+    if seq > MAX_SEQ:
+        return Frame(BAD_VALUE, kind=kind, fields=fields, raw=raw)
+    return Frame(OK, kind=kind, seq=seq, dice=dice, fields=fields, raw=raw)
+
+
+def _cut_short(partial: bytes) -> Frame:
+    """Judge a frame that the next ``$`` cut off before its line end: never ok."""
+    frame = parse_line(partial)
+    if frame.verdict == OK:
+        return Frame(BAD_FRAME, kind=frame.kind, fields=frame.fields, raw=partial)
+    return frame
+
+
+@dataclass
+class FrameDecoder:
+    """Incremental, bounded decoder: :meth:`feed` bytes, get frames back.
+
+    ``counters`` counts frames per verdict; ``skipped`` counts bytes dropped
+    outside any frame (line noise before a ``$``, the tail of an overlong frame).
+    """
+
+    counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
+    skipped: int = 0
+    _buf: bytearray = field(default_factory=bytearray, repr=False)
+    _in_frame: bool = field(default=False, repr=False)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of an unfinished frame held right now (never more than MAX_FRAME + 1)."""
+        return len(self._buf)
+
+    def reset(self) -> None:
+        """Forget any unfinished frame (the port was closed and reopened)."""
+        self._buf.clear()
+        self._in_frame = False
+
+    def _emit(self, frame: Frame, out: list[Frame]) -> None:
+        self.counters[frame.verdict] += 1
+        out.append(frame)
+
+    def feed(self, data: bytes) -> list[Frame]:
+        """Take the next bytes from the line; return the frames they completed."""
+        out: list[Frame] = []
+        buf = self._buf
+        for b in data:
+            if b == _DOLLAR:
+                if self._in_frame:  # a frame cut short by the next one: resync here
+                    self._emit(_cut_short(bytes(buf)), out)
+                buf.clear()
+                buf.append(b)
+                self._in_frame = True
+                continue
+            if not self._in_frame:
+                self.skipped += 1
+                continue
+            buf.append(b)
+            if b == _LF:
+                self._emit(parse_line(bytes(buf)), out)
+                buf.clear()
+                self._in_frame = False
+            elif len(buf) > MAX_FRAME and not (len(buf) == MAX_FRAME + 1 and b == _CR):
+                self._emit(Frame(OVERLONG, raw=bytes(buf)), out)
+                buf.clear()
+                self._in_frame = False
+        return out

@@ -1,0 +1,123 @@
+"""The dice reader contract: what every reader driver must do, and what it may do.
+
+The controller talks to "a dice reader" only through :class:`DiceReader`. The
+reference implementation is :class:`drivers.serial_reader.SerialDiceReader`
+(the SPEC §4 protocol over any pyserial URL); its simulated twin is
+:class:`drivers.sim_reader.SimulatedReader`, a fake *device* the real driver
+talks to unchanged. An adapter for another manufacturer's reader implements this
+class (see ``docs/reader-protocol.md``).
+
+A driver MUST:
+
+* :meth:`~DiceReader.start` its own thread(s) and return at once; from then on
+  turn what the reader says into commands and hand each to ``post`` (which only
+  puts it on the controller's queue and never blocks for long):
+
+  - every ROLL frame, *every copy* of a retransmitted one, as
+    ``Roll(d1, d2, source="reader", seq=seq, actor="reader")``: the engine
+    recognises a repeated seq and the controller ACKs each copy, so a driver
+    never drops a copy silently;
+  - HELLO as ``ReaderHello(seq=seq)``;
+  - a reader fault as ``ReaderFault(code=...)``: the reader's FAULT code,
+    ``"HEARTBEAT"`` when no good frame came for the heartbeat timeout,
+    ``"PORT_LOST"`` when the port cannot be read or opened;
+  - the end of a fault as ``ReaderOk()`` (an OK frame, or good frames flowing
+    again after a heartbeat or port fault), once per fault.
+
+* keep going whatever arrives: bad input is counted per verdict
+  (:data:`drivers.codec.VERDICTS`), logged and never posted; a lost port is
+  reopened with a capped backoff until it returns; only :meth:`stop` ends it.
+* :meth:`~DiceReader.ack` the ROLL with ``seq``: the controller calls it only
+  after the roll is durably journaled, from its own thread.
+* answer :meth:`~DiceReader.status` from any thread, at any time.
+
+A driver MAY post nothing for frames that carry no command (HB, NOROLL) and may
+add keys of its own to ``counters``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.commands import Command, ReaderFault, ReaderHello, ReaderOk, Roll
+from drivers.codec import VERDICTS, Frame
+
+Post = Callable[[Command], None]
+"""Where a driver hands its commands: the controller's one queue."""
+
+HEARTBEAT = "HEARTBEAT"
+PORT_LOST = "PORT_LOST"
+READER = "reader"
+
+
+def now_iso() -> str:
+    """The current UTC time as ISO 8601 with milliseconds, for a command's ``at``."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class ReaderStatus:
+    """A snapshot of a dice reader driver.
+
+    ``connected``: the port is open. ``fault``: the fault in force (a FAULT code,
+    HEARTBEAT or PORT_LOST) or None. ``counters``: frames seen per verdict.
+    ``port``: the device path or URL.
+    """
+
+    connected: bool
+    fault: str | None
+    counters: Mapping[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
+    port: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, for ``status --json`` (``reader``)."""
+        return {
+            "connected": self.connected,
+            "fault": self.fault,
+            "counters": dict(self.counters),
+            "port": self.port,
+        }
+
+
+class DiceReader(ABC):
+    """A dice reader driver (the contract is in this module's docstring)."""
+
+    @abstractmethod
+    def start(self, post: Post) -> None:
+        """Start reading; every command goes to ``post``. Call once."""
+
+    @abstractmethod
+    def ack(self, seq: int) -> None:
+        """Tell the reader the ROLL ``seq`` is durably recorded (never raises)."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop the threads and close the port; idempotent."""
+
+    @abstractmethod
+    def status(self) -> ReaderStatus:
+        """The driver's state right now."""
+
+
+def command_for(frame: Frame, at: str = "") -> Command | None:
+    """The command an ``ok`` frame from the reader asks for, or None (HB, NOROLL, ACK).
+
+    Faults and their ends are not decided here: the driver tracks them (see
+    :class:`drivers.serial_reader.SerialDiceReader`).
+    """
+    if not frame.ok:
+        return None
+    if frame.kind == "ROLL" and frame.dice is not None:
+        d1, d2 = frame.dice
+        return Roll(d1, d2, source="reader", seq=frame.seq, actor=READER, at=at)
+    if frame.kind == "HELLO" and frame.seq is not None:
+        return ReaderHello(seq=frame.seq, actor=READER, at=at)
+    if frame.kind == "FAULT":
+        return ReaderFault(code=frame.text(2), actor=READER, at=at)
+    if frame.kind == "OK":
+        return ReaderOk(actor=READER, at=at)
+    return None

@@ -1,0 +1,260 @@
+"""The reference dice reader driver: SPEC §4 frames over any pyserial URL.
+
+One thread, :meth:`SerialDiceReader._supervise`, owns the port: it opens it
+with :func:`serial.serial_for_url` (``/dev/ttyUSB0``, ``socket://``,
+``rfc2217://``, ``loop://`` alike), reads bytes into the bounded
+:class:`~drivers.codec.FrameDecoder`, posts commands, watches the heartbeat,
+and when the port fails closes it and opens it again with a capped backoff.
+Nothing it reads can stop it; an unexpected error is logged and the port
+reopened. ACKs are written from the controller's thread under a lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import serial
+
+from controller.commands import Command, ReaderFault, ReaderOk
+from controller.errors import HardwareError
+from drivers.codec import Frame, FrameDecoder, encode_ack
+from drivers.reader import (
+    HEARTBEAT,
+    PORT_LOST,
+    READER,
+    DiceReader,
+    Post,
+    ReaderStatus,
+    command_for,
+    now_iso,
+)
+
+log = logging.getLogger(__name__)
+
+OpenPort = Callable[..., Any]
+
+
+def port_problem(url: str, exc: BaseException) -> str:
+    """A technician's message for a port that cannot be opened: what, and the fix."""
+    code = getattr(exc, "errno", None)
+    text = str(exc)
+    if code in (errno.EACCES, errno.EPERM) or "Permission denied" in text:
+        return (
+            f"serial port {url}: permission denied; add the user to the dialout group: "
+            "sudo usermod -aG dialout $USER (then log in again)"
+        )
+    if code == errno.ENOENT or "No such file" in text:
+        return (
+            f"serial port {url}: no such device; check the reader's cable and power, "
+            "and reader.port in the config (ls /dev/serial/by-id/)"
+        )
+    if code == errno.EBUSY or "busy" in text.lower():
+        return f"serial port {url}: busy; another program holds it (is firebet running?)"
+    if "refused" in text.lower():
+        return f"serial port {url}: connection refused; is the reader's network adapter up?"
+    return f"serial port {url}: cannot open: {text}"
+
+
+def open_port(url: str, baud: int, timeout: float, open_fn: OpenPort | None = None) -> Any:
+    """Open ``url`` (device path or pyserial URL); :class:`HardwareError` says the fix."""
+    opener = open_fn if open_fn is not None else serial.serial_for_url
+    try:
+        return opener(url, baudrate=baud, timeout=timeout, write_timeout=0.5)
+    except (OSError, ValueError) as exc:  # SerialException is an OSError
+        raise HardwareError(port_problem(url, exc)) from exc
+
+
+class SerialDiceReader(DiceReader):
+    """The SPEC §4 reader on a serial port or pyserial URL.
+
+    ``heartbeat_timeout_s``: no good frame for this long is a HEARTBEAT fault.
+    ``backoff_s``/``backoff_max_s``: first and largest wait between reopen tries.
+    ``on_frame``: called (on the reader thread) with every frame of any verdict,
+    for monitors and logs. ``open_fn`` replaces :func:`serial.serial_for_url`.
+    """
+
+    def __init__(
+        self,
+        port_url: str,
+        baud: int = 9600,
+        heartbeat_timeout_s: float = 3.0,
+        *,
+        backoff_s: float = 0.1,
+        backoff_max_s: float = 2.0,
+        read_timeout_s: float = 0.05,
+        on_frame: Callable[[Frame], None] | None = None,
+        open_fn: OpenPort | None = None,
+    ) -> None:
+        self.port_url = port_url
+        self.baud = baud
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self.read_timeout_s = read_timeout_s
+        self.on_frame = on_frame
+        self._open_fn = open_fn
+        self._decoder = FrameDecoder()
+        self._lock = threading.Lock()  # guards _port, _fault and the counters copy
+        self._port: Any = None
+        self._fault: str | None = None
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._post: Post | None = None
+        self._last_good = time.monotonic()
+        self.acks_sent = 0
+        self.reopens = 0
+
+    # -- the contract -------------------------------------------------------------
+
+    def start(self, post: Post) -> None:
+        """Start the reader thread; commands go to ``post``."""
+        if self._thread is not None:
+            raise RuntimeError("the dice reader is already started")
+        self._post = post
+        self._last_good = time.monotonic()
+        self._thread = threading.Thread(
+            target=self._supervise, name=f"dice-reader {self.port_url}", daemon=True
+        )
+        self._thread.start()
+
+    def ack(self, seq: int) -> None:
+        """Write ``ACK,<seq>``; a lost port is logged (the reader will repeat the ROLL)."""
+        frame = encode_ack(seq)
+        with self._lock:
+            port = self._port
+            if port is None:
+                log.warning("ACK %d not sent: port %s is not open", seq, self.port_url)
+                return
+            try:
+                port.write(frame)
+                port.flush()
+                self.acks_sent += 1
+            except Exception as exc:  # a vanished port: the supervisor reopens it
+                log.warning("ACK %d not sent on %s: %s", seq, self.port_url, exc)
+
+    def stop(self) -> None:
+        """Stop the thread and close the port."""
+        self._stopping.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5.0)
+        self._close()
+
+    def status(self) -> ReaderStatus:
+        """Connected, the fault in force, counters per verdict, the port."""
+        with self._lock:
+            return ReaderStatus(
+                connected=self._port is not None,
+                fault=self._fault,
+                counters=dict(self._decoder.counters),
+                port=self.port_url,
+            )
+
+    # -- the reader thread ----------------------------------------------------------
+
+    def _emit(self, command: Command) -> None:
+        post = self._post
+        if post is None:
+            return
+        try:
+            post(command)
+        except Exception:  # the queue's problem must not end the reader
+            log.exception("posting %r failed", command)
+
+    def _set_fault(self, code: str) -> None:
+        with self._lock:
+            if self._fault == code:
+                return
+            self._fault = code
+        log.warning("dice reader fault %s on %s", code, self.port_url)
+        self._emit(ReaderFault(code=code, actor=READER, at=now_iso()))
+
+    def _clear_fault(self) -> None:
+        with self._lock:
+            if self._fault is None:
+                return
+            was, self._fault = self._fault, None
+        log.info("dice reader fault %s cleared on %s", was, self.port_url)
+        self._emit(ReaderOk(actor=READER, at=now_iso()))
+
+    def _close(self) -> None:
+        with self._lock:
+            port, self._port = self._port, None
+        if port is not None:
+            with contextlib.suppress(Exception):
+                port.close()
+
+    def _supervise(self) -> None:
+        backoff = self.backoff_s
+        while not self._stopping.is_set():
+            try:
+                port = open_port(self.port_url, self.baud, self.read_timeout_s, self._open_fn)
+            except HardwareError as exc:
+                log.debug("%s", exc)
+                self._set_fault(PORT_LOST)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, self.backoff_max_s)
+                continue
+            backoff = self.backoff_s
+            self._decoder.reset()
+            with self._lock:
+                self._port = port
+            self._last_good = time.monotonic()
+            try:
+                self._read(port)
+            except Exception as exc:  # unplugged, or a bug: log, reopen, go on
+                if isinstance(exc, OSError):
+                    log.warning("dice reader port %s lost: %s", self.port_url, exc)
+                else:
+                    log.exception("dice reader on %s failed; reopening", self.port_url)
+                self._close()
+                if not self._stopping.is_set():
+                    self._set_fault(PORT_LOST)
+                    self.reopens += 1
+                    self._stopping.wait(backoff)
+        self._close()
+
+    def _read(self, port: Any) -> None:
+        while not self._stopping.is_set():
+            data: bytes = port.read(1)
+            if data:
+                waiting = port.in_waiting
+                if waiting:
+                    data += port.read(waiting)
+                for frame in self._decoder.feed(data):
+                    self._frame(frame)
+            if (
+                time.monotonic() - self._last_good > self.heartbeat_timeout_s
+                and self._fault is None
+            ):
+                self._set_fault(HEARTBEAT)
+
+    def _frame(self, frame: Frame) -> None:
+        if self.on_frame is not None:
+            try:
+                self.on_frame(frame)
+            except Exception:
+                log.exception("on_frame failed for %r", frame)
+        if not frame.ok:
+            log.info("dice reader: %s frame %r", frame.verdict, frame.raw)
+            return
+        self._last_good = time.monotonic()
+        at = now_iso()
+        if frame.kind == "FAULT":
+            self._set_fault(frame.text(2) or "FAULT")
+            return
+        if frame.kind == "OK":
+            self._clear_fault()
+            return
+        fault = self._fault
+        if fault in (HEARTBEAT, PORT_LOST) or (fault is not None and frame.kind == "HELLO"):
+            self._clear_fault()  # frames flow again / the reader restarted
+        command = command_for(frame, at)
+        if command is not None:
+            self._emit(command)

@@ -1,0 +1,459 @@
+"""The simulated dice reader: a fake reader *device* on the far end of a port.
+
+:class:`SimulatedReader` sits where the real reader's cable would be, on the
+master side of a pseudo-terminal (``transport="pty"``; :attr:`port` is the
+slave's path, or a stable symlink to it) or as a TCP serial server
+(``transport="tcp"``; :attr:`port` is a ``socket://`` URL). It speaks the SPEC §4
+protocol, so :class:`~drivers.serial_reader.SerialDiceReader` runs against it
+unchanged: heartbeats, seeded random rolls at an interval, rolls from a script,
+rolls thrown on demand (:meth:`throw`), an un-ACKed ROLL repeated with the same
+seq every ``retransmit_s`` until ACKed, and on demand garbage, bad checksums,
+NOROLL, FAULT/OK, silence and an unplugged cable.
+
+Rolls go out one at a time, in order: the next is sent when the one before is
+ACKed, as a real reader holding a result until the controller confirms it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import random
+import select
+import socket
+import threading
+import time
+import tty
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from drivers import codec
+
+log = logging.getLogger(__name__)
+
+TRANSPORTS = ("pty", "tcp")
+
+
+class _Link:
+    """The device's end of the cable."""
+
+    port = ""
+
+    def open(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def read(self, timeout: float) -> bytes:
+        raise NotImplementedError
+
+    def write(self, data: bytes) -> bool:
+        raise NotImplementedError
+
+
+class _PtyLink(_Link):
+    """The master side of a pseudo-terminal; the slave is the port the driver opens."""
+
+    def __init__(self, link: Path | None) -> None:
+        self.link = link
+        self.master: int | None = None
+        self.slave: int | None = None
+        self.slave_path = ""
+
+    def open(self) -> None:
+        master, slave = os.openpty()
+        tty.setraw(slave)  # no echo, no line discipline, like a USB serial device
+        os.set_blocking(master, False)
+        self.master, self.slave = master, slave
+        self.slave_path = os.ttyname(slave)
+        if self.link is not None:
+            tmp = self.link.with_name(self.link.name + ".new")
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            tmp.symlink_to(self.slave_path)
+            os.replace(tmp, self.link)
+            self.port = str(self.link)
+        else:
+            self.port = self.slave_path
+
+    def close(self) -> None:
+        if self.link is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.link.unlink()  # as udev removes /dev/serial/by-id/... on unplug
+        for fd in (self.master, self.slave):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.master = self.slave = None
+
+    def read(self, timeout: float) -> bytes:
+        master = self.master  # unplug() may close it under our feet: then read nothing
+        if master is None:
+            time.sleep(timeout)
+            return b""
+        try:
+            ready, _, _ = select.select([master], [], [], timeout)
+            return os.read(master, 1024) if ready else b""
+        except (OSError, ValueError):
+            return b""
+
+    def write(self, data: bytes) -> bool:
+        if self.master is None:
+            return False
+        try:
+            os.write(self.master, data)
+            return True
+        except OSError as exc:  # nobody reading and the buffer is full: the bytes are lost
+            if exc.errno in (errno.EAGAIN, errno.EIO):
+                return False
+            raise
+
+
+class _TcpLink(_Link):
+    """A one-client TCP serial server on 127.0.0.1 (``socket://`` URL); keeps its port."""
+
+    def __init__(self) -> None:
+        self.listener: socket.socket | None = None
+        self.client: socket.socket | None = None
+        self.tcp_port = 0
+
+    def open(self) -> None:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.tcp_port))
+        listener.listen(1)
+        listener.setblocking(False)
+        self.tcp_port = listener.getsockname()[1]
+        self.listener = listener
+        self.port = f"socket://127.0.0.1:{self.tcp_port}"
+
+    def _drop_client(self) -> None:
+        if self.client is not None:
+            with contextlib.suppress(OSError):
+                self.client.close()
+            self.client = None
+
+    def close(self) -> None:
+        self._drop_client()
+        if self.listener is not None:
+            with contextlib.suppress(OSError):
+                self.listener.close()
+            self.listener = None
+
+    def read(self, timeout: float) -> bytes:
+        socks = [s for s in (self.listener, self.client) if s is not None]
+        if not socks:
+            time.sleep(timeout)
+            return b""
+        try:
+            ready, _, _ = select.select(socks, [], [], timeout)
+        except (OSError, ValueError):  # closed by unplug() meanwhile
+            return b""
+        data = b""
+        for s in ready:
+            if s is self.listener:
+                with contextlib.suppress(BlockingIOError):
+                    conn, _ = s.accept()
+                    conn.setblocking(True)
+                    conn.settimeout(0.5)
+                    self._drop_client()  # a new connection replaces the old, as a device server
+                    self.client = conn
+            elif s is self.client:
+                try:
+                    data = s.recv(1024)
+                except OSError:
+                    data = b""
+                if not data:
+                    self._drop_client()
+        return data
+
+    def write(self, data: bytes) -> bool:
+        if self.client is None:
+            return False
+        try:
+            self.client.sendall(data)
+            return True
+        except OSError:
+            self._drop_client()
+            return False
+
+
+@dataclass
+class _Roll:
+    d1: int
+    d2: int
+    seq: int | None = None
+    frame: bytes = b""
+    sent_at: float = 0.0
+
+
+class SimulatedReader:
+    """A fake SPEC §4 dice reader device for bench tests, ``firebet sim`` and CI.
+
+    ``seed``/``interval_s``/``rolls``: throw seeded random rolls every
+    ``interval_s`` seconds (after the previous one is ACKed), at most ``rolls``
+    of them (None: no limit); no random rolls when ``interval_s`` is None.
+    ``script``: dice thrown first, in order. ``heartbeat_s``: HB period (None:
+    none). ``retransmit_s``: repeat period of an un-ACKed ROLL. ``link``: with
+    the pty transport, a symlink kept pointing at the current slave (a stable
+    port across :meth:`unplug`/:meth:`replug`).
+    """
+
+    def __init__(
+        self,
+        *,
+        transport: str = "pty",
+        seed: int | None = None,
+        interval_s: float | None = None,
+        rolls: int | None = None,
+        script: Sequence[tuple[int, int]] = (),
+        heartbeat_s: float | None = 1.0,
+        retransmit_s: float = 0.5,
+        model: str = "SIMREADER",
+        firmware: str = "1.0",
+        link: str | Path | None = None,
+        hello: bool = True,
+        tick_s: float = 0.005,
+    ) -> None:
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport must be one of {TRANSPORTS}, not {transport!r}")
+        for d1, d2 in script:
+            codec.encode_roll(0, d1, d2)  # raises on dice outside 1..6
+        self.transport = transport
+        self.interval_s = interval_s
+        self.rolls_left = rolls
+        self.heartbeat_s = heartbeat_s
+        self.retransmit_s = retransmit_s
+        self.model = model
+        self.firmware = firmware
+        self.tick_s = tick_s
+        self._hello_at_start = hello
+        self._random = random.Random(seed)
+        self._script: deque[tuple[int, int]] = deque(script)
+        self._link: _Link
+        self._link = _PtyLink(Path(link) if link else None) if transport == "pty" else _TcpLink()
+        self._lock = threading.RLock()
+        self._acked_cv = threading.Condition(self._lock)
+        self._queue: deque[_Roll] = deque()
+        self._pending: _Roll | None = None
+        self._seq = 0
+        self._last_tx = 0.0
+        self._next_auto = 0.0
+        self._silent_until = 0.0
+        self._plugged = False
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._decoder = codec.FrameDecoder()
+        self.acked: list[int] = []
+        """Every ACK seq received, in order (including ACKs of copies)."""
+        self.transmissions: dict[int, int] = {}
+        """ROLL seq -> how many times it was sent (1 + retransmissions)."""
+        self.sent: list[bytes] = []
+        """Every frame written, in order (raw garbage included)."""
+
+    # -- life ---------------------------------------------------------------------
+
+    @property
+    def port(self) -> str:
+        """What the driver opens: the pty slave's path (or its symlink) or a socket:// URL."""
+        return self._link.port
+
+    def start(self) -> SimulatedReader:
+        """Plug in and power up: open the port, send HELLO, start the device thread."""
+        if self._thread is not None:
+            raise RuntimeError("the simulated reader is already started")
+        self._link.open()
+        self._plugged = True
+        now = time.monotonic()
+        self._next_auto = now + (self.interval_s or 0.0)
+        if self._hello_at_start:
+            self.hello()
+        self._thread = threading.Thread(target=self._run, name="sim dice reader", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Power off: stop the thread and close the port."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        with self._lock:
+            self._link.close()
+            self._plugged = False
+
+    def __enter__(self) -> SimulatedReader:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- what a croupier or a test can make it do -------------------------------------
+
+    def throw(self, d1: int, d2: int) -> None:
+        """A throw the reader reads as ``d1 d2``: sent now, or after the pending roll's ACK."""
+        codec.encode_roll(0, d1, d2)
+        with self._lock:
+            self._queue.append(_Roll(d1, d2))
+
+    def hello(self) -> None:
+        """Restart: numbering starts again at 0 with a HELLO."""
+        with self._lock:
+            self._seq = 0
+            self._send(codec.encode_hello(0, self.model, self.firmware))
+            if self._pending is not None:  # the result still lies on the table: re-report it
+                self._queue.appendleft(_Roll(self._pending.d1, self._pending.d2))
+                self._pending = None
+
+    def noroll(self, reason: str = "COCKED") -> None:
+        """An invalid throw (COCKED, OFFTABLE, ONEDIE, ...)."""
+        with self._lock:
+            self._send(codec.encode_noroll(self._next_seq(), reason))
+
+    def fault(self, code: str = "CAMERA") -> None:
+        """The reader raises a fault."""
+        with self._lock:
+            self._send(codec.encode_fault(self._next_seq(), code))
+
+    def clear_fault(self) -> None:
+        """The reader's fault is cleared (OK frame)."""
+        with self._lock:
+            self._send(codec.encode_ok(self._next_seq()))
+
+    def heartbeat(self) -> None:
+        """One heartbeat now."""
+        with self._lock:
+            self._send(codec.encode_hb(self._next_seq()))
+
+    def send_raw(self, data: bytes) -> None:
+        """Put ``data`` on the line as is (line noise, a half frame, anything)."""
+        with self._lock:
+            self._send(data)
+
+    def send_garbage(self, size: int = 64) -> bytes:
+        """``size`` random bytes from the seeded generator; returns them."""
+        data = self._random.randbytes(size)
+        self.send_raw(data)
+        return data
+
+    def send_bad_checksum(self, d1: int = 3, d2: int = 4) -> None:
+        """A ROLL frame whose checksum is wrong (must never be applied)."""
+        with self._lock:
+            frame = codec.encode_roll(self._next_seq(), d1, d2)
+            star = frame.rindex(b"*")
+            wrong = f"{int(frame[star + 1 : star + 3], 16) ^ 0xFF:02X}".encode()
+            self._send(frame[: star + 1] + wrong + b"\r\n")
+
+    def silence(self, seconds: float | None = None) -> None:
+        """Say nothing (no heartbeat, no repeats) for ``seconds``, or until :meth:`speak`."""
+        with self._lock:
+            self._silent_until = float("inf") if seconds is None else time.monotonic() + seconds
+
+    def speak(self) -> None:
+        """End a :meth:`silence`."""
+        with self._lock:
+            self._silent_until = 0.0
+
+    def unplug(self) -> None:
+        """Pull the cable: close the device's side, so the driver's port fails."""
+        with self._lock:
+            self._link.close()
+            self._plugged = False
+
+    def replug(self, power_cycle: bool = False) -> None:
+        """Plug the cable back in (same port); ``power_cycle`` also restarts (HELLO)."""
+        with self._lock:
+            if not self._plugged:
+                self._link.open()
+                self._plugged = True
+            if power_cycle:
+                self.hello()
+
+    # -- what a test can look at ---------------------------------------------------------
+
+    @property
+    def pending_seq(self) -> int | None:
+        """The seq of the ROLL waiting for its ACK, if any."""
+        with self._lock:
+            return self._pending.seq if self._pending is not None else None
+
+    @property
+    def rolls_waiting(self) -> int:
+        """Rolls not yet ACKed: the pending one and those queued behind it."""
+        with self._lock:
+            return len(self._queue) + (self._pending is not None)
+
+    def wait_acked(self, seq: int, timeout: float = 2.0) -> bool:
+        """Wait until an ACK for ``seq`` arrived; False on timeout."""
+        with self._acked_cv:
+            return self._acked_cv.wait_for(lambda: seq in self.acked, timeout)
+
+    # -- the device thread ---------------------------------------------------------------
+
+    def _next_seq(self) -> int:
+        self._seq = (self._seq + 1) % (codec.MAX_SEQ + 1)
+        return self._seq
+
+    def _send(self, data: bytes) -> None:
+        self.sent.append(data)
+        self._link.write(data)
+        self._last_tx = time.monotonic()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._tick()
+            except Exception:  # a simulator must outlive its own bugs in a long bench run
+                log.exception("simulated reader tick failed")
+                time.sleep(self.tick_s)
+
+    def _tick(self) -> None:
+        data = self._link.read(self.tick_s)
+        for frame in self._decoder.feed(data):
+            if frame.ok and frame.kind == "ACK" and frame.seq is not None:
+                self._on_ack(frame.seq)
+        with self._lock:
+            now = time.monotonic()
+            if not self._plugged or now < self._silent_until:
+                return
+            self._auto_throw(now)
+            pending = self._pending
+            if pending is None and self._queue:
+                pending = self._pending = self._queue.popleft()
+                pending.seq = self._next_seq()
+                pending.frame = codec.encode_roll(pending.seq, pending.d1, pending.d2)
+                pending.sent_at = 0.0
+            due = pending is not None and (
+                pending.sent_at == 0.0 or now - pending.sent_at >= self.retransmit_s
+            )
+            if pending is not None and pending.seq is not None and due:
+                self._send(pending.frame)
+                pending.sent_at = now
+                self.transmissions[pending.seq] = self.transmissions.get(pending.seq, 0) + 1
+            if self.heartbeat_s is not None and now - self._last_tx >= self.heartbeat_s:
+                self._send(codec.encode_hb(self._next_seq()))
+
+    def _auto_throw(self, now: float) -> None:
+        if self._pending is not None or self._queue or now < self._next_auto:
+            return
+        if self._script:
+            d1, d2 = self._script.popleft()
+        elif self.interval_s is not None and (self.rolls_left is None or self.rolls_left > 0):
+            d1, d2 = self._random.randint(1, 6), self._random.randint(1, 6)
+            if self.rolls_left is not None:
+                self.rolls_left -= 1
+        else:
+            return
+        self._queue.append(_Roll(d1, d2))
+
+    def _on_ack(self, seq: int) -> None:
+        with self._acked_cv:
+            self.acked.append(seq)
+            if self._pending is not None and self._pending.seq == seq:
+                self._pending = None
+                self._next_auto = time.monotonic() + (self.interval_s or 0.0)
+            self._acked_cv.notify_all()
