@@ -19,7 +19,9 @@ from controller.errors import FirebetError
 # the modules that add subcommands, in the order `firebet --help` lists them
 COMMAND_MODULES: tuple[str, ...] = (
     "controller.replay",
+    "controller.audit",
     "controller.odds",
+    "controller.diag",
 )
 
 
