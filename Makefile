@@ -33,3 +33,7 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache *.egg-info
+
+# install or upgrade the systemd service on the Pi (root): make install-service [INSTALL_FLAGS=--dry-run]
+install-service:
+	@if [ "$$(id -u)" = 0 ]; then systemd/install.sh $(INSTALL_FLAGS); else sudo systemd/install.sh $(INSTALL_FLAGS); fi
