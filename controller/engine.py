@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from transitions import Machine
 
@@ -51,7 +50,7 @@ from controller.events import (
     Surrendered,
     SurveillanceAlert,
 )
-from controller.state import Phase, TableState, fold
+from controller.state import Phase, TableState, evolve
 
 
 class _QuietOverrides(logging.Filter):
@@ -158,11 +157,11 @@ def build_hand_machine(model: HandModel | None = None, **kwargs: Any) -> Machine
     return machine
 
 
-RollTable = dict[tuple[Phase, int | None, int], tuple[str, Phase, int | None]]
+RollTable = dict[tuple[Phase, int | None, int], tuple[str, str, int | None]]
 
 
 def decision_table() -> RollTable:
-    """(phase, point, total) -> (outcome, next phase, next point), read off the machine."""
+    """(phase, point, total) -> (outcome, next phase's name, next point), read off the machine."""
     model = HandModel()
     machine = build_hand_machine(model)
     table: RollTable = {}
@@ -174,12 +173,11 @@ def decision_table() -> RollTable:
             model.point, model.total, model.outcome = point, total, ""
             if not model.roll():  # pragma: no cover - every total is decided
                 raise RuntimeError(f"hand machine has no rule for {total} in {phase}")
-            table[(phase, point, total)] = (model.outcome, model.state, model.point)
+            table[(phase, point, total)] = (model.outcome, model.state.value, model.point)
     return table
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What one command did: the next state and the events that lead there."""
 
     state: TableState
@@ -208,7 +206,9 @@ class Engine:
     def apply(self, state: TableState, command: Command) -> Outcome:
         """Decide what ``command`` does to ``state`` and fold it."""
         events = self.decide(state, command)
-        return Outcome(fold(events, state), tuple(events))
+        for event in events:
+            state = evolve(state, event)
+        return Outcome(state, tuple(events))
 
     def run(self, commands: Sequence[Command], state: TableState | None = None) -> TableState:
         """Apply many commands in order; the final state."""
@@ -253,9 +253,10 @@ class Engine:
 
     # rolls ----------------------------------------------------------------------
     def _roll(self, state: TableState, cmd: Roll) -> list[Event]:
-        for label, die in (("die 1", cmd.d1), ("die 2", cmd.d2)):
-            if not _is_int(die) or not 1 <= die <= 6:
-                return [Refused("roll", f"{label} shows {die!r}: a die shows 1 to 6")]
+        d1, d2 = cmd.d1, cmd.d2
+        if type(d1) is not int or type(d2) is not int or not (1 <= d1 <= 6 and 1 <= d2 <= 6):
+            label, die = ("die 1", d1) if not (_is_int(d1) and 1 <= d1 <= 6) else ("die 2", d2)
+            return [Refused("roll", f"{label} shows {die!r}: a die shows 1 to 6")]
         if cmd.source not in ROLL_SOURCES:
             return [Refused("roll", f"unknown roll source {cmd.source!r}")]
         if cmd.seq is not None:
@@ -263,11 +264,11 @@ class Engine:
                 return [Refused("roll", f"reader sequence {cmd.seq!r} is not 0..65535")]
             if cmd.seq == state.reader_seq:
                 return [DuplicateRoll(cmd.seq)]
-        total = cmd.d1 + cmd.d2
+        total = d1 + d2
         outcome, phase, point = self._table[(state.phase, state.point, total)]
         events: list[Event] = [
             RollAccepted(
-                cmd.d1, cmd.d2, total, outcome, phase.value, point,
+                d1, d2, total, outcome, phase, point,
                 source=cmd.source, seq=cmd.seq, actor=cmd.actor, at=cmd.at,
             )
         ]  # fmt: skip

@@ -9,9 +9,9 @@ not wind them back, so equality ignores them.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from controller.events import (
     Acknowledged,
@@ -57,7 +57,6 @@ class Meters:
     """
 
     hands: int = 0
-    rolls: int = 0
     points_made: int = 0
     bets_taken: int = 0
     bets_amount: int = 0
@@ -70,10 +69,12 @@ class Meters:
     surrenders: int = 0
     faults: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, rolls: int) -> dict[str, Any]:
+        """The meters as JSON; ``rolls`` is the table's accepted-roll count (a void takes
+        a roll off it again, so the state's count is the meter)."""
         return {
             "hands": self.hands,
-            "rolls": self.rolls,
+            "rolls": rolls,
             "points_made": self.points_made,
             "bets_taken": {"count": self.bets_taken, "amount": self.bets_amount},
             "bets_cancelled": {"count": self.bets_cancelled, "amount": self.cancelled_amount},
@@ -91,7 +92,6 @@ class Meters:
     def from_dict(cls, d: dict[str, Any]) -> Meters:
         return cls(
             hands=d["hands"],
-            rolls=d["rolls"],
             points_made=d["points_made"],
             bets_taken=d["bets_taken"]["count"],
             bets_amount=d["bets_taken"]["amount"],
@@ -153,7 +153,7 @@ class TableState:
             "last_roll": list(self.last_roll) if self.last_roll else None,
             "rolls": self.rolls,
             "reader_seq": self.reader_seq,
-            "meters": self.meters.to_dict(),
+            "meters": self.meters.to_dict(self.rolls),
             "undo": self.undo.to_dict() if self.undo is not None else None,
             "last_settlement": (
                 self.last_settlement.to_dict() if self.last_settlement is not None else None
@@ -185,10 +185,28 @@ class TableState:
         )
 
 
+_T = TypeVar("_T")
+
+
+def _but(value: _T, **changes: Any) -> _T:
+    """A copy of a frozen dataclass value with ``changes``.
+
+    ``dataclasses.replace`` re-runs ``__init__`` and was most of the engine's time on
+    the roll path; this copies the fields straight across. Only this module calls it,
+    with field names the tests cover.
+    """
+    new = object.__new__(type(value))
+    object.__setattr__(new, "__dict__", {**value.__dict__, **changes})
+    return new
+
+
+_PHASE = {p.value: p for p in Phase}
+
+
 def _meter_settlement(meters: Meters, s: Settlement, sign: int = 1) -> Meters:
     wagered = sum(s.wagers.values())
     if sign < 0:
-        return replace(
+        return _but(
             meters,
             reversed=TierMeter(
                 meters.reversed.count + 1, meters.reversed.amount + sum(s.payouts.values())
@@ -200,8 +218,8 @@ def _meter_settlement(meters: Meters, s: Settlement, sign: int = 1) -> Meters:
         paid = dict(meters.paid)
         old = paid.get(s.tier, TierMeter())
         paid[s.tier] = TierMeter(old.count + len(s.wagers), old.amount + sum(s.payouts.values()))
-        return replace(meters, paid=paid)
-    return replace(
+        return _but(meters, paid=paid)
+    return _but(
         meters, lost=TierMeter(meters.lost.count + len(s.wagers), meters.lost.amount + wagered)
     )
 
@@ -209,36 +227,31 @@ def _meter_settlement(meters: Meters, s: Settlement, sign: int = 1) -> Meters:
 def evolve(state: TableState, event: Event) -> TableState:
     """Apply one event to the state. The only place the state changes."""
     m = state.meters
-    if isinstance(event, Refused | DuplicateRoll):
-        return state
-    if isinstance(event, RollAccepted):
-        before = replace(state, undo=None, last_settlement=None)
-        return replace(
+    if type(event) is RollAccepted:  # the hot path: checked first, by exact type
+        return _but(
             state,
-            phase=Phase(event.phase),
+            phase=_PHASE[event.phase],
             point=event.point,
             last_roll=(event.d1, event.d2),
             rolls=state.rolls + 1,
             reader_seq=event.seq if event.seq is not None else state.reader_seq,
-            meters=replace(
-                m,
-                rolls=m.rolls + 1,
-                points_made=m.points_made + (event.outcome == "point_made"),
-            ),
-            undo=before,
+            meters=(_but(m, points_made=m.points_made + 1) if event.outcome == "point_made" else m),
+            undo=_but(state, undo=None, last_settlement=None),
             last_settlement=None,
         )
+    if isinstance(event, Refused | DuplicateRoll):
+        return state
     if isinstance(event, BettingClosed):
-        return replace(state, betting_open=False)
+        return _but(state, betting_open=False)
     if isinstance(event, NewDifferentPoint):
-        return replace(state, points=(*state.points, event.point))
+        return _but(state, points=(*state.points, event.point))
     if isinstance(event, SurveillanceAlert):
-        return replace(state, alert_raised=True, surveillance_alert=True)
+        return _but(state, alert_raised=True, surveillance_alert=True)
     if isinstance(event, Acknowledged):
-        undo = replace(state.undo, surveillance_alert=False) if state.undo is not None else None
-        return replace(state, surveillance_alert=False, undo=undo)
+        undo = _but(state.undo, surveillance_alert=False) if state.undo is not None else None
+        return _but(state, surveillance_alert=False, undo=undo)
     if isinstance(event, Settlement):
-        return replace(
+        return _but(
             state,
             bets={},
             settled=state.settled or event.immediate,
@@ -246,7 +259,7 @@ def evolve(state: TableState, event: Event) -> TableState:
             last_settlement=event,
         )
     if isinstance(event, NewHand):
-        return replace(
+        return _but(
             state,
             phase=Phase.NEW_SHOOTER,
             point=None,
@@ -258,11 +271,11 @@ def evolve(state: TableState, event: Event) -> TableState:
             surrender_pending=False,
             settled=False,
             alert_raised=False,
-            meters=replace(m, hands=m.hands + 1),
+            meters=_but(m, hands=m.hands + 1),
         )
     if isinstance(event, Surrendered):
         keep = event.carries_points or not event.pending
-        return replace(
+        return _but(
             state,
             phase=Phase.NEW_SHOOTER,
             point=None,
@@ -271,26 +284,24 @@ def evolve(state: TableState, event: Event) -> TableState:
             alert_raised=state.alert_raised if keep else False,
             betting_open=not event.pending,
             surrender_pending=event.pending,
-            meters=replace(m, surrenders=m.surrenders + 1),
+            meters=_but(m, surrenders=m.surrenders + 1),
             undo=None,
             last_settlement=None,
         )
     if isinstance(event, BetAccepted):
-        return replace(
+        return _but(
             state,
             bets={**state.bets, event.position: event.total},
-            meters=replace(
-                m, bets_taken=m.bets_taken + 1, bets_amount=m.bets_amount + event.amount
-            ),
+            meters=_but(m, bets_taken=m.bets_taken + 1, bets_amount=m.bets_amount + event.amount),
             undo=None,
             last_settlement=None,
         )
     if isinstance(event, BetCancelled):
         bets = {p: a for p, a in state.bets.items() if p != event.position}
-        return replace(
+        return _but(
             state,
             bets=bets,
-            meters=replace(
+            meters=_but(
                 m,
                 bets_cancelled=m.bets_cancelled + 1,
                 cancelled_amount=m.cancelled_amount + event.amount,
@@ -303,16 +314,16 @@ def evolve(state: TableState, event: Event) -> TableState:
             raise ValueError("a void with nothing to void")
         # the meters go back with the roll (it never counted), but the void is metered,
         # and so is a reversed settlement; faults seen since the roll stay counted
-        meters = replace(state.undo.meters, voids=m.voids + 1, faults=m.faults)
+        meters = _but(state.undo.meters, voids=m.voids + 1, faults=m.faults)
         if event.reversed_settlement is not None:
             meters = _meter_settlement(meters, event.reversed_settlement, sign=-1)
-        return replace(
+        return _but(
             state.undo, meters=meters, reader_seq=state.reader_seq, undo=None, last_settlement=None
         )
     if isinstance(event, ReaderRestarted):
-        return replace(state, reader_seq=None)
+        return _but(state, reader_seq=None)
     if isinstance(event, FaultRecorded):
-        return replace(state, meters=replace(m, faults=m.faults + 1))
+        return _but(state, meters=_but(m, faults=m.faults + 1))
     raise TypeError(f"no rule to fold {event!r}")  # pragma: no cover
 
 

@@ -62,9 +62,12 @@ def test_other_totals_in_the_point_phase_change_nothing() -> None:
 def test_decision_table_comes_from_the_machine_and_covers_every_roll() -> None:
     table = decision_table()
     assert len(table) == (2 + 6) * 11
-    assert table[(Phase.POINT, 6, 7)] == ("seven_out", Phase.NEW_SHOOTER, None)
-    assert table[(Phase.NEW_SHOOTER, None, 7)] == ("natural", Phase.COME_OUT, None)
-    assert table[(Phase.COME_OUT, None, 8)] == ("point_established", Phase.POINT, 8)
+    assert table[(Phase.POINT, 6, 7)] == ("seven_out", "new_shooter", None)
+    assert table[(Phase.NEW_SHOOTER, None, 7)] == ("natural", "come_out", None)
+    assert table[(Phase.COME_OUT, None, 8)] == ("point_established", "point", 8)
+    assert table[(Phase.POINT, 6, 6)] == ("point_made", "come_out", None)
+    assert table[(Phase.POINT, 6, 8)] == ("no_decision", "point", 6)
+    assert table[(Phase.COME_OUT, None, 12)] == ("craps", "come_out", None)
 
 
 # -- betting window and wagers ------------------------------------------------------
