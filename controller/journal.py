@@ -749,6 +749,16 @@ class Journal:
                     pass  # an unreadable time: show it, the auditor decides
             yield record
 
+    def last(self) -> Record | None:
+        """The newest record (None in an empty file)."""
+        with self._mutex:
+            row = (
+                self._require_db()
+                .execute(f"SELECT {_COLUMNS} FROM records ORDER BY record DESC LIMIT 1")
+                .fetchone()
+            )
+        return Record(*row) if row else None
+
     def verify(self, engine: Engine | None = None) -> VerifyReport:
         """Check the whole journal from genesis: chain, records, snapshots, rules."""
         engine = engine or self._engine
