@@ -215,9 +215,10 @@ def run_leds(args: argparse.Namespace, out: TextIO | None = None) -> int:
     step = max(args.step, 0.0)
     off = dict.fromkeys(lights.markers, OFF)
 
-    def show(lamp: str, pin: int, state: str, outputs: Outputs) -> None:
+    def show(lamp: str, pin: int | None, state: str, outputs: Outputs) -> None:
         lights.apply(outputs)
-        text = f"{lamp:<20} BCM {pin:<2}  {state}"
+        where = f"BCM {pin:<2}" if pin is not None else "all   "
+        text = f"{lamp:<20} {where}  {state}"
         _emit(out, json.dumps({"lamp": lamp, "pin": pin, "state": state}) if args.json else text)
         stop.wait(step)
 
@@ -232,12 +233,12 @@ def run_leds(args: argparse.Namespace, out: TextIO | None = None) -> int:
                     show("status lamp", cfg.lights.status, ON, Outputs(off, ON, False))
             if not stop.is_set():
                 every = dict.fromkeys(lights.markers, ON)
-                show("lamp test", -1, "all on", Outputs(every, ON, False))
+                show("lamp test", None, "all on", Outputs(every, ON, False))
                 every = dict.fromkeys(lights.markers, FAULT)
-                show("lamp test", -1, "fault pattern", Outputs(every, FAULT, False))
+                show("lamp test", None, "fault pattern", Outputs(every, FAULT, False))
             if args.relay and not stop.is_set():
                 show("surveillance relay", cfg.lights.surveillance, ON, Outputs(off, OFF, True))
-            show("all lamps", -1, "off", Outputs(off, OFF, False))
+            show("all lamps", None, "off", Outputs(off, OFF, False))
     except KeyboardInterrupt:
         pass
     finally:
