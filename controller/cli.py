@@ -18,10 +18,13 @@ from controller.errors import FirebetError
 
 # the modules that add subcommands, in the order `firebet --help` lists them
 COMMAND_MODULES: tuple[str, ...] = (
-    "controller.replay",
+    "controller.run",
+    "controller.sim",
+    "controller.client",
     "controller.audit",
-    "controller.odds",
     "controller.diag",
+    "controller.replay",
+    "controller.odds",
 )
 
 
