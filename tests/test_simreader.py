@@ -142,11 +142,11 @@ def test_silence_then_speak(pair: tuple[SimulatedReader, Line]) -> None:
 
 def test_silence_for_a_while(pair: tuple[SimulatedReader, Line]) -> None:
     sim, line = pair
-    sim.silence(0.2)
+    sim.silence(0.4)
     line.frames(0.03)
     quiet = line.frames(0.15)
     assert quiet == []
-    assert line.until("HB", timeout=0.5)
+    assert line.until("HB", timeout=1.0)
 
 
 def test_faults_noroll_garbage_and_bad_checksum(pair: tuple[SimulatedReader, Line]) -> None:
