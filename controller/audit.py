@@ -1,9 +1,9 @@
-"""Audit commands that read the journal directly: ``journal verify``, ``history``,
-``export`` and the offline ``clear-halt`` (SPEC §5).
+"""Audit commands: ``journal verify``, ``history``, ``export`` and ``clear-halt`` (SPEC §5).
 
-``verify``, ``history`` and ``export`` open the journal read-only
-(``file:...?mode=ro``), so they never block a running service.
-``clear-halt`` writes: it is the offline path, for when the service is stopped.
+``verify`` and ``export`` read the journal directly, read-only
+(``file:...?mode=ro``), so they never block a running service. ``history`` and
+``clear-halt`` ask the running service through its control socket and read or
+write the journal directly only when no service answers (the offline path).
 """
 
 from __future__ import annotations
@@ -15,18 +15,18 @@ import json
 import sys
 from typing import Any, TextIO
 
-from controller.config import load_config
+from controller import paths
+from controller.control import ControlClient
 from controller.engine import Engine
-from controller.errors import FirebetError, JournalIntegrityError, UsageError
+from controller.errors import FirebetError, JournalIntegrityError, ServiceUnreachable, UsageError
 from controller.journal import Journal, parse_time
 
-DEFAULT_STATE_DIR = "./var"
 EXPORT_FIELDS = ("record", "at", "actor", "kind", "payload", "prev_hash", "hash")
 
 
 def _open(args: argparse.Namespace, *, read_only: bool = True) -> tuple[Journal, Engine]:
-    config = load_config(args.config)
-    journal = Journal.open(args.state_dir, config, read_only=read_only)
+    config = paths.load(args)
+    journal = Journal.open(paths.state_dir(args.state_dir), config, read_only=read_only)
     if read_only and not journal.path.exists() and not journal.marker.exists():
         raise FirebetError(f"there is no journal at {journal.path}")
     return journal, Engine(config.firebet)
@@ -71,20 +71,40 @@ def _print_history(lines: list[dict[str, Any]], out: TextIO) -> None:
             print(f"    {a['at']}  {a['actor']:<12} {a['action']} {detail}".rstrip(), file=out)
 
 
+def _service(args: argparse.Namespace, op: str, **fields: Any) -> dict[str, Any] | None:
+    """Ask the running service; None when no service answers on the socket."""
+    config = paths.load(args)
+    path = paths.socket_path(config, args.socket, paths.state_dir(args.state_dir))
+    try:
+        with ControlClient(path) as client:
+            return client.request(op, **fields)
+    except ServiceUnreachable:
+        return None
+
+
 def run_history(args: argparse.Namespace) -> int:
     """The last hands, oldest first, one JSON object a line with --json."""
-    config = load_config(args.config)
+    config = paths.load(args)
     hands = args.hands if args.hands is not None else config.history_hands
-    journal, engine = _open(args)
-    with journal:
-        recovered = journal.recover(engine)
-        if recovered.halted is not None:
-            print(
-                f"firebet: warning: journal halted: {recovered.halted.describe()}", file=sys.stderr
-            )
-            if recovered.halted.record is None:
-                raise JournalIntegrityError(None, recovered.halted.reason)
-        lines = journal.history(hands)
+    if hands < 1:
+        raise UsageError(f"--hands must be at least 1, not {hands}")
+    reply = _service(args, "history", hands=hands)
+    if reply is not None:
+        if not reply.get("ok"):
+            raise FirebetError(str(reply.get("error")))
+        lines: list[dict[str, Any]] = reply["hands"]
+    else:
+        journal, engine = _open(args)
+        with journal:
+            recovered = journal.recover(engine)
+            if recovered.halted is not None:
+                print(
+                    f"firebet: warning: journal halted: {recovered.halted.describe()}",
+                    file=sys.stderr,
+                )
+                if recovered.halted.record is None:
+                    raise JournalIntegrityError(None, recovered.halted.reason)
+            lines = journal.history(hands)
     if args.json:
         for line in lines:
             print(json.dumps(line))
@@ -116,10 +136,16 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_clear_halt(args: argparse.Namespace) -> int:
-    """Offline clear-halt: journals who lifted the halt."""
-    config = load_config(args.config)
+    """Lift ``halted`` through the running service, or offline when none runs; journaled."""
+    reply = _service(args, "clear-halt", note=args.note or "")
+    if reply is not None:
+        if not reply.get("ok"):
+            raise FirebetError(str(reply.get("error")))
+        print(f"halt cleared through the service; was: {reply.get('cleared')}")
+        return 0
+    config = paths.load(args)
     engine = Engine(config.firebet)
-    journal = Journal.open(args.state_dir, config)
+    journal = Journal.open(paths.state_dir(args.state_dir), config)
     actor = args.actor or getpass.getuser()
     with journal:
         recovered = journal.recover(engine)
@@ -135,10 +161,7 @@ def run_clear_halt(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--state-dir", metavar="D", default=DEFAULT_STATE_DIR, help="state directory (./var)"
-    )
-    p.add_argument("--config", metavar="F", help="table configuration file (TOML)")
+    paths.add_location_options(p)
 
 
 def register(subparsers: Any) -> None:
@@ -161,7 +184,9 @@ def register(subparsers: Any) -> None:
     _common(export)
     export.set_defaults(func=run_export)
 
-    clear = subparsers.add_parser("clear-halt", help="technician: lift halted (offline path)")
+    clear = subparsers.add_parser(
+        "clear-halt", help="technician: lift halted after the cause is fixed (journaled)"
+    )
     clear.add_argument("--actor", help="who clears it (default: the OS user)")
     clear.add_argument("--note", help="what was done about the cause")
     _common(clear)

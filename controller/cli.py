@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "controller.client",
     "controller.audit",
     "controller.diag",
+    "controller.doctor",
     "controller.replay",
     "controller.odds",
 )

@@ -361,6 +361,8 @@ class Journal:
             raise _Missing(f"the journal file {self.path} has no format {FORMAT} header")
 
     def _take_lock(self) -> None:
+        if self._lock_fd is not None:  # this journal holds it already (clear-halt after loss)
+            return
         lock = self.path.with_name(self.path.name + ".lock")
         try:
             fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)

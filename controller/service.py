@@ -56,6 +56,14 @@ class _Stop:
     """Queue item: finish the command in hand and leave the loop."""
 
 
+@dataclass(frozen=True)
+class _Halt:
+    """Queue item: the background check found damage; halt the table."""
+
+    record: int | None
+    reason: str
+
+
 @dataclass
 class _Job:
     """A control-socket request, or a command from a local tool, waiting for its reply."""
@@ -101,7 +109,8 @@ class Controller:
         self.lights_timing = lights_timing
         self.on_change = on_change
         self.engine = Engine(config.firebet)
-        self.queue: queue.Queue[Command | _Job | _Stop] = queue.Queue()
+        self.queue: queue.Queue[Command | _Job | _Stop | _Halt] = queue.Queue()
+        self.full_check: str | None = None  # "running", "ok" or what it found
         self.journal: Journal | None = None
         self.lights: MarkerLights | None = None
         self.buttons: DealerButtons | None = None
@@ -153,6 +162,31 @@ class Controller:
         self.ready.set()
         notify.ready()
         self._notify_status()
+        threading.Thread(
+            target=self._check_whole_journal, name="journal check", daemon=True
+        ).start()
+
+    def _check_whole_journal(self) -> None:
+        """After ready: verify every record from genesis (recovery read only the tail).
+
+        Runs on its own read-only connection, so the table plays on meanwhile; damage
+        found goes to the engine thread as a halt.
+        """
+        assert self.journal is not None
+        self.full_check = "running"
+        try:
+            with Journal(self.journal.path, read_only=True) as reader:
+                reader.attach()
+                report = reader.verify(Engine(self.config.firebet))
+        except FirebetError as exc:
+            self.full_check = f"could not run: {exc}"
+            return
+        if report.ok:
+            self.full_check = "ok"
+            return
+        record, reason = report.problems[0]
+        self.full_check = f"record {record}: {reason}"
+        self.queue.put(_Halt(record, reason))
 
     def _self_check(self) -> None:
         try:
@@ -191,7 +225,11 @@ class Controller:
             if isinstance(item, _Stop):
                 break
             try:
-                if isinstance(item, _Job):
+                if isinstance(item, _Halt):
+                    assert self.journal is not None
+                    self.journal.halt(item.record, item.reason, actor="journal check")
+                    self._refresh()
+                elif isinstance(item, _Job):
                     self._run_job(item)
                 else:
                     self._handle(item)
@@ -342,6 +380,7 @@ class Controller:
             "halted": p.halted,
             "storage_fault": p.storage_fault,
             "last_settlement": p.last_settlement,
+            "journal_check": self.full_check,
         }
 
     # the control socket ---------------------------------------------------------------
@@ -385,7 +424,7 @@ class Controller:
             if self.journal.halted is None:
                 return {"ok": False, "error": "the table is not halted: nothing to clear"}
             was = self.journal.halted.describe()
-            self.journal.clear_halt(actor)
+            self.journal.clear_halt(actor, note=str(args.get("note", "")))
             self._refresh()
             return {"ok": True, "cleared": was, "status": self.status()}
         if op in ("diagnostics-on", "diagnostics-off"):
