@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
-from controller.config import load_config
+from controller.config import Config, load_config
 from controller.control import ControlClient
 from controller.service import Controller
 from drivers.serial_reader import SerialDiceReader
@@ -64,13 +64,15 @@ class Table:
         return self.factory.pin(number)
 
 
-def start_table(state: Path, sock: Path) -> tuple[Table, threading.Thread]:
+def start_table(
+    state: Path, sock: Path, config: Config | None = None
+) -> tuple[Table, threading.Thread]:
     device = SimulatedReader(heartbeat_s=0.1, retransmit_s=0.1)
     device.start()
     reader = SerialDiceReader(device.port, 9600, heartbeat_timeout_s=0.6, backoff_max_s=0.2)
     factory = MockFactory(pin_class=MockPWMPin)
     controller = Controller(
-        load_config(), state, reader=reader, pin_factory=factory, socket_path=sock
+        config or load_config(), state, reader=reader, pin_factory=factory, socket_path=sock
     )
 
     def engine() -> None:
