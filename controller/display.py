@@ -60,9 +60,9 @@ def render_status(
     head.append(f"table {status.get('table', '?')}  ", style="bold")
     head.append(f" {mode.replace('_', ' ').upper()} ", style=MODE_STYLE.get(mode, "bold"))
     phase = str(status.get("phase", "?")).replace("_", " ")
+    where = f"point {status['point']}" if status.get("point") else phase
     head.append(
-        f"   hand {status.get('hand')}  shooter {status.get('shooter')}  {phase}"
-        f"  point {status.get('point') or '-'}  "
+        f"   hand {status.get('hand')}  shooter {status.get('shooter')}  {where}  "
         f"different points {status.get('unique_points', 0)}  rolls {status.get('rolls', 0)}"
     )
     parts: list[RenderableType] = [head]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import random
 import select
@@ -274,7 +275,7 @@ def summary(bench: Bench, seconds: float) -> str:
             f"paid ${paid}; lost ${meters['lost']['amount']}",
             "  reader frames: " + ", ".join(f"{k} {v}" for k, v in counters.items()),
             f"  journal: {bench.state_dir / bench.config.journal.path} "
-            f"(firebet history --state-dir {bench.state_dir})",
+            f"(firebet history --state-dir {bench.state_dir}); log: {bench.state_dir / 'sim.log'}",
         ]
     )
 
@@ -287,6 +288,14 @@ def run(args: argparse.Namespace) -> int:
     if args.rolls is not None and args.rolls <= 0:
         raise UsageError(f"--rolls must be at least 1, not {args.rolls}")
     bench = Bench(args)
+    bench.state_dir.mkdir(parents=True, exist_ok=True)
+    log_file = bench.state_dir / "sim.log"
+    # the drivers' log lines go to a file: on the terminal they would tear the live table
+    logging.basicConfig(
+        filename=log_file,
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
