@@ -76,6 +76,7 @@ class Bench:
         self.faulted = False
         self.plugged = True
         self.changed = threading.Event()
+        self.script_done = threading.Event()
         self.controller: Controller | None = None
         self._last_rolls: int | None = None
         self._last_hand: int | None = None
@@ -157,6 +158,13 @@ class Bench:
     def run_script(self) -> None:
         """Throw the script's dice through the simulated reader; post its dealer actions."""
         assert self.controller is not None
+        try:
+            self._run_script_lines()
+        finally:
+            self.script_done.set()
+
+    def _run_script_lines(self) -> None:
+        assert self.controller is not None
         for no, command in self.script:
             if self.controller.stopping.is_set():
                 return
@@ -182,9 +190,11 @@ class Bench:
 
     def done(self) -> bool:
         """With ``--rolls N`` or a script: every roll thrown and ACKed."""
-        if self.target is None and not self.script:
+        if self.script:
+            return self.script_done.is_set() and self.device.rolls_waiting == 0
+        if self.target is None:
             return False
-        return self.device.rolls_left in (0, None) and self.device.rolls_waiting == 0
+        return self.device.rolls_left == 0 and self.device.rolls_waiting == 0
 
     # keys -------------------------------------------------------------------------------
     def key(self, ch: str, read_more: Any) -> str:
@@ -228,6 +238,12 @@ class Bench:
                 return _said(reply, f"manual roll {dice[0]} {dice[1]}")
             return "manual roll: type two dice 1-6 after m"
         return HELP
+
+
+def _settlement_line(s: dict[str, Any]) -> str:
+    verdict = f"win {s['odds_to_one']} to 1" if s["result"] == "win" else "lose"
+    paid = ", ".join(f"#{p} ${a}" for p, a in s["payouts"].items()) or "no wagers"
+    return f"hand {s['hand']}: {s['unique_points']} different points {s['points']} - {verdict} - {paid}"
 
 
 def _said(reply: dict[str, Any], done: str) -> str:
@@ -334,18 +350,15 @@ def run(args: argparse.Namespace) -> int:
                         break
         else:
             printed = 0
-            while not stop.is_set() and not bench.done():
+            while True:
+                finished = stop.is_set() or bench.done()
                 bench.changed.wait(0.2)
                 bench.changed.clear()
                 for s in bench.settlements[printed:]:
-                    verdict = f"win {s['odds_to_one']} to 1" if s["result"] == "win" else "lose"
-                    paid = ", ".join(f"#{p} ${a}" for p, a in s["payouts"].items()) or "no wagers"
-                    print(
-                        f"hand {s['hand']}: {s['unique_points']} different points "
-                        f"{s['points']} - {verdict} - {paid}",
-                        flush=True,
-                    )
+                    print(_settlement_line(s), flush=True)
                 printed = len(bench.settlements)
+                if finished:
+                    break
     finally:
         bench.stop()
     print(summary(bench, time.monotonic() - started))
