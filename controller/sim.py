@@ -243,7 +243,8 @@ class Bench:
 def _settlement_line(s: dict[str, Any]) -> str:
     verdict = f"win {s['odds_to_one']} to 1" if s["result"] == "win" else "lose"
     paid = ", ".join(f"#{p} ${a}" for p, a in s["payouts"].items()) or "no wagers"
-    return f"hand {s['hand']}: {s['unique_points']} different points {s['points']} - {verdict} - {paid}"
+    points = f"{s['unique_points']} different points {s['points']}"
+    return f"hand {s['hand']}: {points} - {verdict} - {paid}"
 
 
 def _said(reply: dict[str, Any], done: str) -> str:
