@@ -424,6 +424,14 @@ class Journal:
 
     def _recover_tail(self, engine: Engine) -> tuple[int | None, str] | None:
         db = self._require_db()
+        db.execute("BEGIN")  # one consistent view, even while a service appends (read-only use)
+        try:
+            return self._fold_tail(db, engine)
+        finally:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+
+    def _fold_tail(self, db: sqlite3.Connection, engine: Engine) -> tuple[int | None, str] | None:
         walk, problem = self._anchor(db)
         if problem is None:
             rows = db.execute(
@@ -768,6 +776,10 @@ class Journal:
         with self._mutex:
             db = self._require_db()
             try:
+                # one read transaction: every SELECT below sees the same file, even while
+                # the service appends on its own connection (else a record appended between
+                # the walk and the cut check looks "missing")
+                db.execute("BEGIN")
                 snaps = {
                     r[0]: r[1:]
                     for r in db.execute("SELECT record, chain_hash, state, hash FROM snapshots")
@@ -795,6 +807,9 @@ class Journal:
                 report.problems = walk.problems
             except sqlite3.DatabaseError as exc:
                 report.problems.append((None, f"the journal file cannot be read: {exc}"))
+            finally:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
         return report
 
     def history(self, hands: int) -> list[dict[str, Any]]:
