@@ -1,7 +1,8 @@
 """Dealer commands and ``status``: clients of the running service's control socket.
 
 ``firebet status [--json]``, ``roll D1 D2``, ``void``, ``surrender``,
-``bet POS AMOUNT``, ``cancel POS``, ``ack``. Exit 0 when done, 1 when the
+``bet POS AMOUNT``, ``cancel POS``, ``ack``, and the technician's
+``diagnostics on|off``. Exit 0 when done, 1 when the
 service refused (the reason on stderr), 2 for bad usage, 3 when the service
 cannot be reached.
 """
@@ -94,6 +95,16 @@ def ack(args: argparse.Namespace) -> int:
     return _finish(call(args, "ack"), "surveillance alert acknowledged")
 
 
+def diagnostics(args: argparse.Namespace) -> int:
+    op = f"diagnostics-{args.switch}"
+    done = (
+        "diagnostics mode on: game input paused, lamps free for tests"
+        if args.switch == "on"
+        else "diagnostics mode off: every output back to the game's state"
+    )
+    return _finish(call(args, op), done)
+
+
 def _die(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 6:
         raise argparse.ArgumentTypeError(f"a die shows 1 to 6, not {text!r}")
@@ -129,3 +140,5 @@ def register(subparsers: Any) -> None:
     p = add("cancel", cancel, "take back the fire bet on position POS while betting is open")
     p.add_argument("position", type=_whole, metavar="POS")
     add("ack", ack, "acknowledge the surveillance alert")
+    p = add("diagnostics", diagnostics, "technician: pause the game for tests (on) or resume (off)")
+    p.add_argument("switch", choices=("on", "off"))

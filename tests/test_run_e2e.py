@@ -65,12 +65,12 @@ class Service:
         self.notify: Notifications | None = None
         self.starts = 0
 
-    def start(self) -> None:
+    def start(self, **extra_env: str) -> None:
         self.starts += 1
         if self.notify is not None:
             self.notify.close()
         self.notify = Notifications(self.tmp / f"notify-{self.starts}.sock")
-        env = dict(os.environ, NOTIFY_SOCKET=str(self.notify.path))
+        env = dict(os.environ, NOTIFY_SOCKET=str(self.notify.path), **extra_env)
         log = open(self.tmp / f"service-{self.starts}.log", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [
@@ -163,9 +163,9 @@ def test_frames_in_acks_out_status_settlement_kill_9_restart_and_sigterm(service
     assert service.cli("status").returncode == 3
 
 
-def test_nothing_is_acked_before_ready(service: Service) -> None:
+def test_nothing_is_acked_before_ready_and_the_engine_feeds_the_watchdog(service: Service) -> None:
     seq = service.throw(2, 2)  # waiting on the line before the service even starts
-    service.start()
+    service.start(WATCHDOG_USEC="400000")
     assert service.device.wait_acked(seq, timeout=10)
     first_ack = time.monotonic()
     assert service.notify is not None
@@ -173,6 +173,7 @@ def test_nothing_is_acked_before_ready(service: Service) -> None:
     assert ready_at is not None and ready_at <= first_ack
     statuses = [m for _, m in service.notify.messages if m.startswith("STATUS=")]
     assert statuses and "hand 1" in statuses[-1]
+    wait_for(lambda: sum(m == "WATCHDOG=1" for _, m in service.notify.messages) >= 3, 5)
 
 
 def test_clients_without_a_service_exit_3(tmp_path: Path) -> None:

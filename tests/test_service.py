@@ -15,6 +15,7 @@ from gpiozero.pins.mock import MockFactory, MockPWMPin
 
 from controller.config import Config, load_config
 from controller.control import ControlClient
+from controller.journal import JournalWriteError
 from controller.service import Controller
 from drivers.serial_reader import SerialDiceReader
 from drivers.sim_reader import SimulatedReader
@@ -199,3 +200,26 @@ def test_a_damaged_journal_halts_until_a_technician_clears_it(tmp_path: Path) ->
         t.controller.close()
         t.device.stop()
         t.factory.close()
+
+
+def test_a_journal_that_cannot_be_written_refuses_rolls_but_serves_status(
+    table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = table.controller.journal
+    assert journal is not None
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise JournalWriteError(journal.path, "database or disk is full")
+
+    monkeypatch.setattr(journal, "_write", disk_full)
+    seq = table.throw(2, 2, acked=False)
+    time.sleep(0.3)
+    assert seq not in table.device.acked  # not durable, so not ACKed: the reader repeats it
+    s = table.status()
+    assert s["storage_fault"] == "database or disk is full" and s["rolls"] == 0
+    refused = table.ask("bet", position=1, amount=5)
+    assert not refused["ok"] and "the journal cannot be written" in refused["error"]
+    monkeypatch.undo()  # space freed
+    assert table.device.wait_acked(seq, timeout=3)
+    s = table.status()
+    assert s["storage_fault"] is None and s["rolls"] == 1 and s["point"] == 4
