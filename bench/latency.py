@@ -62,7 +62,7 @@ def main() -> None:
             "--pin-factory", "mock", "--state-dir", str(work / "state"),
             "--socket", str(work / "control.sock"),
         ],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env, stdout=subprocess.DEVNULL, stderr=open(work / "service.log", "w"),  # noqa: SIM115
     )  # fmt: skip
     notify.settimeout(30)
     while b"READY=1" not in notify.recv(4096):
@@ -97,7 +97,9 @@ def main() -> None:
         t0 = time.perf_counter()
         os.write(master, frame)
         if not read_ack(seq, time.monotonic() + 5):
-            print(f"no ACK for seq {seq}", file=sys.stderr)
+            print(
+                f"no ACK for seq {seq}; the service's log: {work / 'service.log'}", file=sys.stderr
+            )
             break
         latencies.append((time.perf_counter() - t0) * 1000)
         if seq % 400 == 0:  # a heartbeat now and then, as a real reader sends

@@ -31,12 +31,19 @@ def _address() -> str | None:
     return None
 
 
-def notify(*lines: str) -> bool:
+_failing = False  # log a failing notify socket once, not at every roll
+
+
+def notify(*lines: str, timeout: float = 0.0) -> bool:
     """Send ``KEY=VALUE`` lines to systemd in one datagram.
 
     Returns True when sent, False when not running under systemd or the send
-    failed (logged: a notification must never crash the service).
+    failed (logged: a notification must never crash the service). By default
+    the send never waits: a receiver whose queue is full (a stalled systemd)
+    must not stall the engine thread that calls this after every roll; such a
+    message is dropped. ``timeout`` lets READY and STOPPING wait that long.
     """
+    global _failing
     addr = _address()
     if addr is None or not lines:
         return False
@@ -45,11 +52,15 @@ def notify(*lines: str) -> bool:
             raise ValueError(f"a notify line is KEY=VALUE on one line, not {line!r}")
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            sock.settimeout(timeout)
             sock.connect(addr)
             sock.sendall("\n".join(lines).encode())
     except OSError as exc:
-        log.warning("sd_notify %s failed: %s", lines[0].split("=", 1)[0], exc)
+        if not _failing:
+            log.warning("sd_notify %s failed: %s", lines[0].split("=", 1)[0], exc)
+        _failing = True
         return False
+    _failing = False
     return True
 
 
@@ -58,7 +69,7 @@ def ready(status_text: str | None = None) -> bool:
     lines = ["READY=1"]
     if status_text is not None:
         lines.append(f"STATUS={_one_line(status_text)}")
-    return notify(*lines)
+    return notify(*lines, timeout=2.0)
 
 
 def status(text: str) -> bool:
@@ -76,7 +87,7 @@ def stopping(status_text: str | None = None) -> bool:
     lines = ["STOPPING=1"]
     if status_text is not None:
         lines.append(f"STATUS={_one_line(status_text)}")
-    return notify(*lines)
+    return notify(*lines, timeout=2.0)
 
 
 def extend_timeout(seconds: float) -> bool:

@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    logging.getLogger("transitions").setLevel(logging.WARNING)  # a line per callback otherwise
     config = paths.load(args)
     state = paths.state_dir(args.state_dir)
     port = args.serial or config.reader.port

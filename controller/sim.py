@@ -313,6 +313,7 @@ def run(args: argparse.Namespace) -> int:
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("transitions").setLevel(logging.WARNING)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -124,3 +124,15 @@ def test_watchdog_interval(
             value = {"self": str(os.getpid()), "other": str(os.getpid() + 1)}.get(value, value)
             monkeypatch.setenv(name, value)
     assert notify.watchdog_interval() == expected
+
+
+def test_a_stalled_receiver_never_blocks_the_caller(systemd: socket.socket) -> None:
+    """Nobody reads the socket: once its queue is full, statuses are dropped, not waited on.
+
+    Regression: the engine thread blocked in sendall() after about ten unread STATUS
+    messages, so the table stopped ACKing rolls.
+    """
+    results = [notify.status(f"roll {n}") for n in range(200)]  # would hang if blocking
+    assert results[0] is True
+    assert results[-1] is False  # the queue filled up and the rest were dropped
+    assert systemd.recv(4096) == b"STATUS=roll 0"
