@@ -25,18 +25,19 @@ def dice_sequence(rolls: int, seed: int) -> list[tuple[int, int]]:
 
 def run_firebet(dice: list[tuple[int, int]]) -> tuple[float, int, int]:
     engine = Engine()
+    apply, new_shooter, wager = engine.apply, Phase.NEW_SHOOTER, Bet(1, 5)
     state = TableState()
     won = hands = 0
     start = time.perf_counter()
     for d1, d2 in dice:
-        if state.phase is Phase.NEW_SHOOTER and state.betting_open and not state.bets:
-            state = engine.apply(state, Bet(1, 5)).state
-        outcome = engine.apply(state, Roll(d1, d2, source="sim"))
-        state = outcome.state
-        for event in outcome.events:
-            if isinstance(event, Settlement):
-                hands += 1
-                won += sum(event.payouts.values())
+        if state.phase is new_shooter and state.betting_open and not state.bets:
+            state = apply(state, wager).state
+        state, events = apply(state, Roll(d1, d2, "sim"))
+        if len(events) > 1:  # only a decision adds events to the roll's own
+            for event in events:
+                if type(event) is Settlement:
+                    hands += 1
+                    won += sum(event.payouts.values())
     return time.perf_counter() - start, hands, won
 
 

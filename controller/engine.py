@@ -268,10 +268,9 @@ class Engine:
         outcome, phase, point = self._table[(state.phase, state.point, total)]
         events: list[Event] = [
             RollAccepted(
-                d1, d2, total, outcome, phase, point,
-                source=cmd.source, seq=cmd.seq, actor=cmd.actor, at=cmd.at,
+                d1, d2, total, outcome, phase, point, cmd.source, cmd.seq, cmd.actor, cmd.at
             )
-        ]  # fmt: skip
+        ]
         rules = self.rules
         if state.betting_open and (
             (rules.betting_closes == "first_roll")

@@ -200,6 +200,13 @@ def _but(value: _T, **changes: Any) -> _T:
     return new
 
 
+def _value(cls: type[_T], fields: dict[str, Any]) -> _T:
+    """A frozen dataclass value made straight from its fields (the roll path's copy)."""
+    new = object.__new__(cls)
+    object.__setattr__(new, "__dict__", fields)
+    return new
+
+
 _PHASE = {p.value: p for p in Phase}
 
 
@@ -228,17 +235,21 @@ def evolve(state: TableState, event: Event) -> TableState:
     """Apply one event to the state. The only place the state changes."""
     m = state.meters
     if type(event) is RollAccepted:  # the hot path: checked first, by exact type
-        return _but(
-            state,
-            phase=_PHASE[event.phase],
-            point=event.point,
-            last_roll=(event.d1, event.d2),
-            rolls=state.rolls + 1,
-            reader_seq=event.seq if event.seq is not None else state.reader_seq,
-            meters=(_but(m, points_made=m.points_made + 1) if event.outcome == "point_made" else m),
-            undo=_but(state, undo=None, last_settlement=None),
-            last_settlement=None,
-        )
+        fields = state.__dict__
+        before = fields.copy()
+        before["undo"] = before["last_settlement"] = None
+        after = fields.copy()
+        after["phase"] = _PHASE[event.phase]
+        after["point"] = event.point
+        after["last_roll"] = (event.d1, event.d2)
+        after["rolls"] = fields["rolls"] + 1
+        if event.seq is not None:
+            after["reader_seq"] = event.seq
+        if event.outcome == "point_made":
+            after["meters"] = _but(m, points_made=m.points_made + 1)
+        after["undo"] = _value(TableState, before)
+        after["last_settlement"] = None
+        return _value(TableState, after)
     if isinstance(event, Refused | DuplicateRoll):
         return state
     if isinstance(event, BettingClosed):
