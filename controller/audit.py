@@ -16,7 +16,7 @@ import sys
 from typing import Any, TextIO
 
 from controller import paths
-from controller.control import ControlClient
+from controller.client import call
 from controller.engine import Engine
 from controller.errors import FirebetError, JournalIntegrityError, ServiceUnreachable, UsageError
 from controller.journal import Journal, parse_time
@@ -73,11 +73,8 @@ def _print_history(lines: list[dict[str, Any]], out: TextIO) -> None:
 
 def _service(args: argparse.Namespace, op: str, **fields: Any) -> dict[str, Any] | None:
     """Ask the running service; None when no service answers on the socket."""
-    config = paths.load(args)
-    path = paths.socket_path(config, args.socket, paths.state_dir(args.state_dir))
     try:
-        with ControlClient(path) as client:
-            return client.request(op, **fields)
+        return call(args, op, **fields)
     except ServiceUnreachable:
         return None
 

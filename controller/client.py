@@ -40,15 +40,13 @@ def _finish(reply: dict[str, Any], done: str) -> int:
         print(f"firebet: {reply.get('error', 'refused')}", file=sys.stderr)
         return 1
     print(done)
-    status = reply.get("status")
-    if isinstance(status, dict):
-        for event in reply.get("events", []):
-            if event.get("event") == "settlement":
-                won = ", ".join(f"position {p} wins ${a}" for p, a in event["payouts"].items())
-                print(
-                    f"settled hand {event['hand']}: {event['unique_points']} different points, "
-                    f"{event['result']}" + (f" - {won}" if won else "")
-                )
+    for event in reply.get("events", []):
+        if event.get("event") == "settlement":
+            won = ", ".join(f"position {p} wins ${a}" for p, a in event["payouts"].items())
+            print(
+                f"settled hand {event['hand']}: {event['unique_points']} different points, "
+                f"{event['result']}" + (f" - {won}" if won else "")
+            )
     return 0
 
 

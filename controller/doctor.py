@@ -66,6 +66,7 @@ class Doctor:
         self.checks: list[Check] = []
         self.config: Config | None = None
         self.service: dict[str, Any] | None = None
+        self.last_record_at: datetime | None = None  # read by the journal check, for the clock
 
     def add(self, name: str, ok: bool, detail: str, fix: str = "") -> None:
         self.checks.append(Check(name, ok, detail, fix if not ok else ""))
@@ -229,6 +230,8 @@ class Doctor:
         with journal:
             journal.attach()
             report = journal.verify(Engine(self.config.firebet))
+            last = journal.last()
+            self.last_record_at = parse_time(last.at) if last is not None else None
         self.add(
             "journal",
             report.ok,
@@ -253,16 +256,7 @@ class Doctor:
         if now.year < 2025:
             self.add("clock", False, f"the clock says {now:%Y-%m-%d}", "timedatectl; check NTP")
             return
-        journal = Journal.open(self.state_dir, self.config, read_only=True)
-        last_at = None
-        if journal.path.exists():
-            with journal:
-                try:
-                    journal.attach()
-                    last = journal.last()
-                    last_at = parse_time(last.at) if last is not None else None
-                except FirebetError:
-                    last_at = None
+        last_at = self.last_record_at
         if last_at is not None and last_at > now:
             self.add(
                 "clock",

@@ -64,12 +64,15 @@ def notify(*lines: str, timeout: float = 0.0) -> bool:
     return True
 
 
+def _announce(line: str, status_text: str | None) -> bool:
+    """READY or STOPPING (with a status): worth a short wait when systemd is busy."""
+    lines = [line] if status_text is None else [line, f"STATUS={_one_line(status_text)}"]
+    return notify(*lines, timeout=2.0)
+
+
 def ready(status_text: str | None = None) -> bool:
     """The service finished start-up (recovery done, outputs re-lit): ``READY=1``."""
-    lines = ["READY=1"]
-    if status_text is not None:
-        lines.append(f"STATUS={_one_line(status_text)}")
-    return notify(*lines, timeout=2.0)
+    return _announce("READY=1", status_text)
 
 
 def status(text: str) -> bool:
@@ -84,10 +87,7 @@ def watchdog() -> bool:
 
 def stopping(status_text: str | None = None) -> bool:
     """The service is shutting down cleanly: ``STOPPING=1``."""
-    lines = ["STOPPING=1"]
-    if status_text is not None:
-        lines.append(f"STATUS={_one_line(status_text)}")
-    return notify(*lines, timeout=2.0)
+    return _announce("STOPPING=1", status_text)
 
 
 def extend_timeout(seconds: float) -> bool:

@@ -14,6 +14,7 @@ import json
 import math
 import random
 import sys
+from dataclasses import replace
 from fractions import Fraction
 from functools import cache
 from typing import Any
@@ -57,19 +58,20 @@ def exact_distribution() -> list[Fraction]:
     return list(_distribution(frozenset()))
 
 
+def payoffs(rules: FireBetRules) -> list[int]:
+    """What a $1 wager nets with k = 0..6 different points: the odds to 1, or -1 lost."""
+    return [rules.odds_for(k)[1] or -1 for k in range(7)]
+
+
 def house_edge(rules: FireBetRules, p: list[Fraction] | None = None) -> Fraction:
     """The house's expected win per dollar wagered under the rules' pay table."""
     probs = p if p is not None else exact_distribution()
-    player = sum(
-        (probs[k] * (rules.odds_for(k)[1] if rules.odds_for(k)[1] else -1) for k in range(7)),
-        Fraction(0),
-    )
-    return -player
+    return -sum((q * net for q, net in zip(probs, payoffs(rules), strict=True)), Fraction(0))
 
 
 def simulate(rules: FireBetRules, hands: int, seed: int) -> list[int]:
     """Counts of hands ending with k different points, by the real engine on seeded dice."""
-    engine = Engine(FireBetRules(**{**rules.__dict__, "pay_six_immediately": False}))
+    engine = Engine(replace(rules, pay_six_immediately=False))
     rng = random.Random(seed)
     counts = [0] * 7
     state = TableState()
@@ -98,7 +100,7 @@ def report(rules: FireBetRules, simulate_hands: int = 0, seed: int = 0) -> dict[
         n = simulate_hands
         est = [c / n for c in counts]
         stderr = [math.sqrt(q * (1 - q) / n) for q in (float(x) for x in p)]
-        payoff = [rules.odds_for(k)[1] or -1 for k in range(7)]
+        payoff = payoffs(rules)
         mean = sum(est[k] * payoff[k] for k in range(7))
         # the estimator's standard error from the exact distribution: a small sample
         # rarely sees the 5- and 6-point hands that carry most of the variance

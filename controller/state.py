@@ -195,9 +195,7 @@ def _but(value: _T, **changes: Any) -> _T:
     the roll path; this copies the fields straight across. Only this module calls it,
     with field names the tests cover.
     """
-    new = object.__new__(type(value))
-    object.__setattr__(new, "__dict__", {**value.__dict__, **changes})
-    return new
+    return _value(type(value), {**value.__dict__, **changes})
 
 
 def _value(cls: type[_T], fields: dict[str, Any]) -> _T:
