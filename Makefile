@@ -24,6 +24,7 @@ test: $(STAMP) lint typecheck
 lint: $(STAMP)
 	$(BIN)/ruff check controller drivers tests bench
 	$(BIN)/ruff format --check controller drivers tests bench
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

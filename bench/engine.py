@@ -12,10 +12,10 @@ import argparse
 import random
 import time
 
-from controller.commands import Bet, Roll
-from controller.engine import Engine
-from controller.events import Settlement
-from controller.state import Phase, TableState
+from controller.core.commands import Bet, Roll
+from controller.core.engine import Engine
+from controller.core.events import Settlement
+from controller.core.state import Phase, TableState
 
 
 def dice_sequence(rolls: int, seed: int) -> list[tuple[int, int]]:

@@ -23,9 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from controller.commands import Roll  # noqa: E402
-from controller.engine import Engine  # noqa: E402
-from controller.journal import (  # noqa: E402
+from controller.core.commands import Roll  # noqa: E402
+from controller.core.engine import Engine  # noqa: E402
+from controller.journal.store import (  # noqa: E402
     Journal,
     canonical,
     normalise,
@@ -39,9 +39,9 @@ SNAPSHOT_EVERY = 1000
 PROBE = """
 import json, sys, time
 t0 = time.perf_counter()
-from controller.engine import Engine
-from controller.journal import Journal
-from controller.commands import Roll
+from controller.core.engine import Engine
+from controller.journal.store import Journal
+from controller.core.commands import Roll
 engine = Engine()
 journal = Journal(sys.argv[1], snapshot_every=int(sys.argv[2]))
 recovered = journal.recover(engine)

@@ -13,8 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from controller.commands import Ack, Command, Surrender, Void
-from controller.config import ButtonsConfig
+from controller.core.commands import Ack, Command, Surrender, Void
+from controller.core.config import ButtonsConfig
 from drivers.pins import pin_problem
 from drivers.reader import Post, now_iso
 

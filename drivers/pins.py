@@ -4,7 +4,7 @@
 pins (bench tests, ``firebet sim``); ``lgpio``, ``rpigpio``, ``pigpio`` and
 ``native`` are the real backends; None is gpiozero's default choice (which
 honours ``GPIOZERO_PIN_FACTORY``). Mock is always an explicit choice: when a
-real factory cannot load, :class:`~controller.errors.HardwareError` says which
+real factory cannot load, :class:`~controller.core.errors.HardwareError` says which
 and how to fix it. The factory is passed to every device (``pin_factory=``); the
 global default is never changed here.
 """
@@ -15,7 +15,7 @@ import importlib
 import warnings
 from typing import Any
 
-from controller.errors import HardwareError
+from controller.core.errors import HardwareError
 
 FACTORIES: dict[str, tuple[str, str]] = {
     "lgpio": ("gpiozero.pins.lgpio", "LGPIOFactory"),

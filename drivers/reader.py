@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.commands import Command, ReaderFault, ReaderHello, ReaderOk, Roll
+from controller.core.commands import Command, ReaderFault, ReaderHello, ReaderOk, Roll
 from drivers.codec import VERDICTS, Frame
 
 Post = Callable[[Command], None]

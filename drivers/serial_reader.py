@@ -21,8 +21,8 @@ from typing import Any
 
 import serial
 
-from controller.commands import Command, ReaderFault, ReaderOk
-from controller.errors import HardwareError
+from controller.core.commands import Command, ReaderFault, ReaderOk
+from controller.core.errors import HardwareError
 from drivers.codec import Frame, FrameDecoder, encode_ack
 from drivers.reader import (
     HEARTBEAT,

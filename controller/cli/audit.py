@@ -1,0 +1,195 @@
+"""Audit commands: ``journal verify``, ``history``, ``export`` and ``clear-halt`` (SPEC §5).
+
+``verify`` and ``export`` read the journal directly, read-only
+(``file:...?mode=ro``), so they never block a running service. ``history`` and
+``clear-halt`` ask the running service through its control socket and read or
+write the journal directly only when no service answers (the offline path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import getpass
+import json
+import sys
+from typing import Any, TextIO
+
+from controller.cli import options as paths
+from controller.cli.dealer import call
+from controller.core.engine import Engine
+from controller.core.errors import (
+    FirebetError,
+    JournalIntegrityError,
+    ServiceUnreachable,
+    UsageError,
+)
+from controller.journal.store import Journal, parse_time
+
+EXPORT_FIELDS = ("record", "at", "actor", "kind", "payload", "prev_hash", "hash")
+
+
+def _open(args: argparse.Namespace, *, read_only: bool = True) -> tuple[Journal, Engine]:
+    config = paths.load(args)
+    journal = Journal.open(paths.state_dir(args.state_dir), config, read_only=read_only)
+    if read_only and not journal.path.exists() and not journal.marker.exists():
+        raise FirebetError(f"there is no journal at {journal.path}")
+    return journal, Engine(config.firebet)
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """Full check from genesis; exit 4 naming the first bad record."""
+    journal, engine = _open(args)
+    with journal:
+        recovered = journal.recover(engine)
+        if recovered.halted is not None and recovered.halted.record is None:
+            raise JournalIntegrityError(None, recovered.halted.reason)
+        report = journal.verify(engine)
+    if not report.ok:
+        record, reason = report.problems[0]
+        raise JournalIntegrityError(record, reason)
+    print(report.summary())
+    return 0
+
+
+def _print_history(lines: list[dict[str, Any]], out: TextIO) -> None:
+    for h in lines:
+        points = ", ".join(str(p) for p in h["points"]) or "none"
+        if h["result"] is None:
+            verdict = "in play"
+        elif h["result"] == "win":
+            verdict = f"WIN {h['odds_to_one']} to 1"
+        else:
+            verdict = "lose"
+        print(
+            f"hand {h['hand']}: {h['unique_points']} different points ({points}) - {verdict}",
+            file=out,
+        )
+        rolls = " ".join(f"{a}-{b}" for a, b in h["rolls"]) or "none"
+        print(f"    rolls: {rolls}", file=out)
+        for pos, won in h["payouts"].items():
+            print(f"    position {pos}: {'wins $' + str(won) if won else 'loses'}", file=out)
+        for a in h["actions"]:
+            detail = " ".join(
+                f"{k}={v}" for k, v in a.items() if k not in ("action", "actor", "at", "record")
+            )
+            print(f"    {a['at']}  {a['actor']:<12} {a['action']} {detail}".rstrip(), file=out)
+
+
+def _service(args: argparse.Namespace, op: str, **fields: Any) -> dict[str, Any] | None:
+    """Ask the running service; None when no service answers on the socket."""
+    try:
+        return call(args, op, **fields)
+    except ServiceUnreachable:
+        return None
+
+
+def run_history(args: argparse.Namespace) -> int:
+    """The last hands, oldest first, one JSON object a line with --json."""
+    config = paths.load(args)
+    hands = args.hands if args.hands is not None else config.history_hands
+    if hands < 1:
+        raise UsageError(f"--hands must be at least 1, not {hands}")
+    reply = _service(args, "history", hands=hands)
+    if reply is not None:
+        if not reply.get("ok"):
+            raise FirebetError(str(reply.get("error")))
+        lines: list[dict[str, Any]] = reply["hands"]
+    else:
+        journal, engine = _open(args)
+        with journal:
+            recovered = journal.recover(engine)
+            if recovered.halted is not None:
+                print(
+                    f"firebet: warning: journal halted: {recovered.halted.describe()}",
+                    file=sys.stderr,
+                )
+                if recovered.halted.record is None:
+                    raise JournalIntegrityError(None, recovered.halted.reason)
+            lines = journal.history(hands)
+    if args.json:
+        for line in lines:
+            print(json.dumps(line))
+    else:
+        _print_history(lines, sys.stdout)
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Every record with the fields an auditor needs to re-verify the chain."""
+    if args.since:
+        try:
+            parse_time(args.since)
+        except ValueError as exc:
+            raise UsageError(f"--since {args.since!r} is not an ISO 8601 time") from exc
+    journal, _engine = _open(args)
+    out = sys.stdout
+    with journal:
+        journal.attach()  # raw rows, no recovery: a damaged journal exports too
+        if args.format == "csv":
+            writer = csv.writer(out, lineterminator="\n")
+            writer.writerow(EXPORT_FIELDS)
+            for r in journal.records(args.since):
+                writer.writerow((r.record, r.at, r.actor, r.kind, r.payload, r.prev_hash, r.hash))
+        else:
+            for r in journal.records(args.since):
+                print(json.dumps(r.to_dict(), sort_keys=True), file=out)
+    return 0
+
+
+def run_clear_halt(args: argparse.Namespace) -> int:
+    """Lift ``halted`` through the running service, or offline when none runs; journaled."""
+    reply = _service(args, "clear-halt", note=args.note or "")
+    if reply is not None:
+        if not reply.get("ok"):
+            raise FirebetError(str(reply.get("error")))
+        print(f"halt cleared through the service; was: {reply.get('cleared')}")
+        return 0
+    config = paths.load(args)
+    engine = Engine(config.firebet)
+    journal = Journal.open(paths.state_dir(args.state_dir), config)
+    actor = args.actor or getpass.getuser()
+    with journal:
+        recovered = journal.recover(engine)
+        if recovered.halted is None:
+            print(f"the journal {journal.path} is not halted: nothing to clear")
+            return 0
+        record = journal.clear_halt(actor, note=args.note or "")
+        assert record is not None
+        print(
+            f"halt cleared by {actor} (record {record.record}); was: {recovered.halted.describe()}"
+        )
+    return 0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    paths.add_location_options(p)
+
+
+def register(subparsers: Any) -> None:
+    """Add ``journal verify``, ``history``, ``export`` and ``clear-halt``."""
+    journal = subparsers.add_parser("journal", help="journal tools (verify)")
+    tools = journal.add_subparsers(dest="journal_command", metavar="TOOL", required=True)
+    verify = tools.add_parser("verify", help="check the whole hash chain from genesis")
+    _common(verify)
+    verify.set_defaults(func=run_verify)
+
+    history = subparsers.add_parser("history", help="last hands: rolls, points, settlement")
+    history.add_argument("--hands", type=int, metavar="N", help="hands to show")
+    history.add_argument("--json", action="store_true", help="one JSON object a line per hand")
+    _common(history)
+    history.set_defaults(func=run_history)
+
+    export = subparsers.add_parser("export", help="every journal record, for auditors")
+    export.add_argument("--format", choices=("csv", "jsonl"), required=True)
+    export.add_argument("--since", metavar="T", help="only records at or after T (ISO 8601)")
+    _common(export)
+    export.set_defaults(func=run_export)
+
+    clear = subparsers.add_parser(
+        "clear-halt", help="technician: lift halted after the cause is fixed (journaled)"
+    )
+    clear.add_argument("--actor", help="who clears it (default: the OS user)")
+    clear.add_argument("--note", help="what was done about the cause")
+    _common(clear)
+    clear.set_defaults(func=run_clear_halt)

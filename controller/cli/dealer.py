@@ -1,0 +1,142 @@
+"""Dealer commands and ``status``: clients of the running service's control socket.
+
+``firebet status [--json]``, ``roll D1 D2``, ``void``, ``surrender``,
+``bet POS AMOUNT``, ``cancel POS``, ``ack``, and the technician's
+``diagnostics on|off``. Exit 0 when done, 1 when the
+service refused (the reason on stderr), 2 for bad usage, 3 when the service
+cannot be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from controller.cli import options as paths
+from controller.cli.display import render_status
+from controller.control.client import ControlClient
+
+
+def client_for(args: argparse.Namespace) -> ControlClient:
+    """A client of the socket named by ``--socket`` or the configuration."""
+    config = paths.load(args)
+    state = paths.state_dir(getattr(args, "state_dir", None))
+    return ControlClient(paths.socket_path(config, args.socket, state))
+
+
+def call(args: argparse.Namespace, op: str, **fields: Any) -> dict[str, Any]:
+    """One request to the service; raises ServiceUnreachable (exit 3) when it is not there."""
+    client = client_for(args)
+    try:
+        return client.request(op, **fields)
+    finally:
+        client.close()
+
+
+def _finish(reply: dict[str, Any], done: str) -> int:
+    if not reply.get("ok"):
+        print(f"firebet: {reply.get('error', 'refused')}", file=sys.stderr)
+        return 1
+    print(done)
+    for event in reply.get("events", []):
+        if event.get("event") == "settlement":
+            won = ", ".join(f"position {p} wins ${a}" for p, a in event["payouts"].items())
+            print(
+                f"settled hand {event['hand']}: {event['unique_points']} different points, "
+                f"{event['result']}" + (f" - {won}" if won else "")
+            )
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    reply = call(args, "status")
+    if not reply.get("ok", True):
+        print(f"firebet: {reply.get('error')}", file=sys.stderr)
+        return 1
+    reply.pop("ok", None)
+    if args.json:
+        print(json.dumps(reply))
+    else:
+        from rich.console import Console
+
+        Console().print(render_status(reply))
+    return 0
+
+
+def roll(args: argparse.Namespace) -> int:
+    return _finish(call(args, "roll", d1=args.d1, d2=args.d2), f"roll {args.d1} {args.d2} entered")
+
+
+def void(args: argparse.Namespace) -> int:
+    return _finish(call(args, "void"), "last roll voided")
+
+
+def surrender(args: argparse.Namespace) -> int:
+    kind = "compulsory" if args.compulsory else "voluntary"
+    return _finish(call(args, "surrender", kind=kind), f"{kind} surrender: new shooter")
+
+
+def bet(args: argparse.Namespace) -> int:
+    reply = call(args, "bet", position=args.position, amount=args.amount)
+    return _finish(reply, f"position {args.position}: ${args.amount} fire bet taken")
+
+
+def cancel(args: argparse.Namespace) -> int:
+    return _finish(
+        call(args, "cancel", position=args.position), f"position {args.position} cancelled"
+    )
+
+
+def ack(args: argparse.Namespace) -> int:
+    return _finish(call(args, "ack"), "surveillance alert acknowledged")
+
+
+def diagnostics(args: argparse.Namespace) -> int:
+    op = f"diagnostics-{args.switch}"
+    done = (
+        "diagnostics mode on: game input paused, lamps free for tests"
+        if args.switch == "on"
+        else "diagnostics mode off: every output back to the game's state"
+    )
+    return _finish(call(args, op), done)
+
+
+def _die(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 6:
+        raise argparse.ArgumentTypeError(f"a die shows 1 to 6, not {text!r}")
+    return int(text)
+
+
+def _whole(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}")
+    return int(text)
+
+
+def register(subparsers: Any) -> None:
+    def add(name: str, func: Any, help_text: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = subparsers.add_parser(
+            name, help=help_text, description=help_text
+        )
+        paths.add_location_options(p)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("status", status, "current state of the table, from the running service")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p = add("roll", roll, "manual roll entry while the dice reader is in fault")
+    p.add_argument("d1", type=_die, metavar="D1")
+    p.add_argument("d2", type=_die, metavar="D2")
+    add("void", void, "void the last accepted roll (a misread)")
+    p = add("surrender", surrender, "the shooter gives up the dice: new shooter")
+    p.add_argument("--compulsory", action="store_true", help="ordered by the boxperson")
+    p = add("bet", bet, "take a fire bet of AMOUNT dollars on position POS")
+    p.add_argument("position", type=_whole, metavar="POS")
+    p.add_argument("amount", type=_whole, metavar="AMOUNT")
+    p = add("cancel", cancel, "take back the fire bet on position POS while betting is open")
+    p.add_argument("position", type=_whole, metavar="POS")
+    add("ack", ack, "acknowledge the surveillance alert")
+    p = add("diagnostics", diagnostics, "technician: pause the game for tests (on) or resume (off)")
+    p.add_argument("switch", choices=("on", "off"))

@@ -1,0 +1,323 @@
+"""Technician tests: ``firebet diag leds|buttons|reader``.
+
+``diag reader`` is the raw reader monitor: one line per frame read (``--json``:
+``{"verdict": "ok", "kind": "ROLL", "seq": 17, "dice": [3, 4]}``) until
+``--count N`` frames of any verdict, SIGTERM or Ctrl-C, then a summary line of
+the counts per verdict. It only listens (``--ack`` also ACKs every good ROLL).
+
+``diag leds`` lights each point marker in turn, then the status lamp, then runs
+the lamp test (everything steady, then the fault pattern); ``--relay`` also
+clicks the surveillance relay (warn the surveillance room first).
+
+``diag buttons`` shows every press, release and confirmed hold live, until
+``--count N`` presses or Ctrl-C; it posts nothing to the game.
+
+A missing or forbidden port or GPIO prints which port or pin and the fix, exit 1.
+Run them with the service stopped: they open the port and the pins themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from controller.cli import options
+from controller.core.config import Config
+from controller.core.errors import HardwareError
+from controller.core.lamps import Effect, Outputs
+from drivers.codec import VERDICTS, Frame, FrameDecoder, encode_ack
+
+
+def register(subparsers: Any) -> None:
+    """Add ``diag`` and its three tests to the command line."""
+    p = subparsers.add_parser(
+        "diag",
+        help="technician tests: lamp test, button test, raw reader monitor",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    tests = p.add_subparsers(dest="test", metavar="TEST", required=True)
+    for name, func, help_text in (
+        ("leds", run_leds, "walk each point marker, then the lamp test"),
+        ("buttons", run_buttons, "show each button press and hold live"),
+        ("reader", run_reader, "print every frame the dice reader sends"),
+    ):
+        t = tests.add_parser(name, help=help_text, description=help_text)
+        t.add_argument("--config", metavar="F", help="table configuration file (TOML)")
+        t.add_argument("--json", action="store_true", help="one JSON object a line")
+        t.add_argument("--count", type=_positive_int, metavar="N", help=_COUNT_HELP[name])
+        if name == "reader":
+            t.add_argument("--serial", metavar="URL", help="port or pyserial URL (reader.port)")
+            t.add_argument("--ack", action="store_true", help="ACK every good ROLL")
+        else:
+            t.add_argument(
+                "--pin-factory",
+                metavar="NAME",
+                help="mock, lgpio, rpigpio, pigpio or native (default: gpiozero's choice)",
+            )
+        if name == "leds":
+            t.add_argument(
+                "--step", type=float, default=1.0, metavar="S", help="seconds per lamp (1.0)"
+            )
+            t.add_argument("--relay", action="store_true", help="also click the relay")
+        t.set_defaults(func=func)
+
+
+_COUNT_HELP = {
+    "leds": "walk the markers N times (1)",
+    "buttons": "stop after N presses",
+    "reader": "stop after N frames of any verdict",
+}
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM sets ``stop`` (main thread only), so the summary is still printed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _emit(out: TextIO, text: str) -> None:
+    out.write(text + "\n")
+    out.flush()
+
+
+# -- reader --------------------------------------------------------------------------
+
+
+def frame_line(frame: Frame) -> str:
+    """A readable line for one frame."""
+    if frame.ok:
+        detail = f"seq {frame.seq}"
+        if frame.dice is not None:
+            detail += f"  dice {frame.dice[0]} {frame.dice[1]}"
+        rest = ",".join(frame.fields[2:]) if frame.kind not in ("ROLL",) else ""
+        if rest:
+            detail += f"  {rest}"
+        return f"{frame.verdict:<12} {frame.kind or '?':<6} {detail}"
+    return f"{frame.verdict:<12} {frame.kind or '?':<6} {frame.raw!r}"
+
+
+def monitor_reader(
+    port: Any,
+    out: TextIO,
+    *,
+    as_json: bool = False,
+    count: int | None = None,
+    ack: bool = False,
+    stop: threading.Event | None = None,
+) -> tuple[dict[str, int], str | None]:
+    """Print frames from an open ``port`` until ``count`` frames, ``stop`` or Ctrl-C.
+
+    Returns the counts per verdict and the error that ended it (a lost port), if any.
+    """
+    stop = stop if stop is not None else threading.Event()
+    decoder = FrameDecoder()
+    seen = 0
+    error: str | None = None
+    try:
+        while not stop.is_set() and (count is None or seen < count):
+            try:
+                data: bytes = port.read(1)
+                if data and port.in_waiting:
+                    data += port.read(port.in_waiting)
+            except OSError as exc:
+                error = f"serial port lost: {exc}; check the reader's cable and power"
+                break
+            for frame in decoder.feed(data):
+                seen += 1
+                _emit(out, json.dumps(frame.to_json()) if as_json else frame_line(frame))
+                if ack and frame.ok and frame.kind == "ROLL" and frame.seq is not None:
+                    with contextlib.suppress(OSError):
+                        port.write(encode_ack(frame.seq))
+                if count is not None and seen >= count:
+                    break
+    except KeyboardInterrupt:
+        pass
+    return dict(decoder.counters), error
+
+
+def summary_line(counters: dict[str, int], as_json: bool) -> str:
+    """The last line of ``diag reader``."""
+    summary = {v: counters.get(v, 0) for v in VERDICTS}
+    if as_json:
+        return json.dumps({"summary": summary})
+    return "summary: " + ", ".join(f"{v} {n}" for v, n in summary.items())
+
+
+def run_reader(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """``firebet diag reader``."""
+    from drivers.serial_reader import open_port
+
+    out = out if out is not None else sys.stdout
+    cfg = options.load(args)
+    url = args.serial or cfg.reader.port
+    port = open_port(url, cfg.reader.baud, timeout=0.1)
+    stop = threading.Event()
+    try:
+        with _stop_on_sigterm(stop):
+            counters, error = monitor_reader(
+                port, out, as_json=args.json, count=args.count, ack=args.ack, stop=stop
+            )
+    finally:
+        with contextlib.suppress(Exception):
+            port.close()
+    _emit(out, summary_line(counters, args.json))
+    if error is not None:
+        print(f"firebet: {url}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# -- GPIO ------------------------------------------------------------------------------
+
+
+def _pin_factory(cfg: Config, name: str | None, what: str) -> Any:
+    from drivers.pins import make_pin_factory
+
+    try:
+        return make_pin_factory(name)
+    except HardwareError as exc:
+        pins = ", ".join(f"{key} BCM {pin}" for key, pin in cfg.pins().items() if what in key)
+        raise HardwareError(f"diag needs {pins}: {exc}") from exc
+
+
+def run_leds(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """``firebet diag leds``: walk every marker, then the lamp test."""
+    from drivers.lights import MarkerLights
+
+    out = out if out is not None else sys.stdout
+    cfg = options.load(args)
+    factory = _pin_factory(cfg, args.pin_factory, "lights")
+    lights = MarkerLights(cfg.lights, factory)
+    stop = threading.Event()
+    step = max(args.step, 0.0)
+    off = dict.fromkeys(lights.markers, Effect.OFF)
+
+    def show(lamp: str, pin: int | None, state: str, outputs: Outputs) -> None:
+        lights.apply(outputs)
+        where = f"BCM {pin:<2}" if pin is not None else "all   "
+        text = f"{lamp:<20} {where}  {state}"
+        _emit(out, json.dumps({"lamp": lamp, "pin": pin, "state": state}) if args.json else text)
+        stop.wait(step)
+
+    try:
+        with _stop_on_sigterm(stop):
+            for _ in range(args.count or 1):
+                for point, pin in sorted(cfg.lights.markers.items()):
+                    if stop.is_set():
+                        break
+                    show(
+                        f"marker {point}",
+                        pin,
+                        Effect.ON,
+                        Outputs({**off, point: Effect.ON}, Effect.OFF, False),
+                    )
+                if not stop.is_set():
+                    show(
+                        "status lamp", cfg.lights.status, Effect.ON, Outputs(off, Effect.ON, False)
+                    )
+            if not stop.is_set():
+                every = dict.fromkeys(lights.markers, Effect.ON)
+                show("lamp test", None, "all on", Outputs(every, Effect.ON, False))
+                every = dict.fromkeys(lights.markers, Effect.FAULT)
+                show("lamp test", None, "fault pattern", Outputs(every, Effect.FAULT, False))
+            if args.relay and not stop.is_set():
+                show(
+                    "surveillance relay",
+                    cfg.lights.surveillance,
+                    Effect.ON,
+                    Outputs(off, Effect.OFF, True),
+                )
+            show("all lamps", None, "off", Outputs(off, Effect.OFF, False))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        lights.close()
+    return 0
+
+
+def watch_buttons(
+    cfg: Config,
+    factory: Any,
+    out: TextIO,
+    *,
+    as_json: bool = False,
+    count: int | None = None,
+    stop: threading.Event | None = None,
+) -> int:
+    """Show each press, release and confirmed hold until ``count`` presses or ``stop``.
+
+    Returns the number of presses seen. Nothing is posted to the game.
+    """
+    from drivers.buttons import DealerButtons
+
+    stop = stop if stop is not None else threading.Event()
+    presses = 0
+    started = time.monotonic()
+    lock = threading.Lock()
+    pins = {"void": cfg.buttons.void, "surrender": cfg.buttons.surrender, "ack": cfg.buttons.ack}
+
+    def seen(name: str, what: str) -> None:
+        nonlocal presses
+        with lock:
+            at = time.monotonic() - started
+            if as_json:
+                event = {"button": name, "pin": pins[name], "event": what, "t": round(at, 3)}
+                _emit(out, json.dumps(event))
+            else:
+                note = "  (confirmed: would post)" if what == "held" else ""
+                _emit(out, f"{at:8.3f}s  {name:<9} BCM {pins[name]:<2}  {what}{note}")
+            if what == "released":
+                presses += 1
+                if count is not None and presses >= count:
+                    stop.set()
+
+    buttons = DealerButtons(cfg.buttons, factory, post=lambda command: None, watch=seen)
+    if not as_json:
+        _emit(
+            out,
+            f"press the buttons (hold {cfg.buttons.hold_s:g} s to confirm); Ctrl-C to stop",
+        )
+    try:
+        while not stop.wait(0.1):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        buttons.close()
+    return presses
+
+
+def run_buttons(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """``firebet diag buttons``."""
+    out = out if out is not None else sys.stdout
+    cfg = options.load(args)
+    factory = _pin_factory(cfg, args.pin_factory, "buttons")
+    stop = threading.Event()
+    with _stop_on_sigterm(stop):
+        watch_buttons(cfg, factory, out, as_json=args.json, count=args.count, stop=stop)
+    return 0

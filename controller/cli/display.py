@@ -1,0 +1,138 @@
+"""The table drawn in the terminal with rich, from a ``status --json`` object.
+
+Used by ``firebet status`` (drawn once) and ``firebet sim`` (drawn live).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from controller.core.config import POINT_NUMBERS
+
+MODE_STYLE = {
+    "running": "bold green",
+    "reader_fault": "bold yellow",
+    "diagnostics": "bold cyan",
+    "halted": "bold white on red",
+}
+
+
+def _marker(point: int, status: dict[str, Any]) -> RenderableType:
+    marker = status.get("markers", {}).get(str(point), {})
+    ordinal = marker.get("ordinal")
+    puck = status.get("point") == point
+    lines = Text(justify="center")
+    lines.append(f"{point}\n", style="bold")
+    if marker.get("lit") and ordinal:
+        lines.append(f" ● {ordinal} ", style="bold black on yellow")
+    else:
+        lines.append("  ·  ", style="dim")
+    lines.append("\n")
+    lines.append(" ON " if puck else "    ", style="bold white on black" if puck else "")
+    border = "yellow" if marker.get("lit") else "grey37"
+    return Panel(lines, border_style=border, width=9, padding=0)
+
+
+def render_markers(status: dict[str, Any]) -> RenderableType:
+    """The six point boxes of the layout: lit markers with ordinals, the point puck."""
+    row = Table.grid(padding=(0, 1))
+    for _ in POINT_NUMBERS:
+        row.add_column()
+    row.add_row(*(_marker(p, status) for p in POINT_NUMBERS))
+    return row
+
+
+def render_status(
+    status: dict[str, Any],
+    recent_rolls: Sequence[Sequence[int]] = (),
+    settlements: Sequence[dict[str, Any]] = (),
+    footer: str = "",
+) -> RenderableType:
+    """The whole table: mode, hand, markers, wagers, rolls, settlements, reader, meters."""
+    mode = str(status.get("mode", "?"))
+    head = Text()
+    head.append(f"table {status.get('table', '?')}  ", style="bold")
+    head.append(f" {mode.replace('_', ' ').upper()} ", style=MODE_STYLE.get(mode, "bold"))
+    phase = str(status.get("phase", "?")).replace("_", " ")
+    where = f"point {status['point']}" if status.get("point") else phase
+    head.append(
+        f"   hand {status.get('hand')}  shooter {status.get('shooter')}  {where}  "
+        f"different points {status.get('unique_points', 0)}  rolls {status.get('rolls', 0)}"
+    )
+    parts: list[RenderableType] = [head]
+    if status.get("halted"):
+        parts.append(Text(f"HALTED: {status['halted']}", style="bold white on red"))
+    if status.get("storage_fault"):
+        parts.append(
+            Text(f"JOURNAL CANNOT BE WRITTEN: {status['storage_fault']}", style="bold red")
+        )
+    if status.get("surveillance_alert"):
+        parts.append(
+            Text(
+                " SURVEILLANCE: 5 different points - confirm fire bets and payouts (ack) ",
+                style="bold white on red",
+            )
+        )
+    parts.append(render_markers(status))
+
+    bets = status.get("bets", {})
+    window = "open" if status.get("betting_open") else "closed"
+    if status.get("surrender_pending"):
+        window = "closed (surrendered hand pending)"
+    wagers = "  ".join(f"#{p}: ${a}" for p, a in bets.items()) or "none"
+    parts.append(Text(f"fire bets ({window}): {wagers}"))
+    last = status.get("last_roll")
+    rolls = [f"{a}+{b}={a + b}" for a, b in recent_rolls] or (
+        [f"{last[0]}+{last[1]}={last[0] + last[1]}"] if last else []
+    )
+    parts.append(Text("last rolls: " + ("  ".join(rolls[-12:]) or "none")))
+
+    shown = list(settlements[-3:]) or (
+        [status["last_settlement"]] if status.get("last_settlement") else []
+    )
+    for s in shown:
+        verdict = f"WIN {s['odds_to_one']} to 1" if s["result"] == "win" else "lose"
+        paid = ", ".join(f"#{p} ${a}" for p, a in s["payouts"].items()) or "no wagers"
+        pts = ", ".join(map(str, s["points"])) or "none"
+        parts.append(
+            Text(
+                f"settled hand {s['hand']}: {s['unique_points']} different points ({pts}) "
+                f"- {verdict} - {paid}",
+                style="green" if s["result"] == "win" else "",
+            )
+        )
+
+    reader = status.get("reader", {})
+    counters = reader.get("counters", {})
+    bad = sum(v for k, v in counters.items() if k != "ok")
+    health = "connected" if reader.get("connected") else "NOT connected"
+    fault = f", fault {reader['fault']}" if reader.get("fault") else ""
+    parts.append(
+        Text(
+            f"reader {reader.get('port', '')}: {health}{fault}; frames ok {counters.get('ok', 0)},"
+            f" bad {bad}",
+            style="yellow" if reader.get("fault") else "dim",
+        )
+    )
+    meters = status.get("meters", {})
+    if meters:
+        taken = meters.get("bets_taken", {})
+        paid = sum(t.get("amount", 0) for t in meters.get("paid", {}).values())
+        parts.append(
+            Text(
+                f"meters: hands {meters.get('hands')}, rolls {meters.get('rolls')}, "
+                f"fire bets {taken.get('count', 0)} (${taken.get('amount', 0)}), paid ${paid}, "
+                f"voids {meters.get('voids')}, surrenders {meters.get('surrenders')}, "
+                f"faults {meters.get('faults')}",
+                style="dim",
+            )
+        )
+    if footer:
+        parts.append(Text(footer, style="dim"))
+    return Panel(Group(*parts), title="firebet", border_style=MODE_STYLE.get(mode, "white"))

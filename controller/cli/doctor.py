@@ -1,0 +1,296 @@
+"""``firebet doctor``: a technician's checklist, each failure with the command that fixes it.
+
+Config, serial device and permissions, GPIO with the configured pin factory,
+pins not used twice, journal, free disk, clock, and the service itself. Exit 0
+when every check passes, 1 when any fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import grp
+import json
+import os
+import pwd
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from controller.cli import options as paths
+from controller.control.client import ControlClient
+from controller.core.config import Config
+from controller.core.engine import Engine
+from controller.core.errors import ConfigError, FirebetError, ServiceUnreachable
+from controller.journal.store import Journal, parse_time
+
+MIN_FREE_MB = 100
+
+
+@dataclass
+class Check:
+    """One line of the checklist."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
+
+
+def _in_group(group: str) -> bool:
+    try:
+        gid = grp.getgrnam(group).gr_gid
+    except KeyError:
+        return False
+    return os.geteuid() == 0 or gid in os.getgroups() or gid == os.getegid()
+
+
+def _user() -> str:
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
+
+
+class Doctor:
+    """Runs the checks in order; later checks use what earlier ones found."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.checks: list[Check] = []
+        self.config: Config | None = None
+        self.service: dict[str, Any] | None = None
+        self.last_record_at: datetime | None = None  # read by the journal check, for the clock
+
+    def add(self, name: str, ok: bool, detail: str, fix: str = "") -> None:
+        self.checks.append(Check(name, ok, detail, fix if not ok else ""))
+
+    def run(self) -> list[Check]:
+        steps: list[Callable[[], None]] = [
+            self.check_config,
+            self.check_service,
+            self.check_serial,
+            self.check_gpio,
+            self.check_journal,
+            self.check_disk,
+            self.check_clock,
+        ]
+        for step in steps:
+            if step != self.check_config and self.config is None:
+                break
+            try:
+                step()
+            except Exception as exc:  # a check that crashes is a failed check, not a crash
+                self.add(
+                    step.__name__.removeprefix("check_"), False, f"{type(exc).__name__}: {exc}"
+                )
+        return self.checks
+
+    def check_config(self) -> None:
+        source = paths.config_path(self.args.config) or "built-in defaults"
+        try:
+            self.config = paths.load(self.args)
+        except ConfigError as exc:
+            self.add(
+                "config", False, str(exc), f"edit {exc.source} and fix {exc.key or 'the file'}"
+            )
+            return
+        c = self.config
+        self.add(
+            "config",
+            True,
+            f"{source}: table {c.table.id}, {c.table.game}, preset {c.preset}, "
+            f"{len(c.pins())} pins, each used once",
+        )
+
+    @property
+    def state_dir(self) -> Path:
+        return paths.state_dir(self.args.state_dir)
+
+    def check_service(self) -> None:
+        assert self.config is not None
+        path = paths.socket_path(self.config, self.args.socket, self.state_dir)
+        try:
+            with ControlClient(path, timeout=3.0) as client:
+                reply = client.request("status")
+        except ServiceUnreachable as exc:
+            self.add(
+                "service",
+                False,
+                str(exc),
+                "sudo systemctl start firebet   (logs: journalctl -u firebet -e)",
+            )
+            return
+        if not reply.get("ok", True):
+            self.add(
+                "service", False, f"answers but: {reply.get('error')}", "journalctl -u firebet -e"
+            )
+            return
+        self.service = reply
+        mode = reply.get("mode")
+        fix = {
+            "halted": "firebet journal verify, deal with the cause, then firebet clear-halt",
+            "reader_fault": "see the serial check below; firebet diag reader",
+        }.get(str(mode), "")
+        self.add("service", mode == "running", f"answering on {path}: mode {mode}", fix)
+
+    def check_serial(self) -> None:
+        assert self.config is not None
+        port = self.args.serial or self.config.reader.port
+        if self.service is not None:
+            reader = self.service.get("reader", {})
+            ok = bool(reader.get("connected")) and not reader.get("fault")
+            counters = reader.get("counters", {})
+            self.add(
+                "serial",
+                ok,
+                f"{reader.get('port')}: the service reads it: connected {reader.get('connected')}, "
+                f"fault {reader.get('fault')}, frames {counters}",
+                "check the reader's cable and power; firebet diag reader (with the service "
+                "stopped) shows every frame",
+            )
+            return
+        if "://" in port:
+            self.add("serial", True, f"{port} is a URL: opened when the service starts")
+            return
+        device = Path(port)
+        if not device.exists():
+            self.add(
+                "serial",
+                False,
+                f"{port} does not exist",
+                "plug the reader in (ls /dev/ttyUSB* /dev/ttyACM*), or set reader.port",
+            )
+            return
+        if not os.access(device, os.R_OK | os.W_OK):
+            self.add(
+                "serial",
+                False,
+                f"{port}: no read/write permission for {_user()}",
+                f"sudo usermod -aG dialout {_user()}   (then log in again)",
+            )
+            return
+        try:
+            import serial
+
+            serial.serial_for_url(port, baudrate=self.config.reader.baud, timeout=0.1).close()
+        except Exception as exc:
+            self.add("serial", False, f"{port} cannot be opened: {exc}", "firebet diag reader")
+            return
+        self.add("serial", True, f"{port} opens at {self.config.reader.baud} baud")
+
+    def check_gpio(self) -> None:
+        assert self.config is not None
+        name = self.args.pin_factory
+        if self.service is not None:
+            self.add("gpio", True, "the service holds the pins (markers as the service shows them)")
+            return
+        from drivers.pins import make_pin_factory
+
+        try:
+            factory = make_pin_factory(name)
+        except FirebetError as exc:
+            self.add("gpio", False, str(exc), f"sudo usermod -aG gpio {_user()}; or --pin-factory")
+            return
+        from gpiozero import LED
+
+        claimed: list[Any] = []
+        try:
+            for key, pin in self.config.pins().items():
+                try:
+                    claimed.append(LED(pin, pin_factory=factory))
+                except Exception as exc:
+                    self.add(
+                        "gpio",
+                        False,
+                        f"{key} (BCM {pin}) cannot be claimed: {exc}",
+                        "stop whatever holds the pin (the service?) or fix the pin in the config",
+                    )
+                    return
+        finally:
+            for device in claimed:
+                device.close()
+            factory.close()
+        self.add(
+            "gpio", True, f"{len(claimed)} pins claimed and released ({type(factory).__name__})"
+        )
+
+    def check_journal(self) -> None:
+        assert self.config is not None
+        journal = Journal.open(self.state_dir, self.config, read_only=True)
+        if not journal.path.exists() and not journal.marker.exists():
+            self.add("journal", True, f"no journal yet at {journal.path} (a new table)")
+            return
+        with journal:
+            journal.attach()
+            report = journal.verify(Engine(self.config.firebet))
+            last = journal.last()
+            self.last_record_at = parse_time(last.at) if last is not None else None
+        self.add(
+            "journal",
+            report.ok,
+            report.summary(),
+            f"firebet journal verify --state-dir {self.state_dir}; after dealing with the cause: "
+            "firebet clear-halt",
+        )
+
+    def check_disk(self) -> None:
+        where = self.state_dir if self.state_dir.exists() else Path(".")
+        free_mb = shutil.disk_usage(where).free // (1024 * 1024)
+        self.add(
+            "disk",
+            free_mb >= MIN_FREE_MB,
+            f"{free_mb} MB free in {where.resolve()}",
+            f"free space under {where.resolve()} (old logs: sudo journalctl --vacuum-size=50M)",
+        )
+
+    def check_clock(self) -> None:
+        assert self.config is not None
+        now = datetime.now(UTC)
+        if now.year < 2025:
+            self.add("clock", False, f"the clock says {now:%Y-%m-%d}", "timedatectl; check NTP")
+            return
+        last_at = self.last_record_at
+        if last_at is not None and last_at > now:
+            self.add(
+                "clock",
+                False,
+                f"the clock ({now:%Y-%m-%d %H:%M}) is behind the journal's last record ({last_at})",
+                "timedatectl set-ntp true; check the network time source",
+            )
+            return
+        self.add("clock", True, f"{now:%Y-%m-%d %H:%M:%S} UTC")
+
+
+def run(args: argparse.Namespace) -> int:
+    checks = Doctor(args).run()
+    if args.json:
+        for c in checks:
+            print(json.dumps(c.to_dict()))
+    else:
+        for c in checks:
+            mark = "✓" if c.ok else "✗"
+            print(f"{mark} {c.name:<8} {c.detail}")
+            if c.fix:
+                print(f"           fix: {c.fix}")
+    failed = [c for c in checks if not c.ok]
+    if failed and not args.json:
+        print(f"{len(failed)} check(s) failed", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "doctor", help="technician's checklist: config, serial, GPIO, journal, disk, service"
+    )
+    paths.add_location_options(p)
+    p.add_argument("--serial", metavar="URL", help="reader port to check (reader.port)")
+    p.add_argument("--pin-factory", metavar="NAME", help="gpiozero pin factory to check with")
+    p.add_argument("--json", action="store_true", help="one JSON object a line per check")
+    p.set_defaults(func=run)

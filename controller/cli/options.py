@@ -1,0 +1,61 @@
+"""Where things are: the configuration file, the state directory, the control socket.
+
+The same rules for the service and for every client command, so that a
+technician's ``firebet status`` finds the socket the service opened:
+
+* config: ``--config F``, else ``$FIREBET_CONFIG``, else ``/etc/firebet/table.toml``
+  when it exists, else the built-in defaults (``config/table.toml``);
+* state directory: ``--state-dir D``, else ``$FIREBET_STATE_DIR``, else ``./var``;
+* control socket: ``--socket P``, else ``control.socket`` of the config (relative
+  to the state directory unless absolute).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from controller.core.config import Config, load_config
+
+SYSTEM_CONFIG = Path("/etc/firebet/table.toml")
+DEFAULT_STATE_DIR = Path("var")
+
+
+def config_path(given: str | None) -> str | None:
+    """The configuration file to read (None: the built-in defaults)."""
+    if given:
+        return given
+    env = os.environ.get("FIREBET_CONFIG")
+    if env:
+        return env
+    return str(SYSTEM_CONFIG) if SYSTEM_CONFIG.is_file() else None
+
+
+def load(args: argparse.Namespace) -> Config:
+    """The validated configuration named by ``args.config`` (or found as above)."""
+    return load_config(config_path(getattr(args, "config", None)))
+
+
+def state_dir(given: str | None) -> Path:
+    """The state directory (journal, socket, halt marker)."""
+    if given:
+        return Path(given)
+    env = os.environ.get("FIREBET_STATE_DIR")
+    return Path(env) if env else DEFAULT_STATE_DIR
+
+
+def socket_path(config: Config, given: str | None, state: Path) -> Path:
+    """The control socket's path."""
+    if given:
+        return Path(given)
+    configured = Path(config.control.socket)
+    return configured if configured.is_absolute() else state / configured
+
+
+def add_location_options(parser: argparse.ArgumentParser, *, state: bool = True) -> None:
+    """``--config F``, ``--socket P`` and (unless ``state=False``) ``--state-dir D``."""
+    parser.add_argument("--config", metavar="F", help="table configuration file (TOML)")
+    parser.add_argument("--socket", metavar="P", help="control socket path")
+    if state:
+        parser.add_argument("--state-dir", metavar="D", help="state directory (default ./var)")

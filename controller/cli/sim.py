@@ -1,0 +1,389 @@
+"""``firebet sim``: the whole controller on a bench, drawn live in the terminal.
+
+The real service (engine, journal, the real serial reader driver, lamps,
+buttons, control socket) runs against a simulated dice reader on a
+pseudo-terminal and gpiozero mock pins. Seeded players put fire bets on each
+new shooter. Keys: [v]oid, [s]urrender, [a]ck, [t]hrow now, [f]ault on/off,
+[g]arbage, [u]nplug/replug, [m]anual roll D1 D2 (reader in fault), [q]uit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import random
+import select
+import signal
+import sys
+import termios
+import threading
+import time
+import tty
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+
+from controller.cli import options as paths
+from controller.cli.display import render_status
+from controller.core.commands import Ack, Bet, Command, Roll, Surrender, Void
+from controller.core.errors import UsageError
+from controller.core.script import parse_script
+from controller.core.state import Phase
+from controller.service.controller import Controller, Published
+from drivers.pins import make_pin_factory
+from drivers.serial_reader import SerialDiceReader
+from drivers.sim_reader import SimulatedReader
+
+HELP = (
+    "keys: [v]oid  [s]urrender  [a]ck  [t]hrow  [f]ault on/off  [g]arbage  "
+    "[u]nplug/replug  [m]anual roll D1 D2  [q]uit"
+)
+
+
+class Bench:
+    """The simulated table: the controller, its simulated reader, and seeded players."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.config = paths.load(args)
+        self.state_dir = paths.state_dir(args.state_dir)
+        self.seed = args.seed if args.seed is not None else random.randrange(1_000_000)
+        self.players = random.Random(self.seed + 1)
+        self.bets_on = not args.no_bets
+        script: list[tuple[int, Command]] = []
+        if args.script:
+            try:
+                text = Path(args.script).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise UsageError(f"{args.script}: cannot read the script: {exc.strerror}") from exc
+            script = list(parse_script(text.splitlines(), args.script))
+        self.script = script
+        self.target = args.rolls
+        self.device = SimulatedReader(
+            seed=self.seed,
+            interval_s=None if script else args.interval,
+            rolls=args.rolls,
+            heartbeat_s=0.5,
+        )
+        self.recent: list[tuple[int, int]] = []
+        self.settlements: list[dict[str, Any]] = []
+        self.session_rolls = 0
+        self.faulted = False
+        self.plugged = True
+        self.changed = threading.Event()
+        self.script_done = threading.Event()
+        self.controller: Controller | None = None
+        self._last_rolls: int | None = None
+        self._last_hand: int | None = None
+
+    # wiring ---------------------------------------------------------------------------
+    def start(self) -> Controller:
+        self.device.start()
+        reader = SerialDiceReader(
+            self.device.port, self.config.reader.baud, self.config.reader.heartbeat_timeout_s
+        )
+        controller = Controller(
+            self.config,
+            self.state_dir,
+            reader=reader,
+            pin_factory=make_pin_factory("mock"),
+            socket_path=paths.socket_path(self.config, None, self.state_dir),
+            on_change=self._on_change,
+        )
+        self.controller = controller
+        started = threading.Event()
+        failure: list[BaseException] = []
+
+        def engine_thread() -> None:
+            try:
+                controller.start()
+            except BaseException as exc:
+                failure.append(exc)
+                started.set()
+                return
+            started.set()
+            controller.serve()
+
+        self.thread = threading.Thread(target=engine_thread, name="engine", daemon=True)
+        self.thread.start()
+        started.wait()
+        if failure:
+            controller.close()
+            self.device.stop()
+            raise failure[0]
+        return controller
+
+    def stop(self) -> None:
+        if self.controller is not None:
+            self.controller.stop()
+            self.thread.join(timeout=10)
+            self.controller.close()
+        self.device.stop()
+
+    def _on_change(self, published: Published) -> None:
+        """On the engine thread after every change: keep the roll list, seat new bets."""
+        state = published.state
+        if self._last_rolls is not None and state.rolls > self._last_rolls and state.last_roll:
+            self.recent.append(state.last_roll)
+            self.session_rolls += 1
+        self._last_rolls = state.rolls
+        settlement = published.last_settlement
+        if settlement is not None and (
+            not self.settlements or self.settlements[-1] is not settlement
+        ):
+            self.settlements.append(settlement)
+        if (
+            self.bets_on
+            and not self.script
+            and state.phase is Phase.NEW_SHOOTER
+            and state.betting_open
+            and state.hand != self._last_hand
+        ):
+            self._last_hand = state.hand
+            assert self.controller is not None
+            rules = self.config.firebet
+            seats = self.players.sample(range(1, rules.positions + 1), self.players.randint(1, 4))
+            for seat in sorted(seats):
+                steps = (rules.max_wager - rules.min_wager) // rules.wager_increment
+                amount = rules.min_wager + self.players.randint(0, steps) * rules.wager_increment
+                self.controller.post(Bet(seat, amount, actor="sim-player"))
+        self.changed.set()
+
+    # the script ---------------------------------------------------------------------------
+    def run_script(self) -> None:
+        """Throw the script's dice through the simulated reader; post its dealer actions."""
+        assert self.controller is not None
+        try:
+            self._run_script_lines()
+        finally:
+            self.script_done.set()
+
+    def _run_script_lines(self) -> None:
+        assert self.controller is not None
+        for no, command in self.script:
+            if self.controller.stopping.is_set():
+                return
+            if isinstance(command, Roll):
+                before = self.device.transmissions.copy()
+                self.device.throw(command.d1, command.d2)
+                seq = self._new_seq(before)
+                if seq is None or not self.device.wait_acked(seq, timeout=10):
+                    print(f"{no}: roll {command.d1} {command.d2} was not ACKed", file=sys.stderr)
+            else:
+                reply = self.controller.submit(command)
+                if not reply.get("ok"):
+                    print(f"{no}: refused: {reply.get('error')}", file=sys.stderr)
+
+    def _new_seq(self, before: dict[int, int], timeout: float = 5.0) -> int | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            fresh = [s for s in self.device.transmissions if s not in before]
+            if fresh:
+                return fresh[-1]
+            time.sleep(0.005)
+        return None
+
+    def done(self) -> bool:
+        """With ``--rolls N`` or a script: every roll thrown and ACKed."""
+        if self.script:
+            return self.script_done.is_set() and self.device.rolls_waiting == 0
+        if self.target is None:
+            return False
+        return self.device.rolls_left == 0 and self.device.rolls_waiting == 0
+
+    # keys -------------------------------------------------------------------------------
+    def key(self, ch: str, read_more: Any) -> str:
+        """Act on one key; returns a line for the footer."""
+        c = self.controller
+        assert c is not None
+        if ch == "v":
+            return _said(c.submit(Void(actor="sim-dealer")), "last roll voided")
+        if ch == "s":
+            return _said(c.submit(Surrender(actor="sim-dealer")), "surrender: new shooter")
+        if ch == "a":
+            return _said(c.submit(Ack(actor="sim-dealer")), "alert acknowledged")
+        if ch == "t":
+            rng = random.Random()
+            self.device.throw(rng.randint(1, 6), rng.randint(1, 6))
+            return "dice thrown"
+        if ch == "f":
+            self.faulted = not self.faulted
+            if self.faulted:
+                self.device.fault("CAMERA")
+                return "reader fault injected (CAMERA): manual rolls allowed"
+            self.device.clear_fault()
+            return "reader fault cleared"
+        if ch == "g":
+            self.device.send_garbage(48)
+            self.device.send_bad_checksum()
+            return "garbage and a bad checksum sent"
+        if ch == "u":
+            if self.plugged:
+                self.device.unplug()
+            else:
+                self.device.replug()
+            self.plugged = not self.plugged
+            return "reader unplugged" if not self.plugged else "reader plugged back in"
+        if ch == "m":
+            dice = read_more(2)
+            if len(dice) == 2 and all(d in "123456" for d in dice):
+                reply = c.submit(
+                    Roll(int(dice[0]), int(dice[1]), source="manual", actor="sim-dealer")
+                )
+                return _said(reply, f"manual roll {dice[0]} {dice[1]}")
+            return "manual roll: type two dice 1-6 after m"
+        return HELP
+
+
+def _settlement_line(s: dict[str, Any]) -> str:
+    verdict = f"win {s['odds_to_one']} to 1" if s["result"] == "win" else "lose"
+    paid = ", ".join(f"#{p} ${a}" for p, a in s["payouts"].items()) or "no wagers"
+    points = f"{s['unique_points']} different points {s['points']}"
+    return f"hand {s['hand']}: {points} - {verdict} - {paid}"
+
+
+def _said(reply: dict[str, Any], done: str) -> str:
+    return done if reply.get("ok") else f"refused: {reply.get('error')}"
+
+
+@contextlib.contextmanager
+def _cbreak() -> Iterator[bool]:
+    """Single keys from the terminal without Enter, restored afterwards."""
+    if not sys.stdin.isatty():
+        yield False
+        return
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        yield True
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def _read_keys(n: int, timeout: float) -> str:
+    out = ""
+    while len(out) < n and select.select([sys.stdin], [], [], timeout)[0]:
+        out += os.read(sys.stdin.fileno(), 1).decode(errors="replace")
+    return out
+
+
+def summary(bench: Bench, seconds: float) -> str:
+    """The closing summary: rolls, hands, wagers, payouts, reader counters."""
+    assert bench.controller is not None
+    status = bench.controller.status()
+    meters = status["meters"]
+    paid = sum(t["amount"] for t in meters["paid"].values())
+    wins = ", ".join(f"{t} points: {m['count']}" for t, m in meters["paid"].items()) or "none"
+    counters = status["reader"]["counters"]
+    return "\n".join(
+        [
+            f"firebet sim: seed {bench.seed}, {bench.session_rolls} rolls in {seconds:.1f} s",
+            f"  hands settled {len(bench.settlements)}; now hand {status['hand']} "
+            f"({status['phase']}, point {status['point'] or '-'}, "
+            f"{status['unique_points']} different points)",
+            f"  fire bets taken {meters['bets_taken']['count']} "
+            f"(${meters['bets_taken']['amount']}), winning wagers by tier: {wins}; "
+            f"paid ${paid}; lost ${meters['lost']['amount']}",
+            "  reader frames: " + ", ".join(f"{k} {v}" for k, v in counters.items()),
+            f"  journal: {bench.state_dir / bench.config.journal.path} "
+            f"(firebet history --state-dir {bench.state_dir}); log: {bench.state_dir / 'sim.log'}",
+        ]
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.interval is None:
+        args.interval = 0.0 if args.rolls is not None else 1.0
+    if args.interval < 0:
+        raise UsageError(f"--interval must not be negative, not {args.interval}")
+    if args.rolls is not None and args.rolls <= 0:
+        raise UsageError(f"--rolls must be at least 1, not {args.rolls}")
+    bench = Bench(args)
+    bench.state_dir.mkdir(parents=True, exist_ok=True)
+    log_file = bench.state_dir / "sim.log"
+    # the drivers' log lines go to a file: on the terminal they would tear the live table
+    logging.basicConfig(
+        filename=log_file,
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("transitions").setLevel(logging.WARNING)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    started = time.monotonic()
+    controller = bench.start()
+    console = Console()
+    live = console.is_terminal and args.rolls is None and not args.plain
+    try:
+        if bench.script:
+            threading.Thread(target=bench.run_script, name="sim script", daemon=True).start()
+        if live:
+            footer = HELP
+            with (
+                _cbreak() as keys,
+                Live(console=console, refresh_per_second=8, screen=False) as view,
+            ):
+                while not stop.is_set():
+                    view.update(
+                        render_status(controller.status(), bench.recent, bench.settlements, footer)
+                    )
+                    if keys:
+                        ch = _read_keys(1, 0.12)
+                        if ch == "q":
+                            break
+                        if ch:
+                            footer = (
+                                bench.key(ch.lower(), lambda n: _read_keys(n, 5.0)) + "\n" + HELP
+                            )
+                    else:
+                        stop.wait(0.12)
+                    if bench.done():
+                        break
+        else:
+            printed = 0
+            while True:
+                finished = stop.is_set() or bench.done()
+                bench.changed.wait(0.2)
+                bench.changed.clear()
+                for s in bench.settlements[printed:]:
+                    print(_settlement_line(s), flush=True)
+                printed = len(bench.settlements)
+                if finished:
+                    break
+    finally:
+        bench.stop()
+    print(summary(bench, time.monotonic() - started))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "sim",
+        help="the controller with a simulated reader and mock pins, drawn live",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--seed", type=int, metavar="N", help="seed for dice and players")
+    p.add_argument(
+        "--interval",
+        type=float,
+        metavar="S",
+        help="seconds between rolls (default 1.0; with --rolls, as fast as the ACKs come)",
+    )
+    p.add_argument("--rolls", type=int, metavar="N", help="stop after N rolls and print a summary")
+    p.add_argument("--script", metavar="F", help="replay-format script: rolls through the reader")
+    p.add_argument("--no-bets", action="store_true", help="no simulated players' fire bets")
+    p.add_argument("--plain", action="store_true", help="plain lines instead of the live table")
+    paths.add_location_options(p)
+    p.set_defaults(func=run)

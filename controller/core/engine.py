@@ -1,0 +1,405 @@
+"""The rules engine: ``state + command -> events``, folded into the next state.
+
+Pure: no pins, ports, clocks or files. The hand itself is a ``transitions``
+state machine (new_shooter / come_out / point); at start-up the engine drives
+that machine through every (phase, point, total) once and keeps the answers
+in a table, so the machine is the single source of the craps rules and a roll
+costs a dictionary lookup. The fire-bet rules (different points, ordinals,
+betting window, wagers, surveillance, settlement, surrender, void) sit on top.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from transitions import Machine
+
+from controller.core.commands import (
+    ROLL_SOURCES,
+    SURRENDER_KINDS,
+    Ack,
+    Bet,
+    Cancel,
+    Command,
+    ReaderFault,
+    ReaderHello,
+    ReaderOk,
+    RecordFault,
+    Roll,
+    Surrender,
+    Void,
+)
+from controller.core.config import POINT_NUMBERS, FireBetRules
+from controller.core.events import (
+    Acknowledged,
+    BetAccepted,
+    BetCancelled,
+    BettingClosed,
+    DuplicateRoll,
+    Event,
+    FaultRecorded,
+    NewDifferentPoint,
+    NewHand,
+    ReaderRestarted,
+    Refused,
+    RollAccepted,
+    RollVoided,
+    Settlement,
+    Surrendered,
+    SurveillanceAlert,
+)
+from controller.core.state import Phase, TableState, evolve
+
+
+class _QuietOverrides(logging.Filter):
+    """Drop transitions' notice for each helper model_override=True leaves unbound (by design)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "due to model override policy" not in record.getMessage()
+
+
+logging.getLogger("transitions.core").addFilter(_QuietOverrides())
+
+NATURALS = (7, 11)
+CRAPS = (2, 3, 12)
+
+
+class HandModel:
+    """The model the hand machine drives: the phase, the point and the roll in hand."""
+
+    state: Phase
+
+    def __init__(self) -> None:
+        self.point: int | None = None
+        self.total = 0
+        self.outcome = ""
+
+    # triggers: placeholders the machine replaces (model_override=True) -------
+    def roll(self) -> bool:
+        """Fire the roll trigger (bound by the hand machine)."""
+        raise RuntimeError("not bound to a hand machine")
+
+    def surrender(self) -> bool:
+        """Fire the surrender trigger (bound by the hand machine)."""
+        raise RuntimeError("not bound to a hand machine")
+
+    # conditions -----------------------------------------------------------
+    def is_natural(self) -> bool:
+        return self.total in NATURALS
+
+    def is_craps(self) -> bool:
+        return self.total in CRAPS
+
+    def is_point_number(self) -> bool:
+        return self.total in POINT_NUMBERS
+
+    def makes_point(self) -> bool:
+        return self.total == self.point
+
+    def is_seven(self) -> bool:
+        return self.total == 7
+
+    # effects on the model only (no I/O) -------------------------------------
+    def on_natural(self) -> None:
+        self.outcome = "natural"
+
+    def on_craps(self) -> None:
+        self.outcome = "craps"
+
+    def on_point_established(self) -> None:
+        self.outcome, self.point = "point_established", self.total
+
+    def on_point_made(self) -> None:
+        self.outcome, self.point = "point_made", None
+
+    def on_seven_out(self) -> None:
+        self.outcome, self.point = "seven_out", None
+
+    def on_no_decision(self) -> None:
+        self.outcome = "no_decision"
+
+    def on_surrender(self) -> None:
+        self.outcome, self.point = "surrender", None
+
+
+COME_OUT_PHASES = [Phase.NEW_SHOOTER, Phase.COME_OUT]
+
+HAND_TRANSITIONS: list[dict[str, Any]] = [
+    {"trigger": "roll", "source": COME_OUT_PHASES, "dest": Phase.COME_OUT,
+     "conditions": "is_natural", "after": "on_natural"},
+    {"trigger": "roll", "source": COME_OUT_PHASES, "dest": Phase.COME_OUT,
+     "conditions": "is_craps", "after": "on_craps"},
+    {"trigger": "roll", "source": COME_OUT_PHASES, "dest": Phase.POINT,
+     "conditions": "is_point_number", "after": "on_point_established"},
+    {"trigger": "roll", "source": Phase.POINT, "dest": Phase.COME_OUT,
+     "conditions": "makes_point", "after": "on_point_made"},
+    {"trigger": "roll", "source": Phase.POINT, "dest": Phase.NEW_SHOOTER,
+     "conditions": "is_seven", "after": "on_seven_out"},
+    {"trigger": "roll", "source": Phase.POINT, "dest": None, "after": "on_no_decision"},
+    {"trigger": "surrender", "source": "*", "dest": Phase.NEW_SHOOTER, "after": "on_surrender"},
+]  # fmt: skip
+
+
+def build_hand_machine(model: HandModel | None = None, **kwargs: Any) -> Machine:
+    """The hand's state machine; ``kwargs`` go to the Machine (e.g. a diagram class)."""
+    cls = kwargs.pop("machine_class", Machine)
+    machine: Machine = cls(
+        model=model if model is not None else HandModel(),
+        states=Phase,
+        transitions=HAND_TRANSITIONS,
+        initial=Phase.NEW_SHOOTER,
+        auto_transitions=False,
+        model_override=True,
+        **kwargs,
+    )
+    return machine
+
+
+RollTable = dict[tuple[Phase, int | None, int], tuple[str, str, int | None]]
+
+
+def decision_table() -> RollTable:
+    """(phase, point, total) -> (outcome, next phase's name, next point), read off the machine."""
+    model = HandModel()
+    machine = build_hand_machine(model)
+    table: RollTable = {}
+    starts: list[tuple[Phase, int | None]] = [(Phase.NEW_SHOOTER, None), (Phase.COME_OUT, None)]
+    starts += [(Phase.POINT, p) for p in POINT_NUMBERS]
+    for phase, point in starts:
+        for total in range(2, 13):
+            machine.set_state(phase, model)
+            model.point, model.total, model.outcome = point, total, ""
+            if not model.roll():  # pragma: no cover - every total is decided
+                raise RuntimeError(f"hand machine has no rule for {total} in {phase}")
+            table[(phase, point, total)] = (model.outcome, model.state.value, model.point)
+    return table
+
+
+class Outcome(NamedTuple):
+    """What one command did: the next state and the events that lead there."""
+
+    state: TableState
+    events: tuple[Event, ...]
+
+    @property
+    def refused(self) -> Refused | None:
+        for e in self.events:
+            if isinstance(e, Refused):
+                return e
+        return None
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+class Engine:
+    """The fire-bet rules for one table configuration."""
+
+    def __init__(self, rules: FireBetRules | None = None) -> None:
+        self.rules = rules if rules is not None else FireBetRules()
+        self._table = decision_table()
+
+    # public API -------------------------------------------------------------
+    def apply(self, state: TableState, command: Command) -> Outcome:
+        """Decide what ``command`` does to ``state`` and fold it."""
+        events = self.decide(state, command)
+        for event in events:
+            state = evolve(state, event)
+        return Outcome(state, tuple(events))
+
+    def run(self, commands: Sequence[Command], state: TableState | None = None) -> TableState:
+        """Apply many commands in order; the final state."""
+        current = state if state is not None else TableState()
+        for command in commands:
+            current = self.apply(current, command).state
+        return current
+
+    def decide(self, state: TableState, command: Command) -> list[Event]:
+        """The events ``command`` causes in ``state`` (a :class:`Refused` when it may not)."""
+        if isinstance(command, Roll):
+            return self._roll(state, command)
+        if isinstance(command, Bet):
+            return self._bet(state, command)
+        if isinstance(command, Cancel):
+            return self._cancel(state, command)
+        if isinstance(command, Void):
+            return self._void(state, command)
+        if isinstance(command, Surrender):
+            return self._surrender(state, command)
+        if isinstance(command, Ack):
+            if not state.surveillance_alert:
+                return [Refused("ack", "there is no surveillance alert to acknowledge")]
+            return [Acknowledged(actor=command.actor, at=command.at)]
+        if isinstance(command, ReaderHello):
+            return [ReaderRestarted(command.seq)]
+        if isinstance(command, RecordFault | ReaderFault):
+            return [FaultRecorded(command.code)]
+        if isinstance(command, ReaderOk):
+            return []  # the reader's health is the service's business; the game is unchanged
+        return [Refused(getattr(command, "name", "?"), f"unknown command {command!r}")]
+
+    def betting_closed_reason(self, state: TableState) -> str:
+        """Why betting is closed, in a dealer's words."""
+        if state.surrender_pending:
+            return "betting is closed: the surrendered hand's fire bets are still pending"
+        if state.settled:
+            return "betting is closed: this hand's fire bets were already paid"
+        if self.rules.betting_closes == "first_point":
+            return "betting is closed: the first point was established"
+        return "betting is closed: the come-out roll was thrown"
+
+    # rolls ----------------------------------------------------------------------
+    def _roll(self, state: TableState, cmd: Roll) -> list[Event]:
+        d1, d2 = cmd.d1, cmd.d2
+        if type(d1) is not int or type(d2) is not int or not (1 <= d1 <= 6 and 1 <= d2 <= 6):
+            label, die = ("die 1", d1) if not (_is_int(d1) and 1 <= d1 <= 6) else ("die 2", d2)
+            return [Refused("roll", f"{label} shows {die!r}: a die shows 1 to 6")]
+        if cmd.source not in ROLL_SOURCES:
+            return [Refused("roll", f"unknown roll source {cmd.source!r}")]
+        if cmd.seq is not None:
+            if not _is_int(cmd.seq) or not 0 <= cmd.seq <= 65535:
+                return [Refused("roll", f"reader sequence {cmd.seq!r} is not 0..65535")]
+            if cmd.seq == state.reader_seq:
+                return [DuplicateRoll(cmd.seq)]
+        total = d1 + d2
+        outcome, phase, point = self._table[(state.phase, state.point, total)]
+        events: list[Event] = [
+            RollAccepted(
+                d1, d2, total, outcome, phase, point, cmd.source, cmd.seq, cmd.actor, cmd.at
+            )
+        ]
+        rules = self.rules
+        if state.betting_open and (
+            (rules.betting_closes == "first_roll")
+            or (rules.betting_closes == "first_point" and outcome == "point_established")
+        ):
+            reason = (
+                "the come-out roll was thrown"
+                if rules.betting_closes == "first_roll"
+                else "the first point was established"
+            )
+            events.append(BettingClosed(reason))
+        if outcome == "point_made" and state.point not in state.points:
+            made = state.point
+            assert made is not None
+            points = (*state.points, made)
+            events.append(NewDifferentPoint(made, len(points)))
+            if len(points) == rules.surveillance_at and not state.alert_raised:
+                events.append(SurveillanceAlert(state.hand, len(points)))
+            if len(points) == 6 and rules.pay_six_immediately and not state.settled:
+                events.append(self._settlement(state, points, immediate=True))
+        elif outcome == "seven_out":
+            if not state.settled:
+                events.append(self._settlement(state, state.points, immediate=False))
+            events.append(NewHand(state.hand + 1, state.shooter + 1))
+        return events
+
+    def _settlement(
+        self, state: TableState, points: tuple[int, ...], *, immediate: bool
+    ) -> Settlement:
+        tier, odds = self.rules.odds_for(len(points))
+        win = odds > 0
+        return Settlement(
+            hand=state.hand,
+            points=points,
+            unique_points=len(points),
+            result="win" if win else "lose",
+            odds_to_one=odds,
+            tier=tier,
+            payouts={p: (a * odds if win else 0) for p, a in sorted(state.bets.items())},
+            wagers=dict(sorted(state.bets.items())),
+            immediate=immediate,
+        )
+
+    # wagers ---------------------------------------------------------------------
+    def _position_problem(self, position: object) -> str | None:
+        if not _is_int(position) or not 1 <= position <= self.rules.positions:  # type: ignore[operator]
+            return f"position {position!r} is not on this layout (1 to {self.rules.positions})"
+        return None
+
+    def _bet(self, state: TableState, cmd: Bet) -> list[Event]:
+        problem = self._position_problem(cmd.position)
+        if problem:
+            return [Refused("bet", problem)]
+        if not _is_int(cmd.amount) or cmd.amount <= 0:
+            return [
+                Refused("bet", f"position {cmd.position}: {cmd.amount!r} is not a dollar amount")
+            ]
+        if not state.betting_open:
+            return [Refused("bet", f"position {cmd.position}: {self.betting_closed_reason(state)}")]
+        r = self.rules
+        have = state.bets.get(cmd.position, 0)
+        total = have + cmd.amount
+        what = f"${total}" if not have else f"${cmd.amount} more makes ${total}, which"
+        if total > r.max_wager:
+            return [
+                Refused(
+                    "bet", f"position {cmd.position}: {what} is over the ${r.max_wager} maximum"
+                )
+            ]
+        if total < r.min_wager:
+            return [
+                Refused(
+                    "bet", f"position {cmd.position}: {what} is under the ${r.min_wager} minimum"
+                )
+            ]
+        if total % r.wager_increment:
+            return [
+                Refused(
+                    "bet",
+                    f"position {cmd.position}: {what} is not in ${r.wager_increment} increments",
+                )
+            ]
+        return [BetAccepted(cmd.position, cmd.amount, total, actor=cmd.actor, at=cmd.at)]
+
+    def _cancel(self, state: TableState, cmd: Cancel) -> list[Event]:
+        problem = self._position_problem(cmd.position)
+        if problem:
+            return [Refused("cancel", problem)]
+        if not state.betting_open:
+            return [
+                Refused(
+                    "cancel",
+                    f"position {cmd.position}: a fire bet cannot be called off: "
+                    + self.betting_closed_reason(state),
+                )
+            ]
+        amount = state.bets.get(cmd.position)
+        if amount is None:
+            return [Refused("cancel", f"position {cmd.position} has no wager")]
+        return [BetCancelled(cmd.position, amount, actor=cmd.actor, at=cmd.at)]
+
+    # surrender and void -------------------------------------------------------
+    def _surrender(self, state: TableState, cmd: Surrender) -> list[Event]:
+        if cmd.kind not in SURRENDER_KINDS:
+            return [
+                Refused("surrender", f"a surrender is voluntary or compulsory, not {cmd.kind!r}")
+            ]
+        return [
+            Surrendered(
+                surrender=cmd.kind,
+                shooter=state.shooter + 1,
+                pending=not state.betting_open,
+                carries_points=self.rules.surrender_carries_points,
+                actor=cmd.actor,
+                at=cmd.at,
+            )
+        ]
+
+    def _void(self, state: TableState, cmd: Void) -> list[Event]:
+        if state.undo is None or state.last_roll is None:
+            return [
+                Refused(
+                    "void",
+                    "nothing to void: no roll was accepted since the last void, wager or surrender",
+                )
+            ]
+        d1, d2 = state.last_roll
+        return [
+            RollVoided(
+                d1, d2, reversed_settlement=state.last_settlement, actor=cmd.actor, at=cmd.at
+            )
+        ]

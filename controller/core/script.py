@@ -1,0 +1,117 @@
+"""Replay scripts: one table action a line, parsed into commands and folded by the engine.
+
+Script: one item a line; ``#`` starts a comment; blank lines are ignored.
+``D1 D2`` a roll, ``void``, ``surrender [voluntary|compulsory]``,
+``bet POS AMOUNT``, ``cancel POS``, ``ack``. Used by ``firebet replay`` and
+``firebet sim --script``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.core.commands import (
+    SURRENDER_KINDS,
+    Ack,
+    Bet,
+    Cancel,
+    Command,
+    Roll,
+    Surrender,
+    Void,
+)
+from controller.core.engine import Engine
+from controller.core.errors import ScriptError
+from controller.core.events import Refused, RollVoided, Settlement
+from controller.core.state import TableState
+
+
+def _whole(word: str, what: str, source: str, no: int, line: str) -> int:
+    if not word.isdigit():
+        raise ScriptError(source, no, line, f"{what} must be a whole number, not {word!r}")
+    return int(word)
+
+
+def parse_line(line: str, source: str = "<script>", no: int = 1) -> Command | None:
+    """One script line -> a command (None for a blank or comment line)."""
+    body = line.split("#", 1)[0].strip()
+    if not body:
+        return None
+    words = body.split()
+    verb = words[0].lower()
+    if verb.isdigit() or (verb.startswith("-") and verb[1:].isdigit()):
+        if len(words) != 2:
+            raise ScriptError(source, no, line, "a roll is two dice, like '3 4'")
+        d1 = _whole(words[0], "die 1", source, no, line)
+        d2 = _whole(words[1], "die 2", source, no, line)
+        for label, die in (("die 1", d1), ("die 2", d2)):
+            if not 1 <= die <= 6:
+                raise ScriptError(source, no, line, f"{label} shows {die}: a die shows 1 to 6")
+        return Roll(d1, d2, source="script", actor="script")
+    if verb == "void" and len(words) == 1:
+        return Void(actor="script")
+    if verb == "ack" and len(words) == 1:
+        return Ack(actor="script")
+    if verb == "surrender" and len(words) <= 2:
+        kind = words[1].lower() if len(words) == 2 else "voluntary"
+        if kind not in SURRENDER_KINDS:
+            raise ScriptError(source, no, line, "a surrender is 'voluntary' or 'compulsory'")
+        return Surrender(kind=kind, actor="script")
+    if verb == "bet":
+        if len(words) != 3:
+            raise ScriptError(source, no, line, "a bet is 'bet POSITION AMOUNT', like 'bet 3 5'")
+        pos = _whole(words[1], "the position", source, no, line)
+        amount = _whole(words[2].removeprefix("$"), "the amount (whole dollars)", source, no, line)
+        return Bet(pos, amount, actor="script")
+    if verb == "cancel":
+        if len(words) != 2:
+            raise ScriptError(source, no, line, "a cancel is 'cancel POSITION', like 'cancel 3'")
+        return Cancel(_whole(words[1], "the position", source, no, line), actor="script")
+    raise ScriptError(
+        source,
+        no,
+        line,
+        "not a script item (expected 'D1 D2', void, surrender, bet POS AMOUNT, cancel POS, ack)",
+    )
+
+
+def parse_script(lines: Iterable[str], source: str = "<script>") -> Iterator[tuple[int, Command]]:
+    """Every command of a script with its line number; raises ScriptError on a bad line."""
+    for no, line in enumerate(lines, start=1):
+        command = parse_line(line, source, no)
+        if command is not None:
+            yield no, command
+
+
+@dataclass
+class ReplayResult:
+    """The end state, the settlements that stood, and the refusals on the way."""
+
+    state: TableState
+    settlements: list[Settlement] = field(default_factory=list)
+    refusals: list[tuple[int, Refused]] = field(default_factory=list)
+
+
+def replay(
+    engine: Engine,
+    commands: Iterable[tuple[int, Command]],
+    state: TableState | None = None,
+    on_refusal: Any = None,
+) -> ReplayResult:
+    """Fold commands through the engine; a voided settlement is taken back off the list."""
+    result = ReplayResult(state if state is not None else TableState())
+    for no, command in commands:
+        outcome = engine.apply(result.state, command)
+        result.state = outcome.state
+        for event in outcome.events:
+            if isinstance(event, Settlement):
+                result.settlements.append(event)
+            elif isinstance(event, RollVoided) and event.reversed_settlement is not None:
+                result.settlements.remove(event.reversed_settlement)
+            elif isinstance(event, Refused):
+                result.refusals.append((no, event))
+                if on_refusal is not None:
+                    on_refusal(no, event)
+    return result

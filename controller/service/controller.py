@@ -1,0 +1,493 @@
+"""The service: one queue, one engine thread, journal first, then outputs and the ACK.
+
+Drivers (the dice reader, the dealer buttons, the control socket, the timers)
+only ever put commands on :attr:`Controller.queue`. The engine thread
+(:meth:`Controller.serve`) takes them one at a time, decides with the pure
+rules engine, records the outcome durably in the journal, and only then
+changes the lamps, ACKs the reader and answers the client. A crash anywhere
+re-does the outputs from the journal at the next start (:meth:`Controller.start`
+recovers and re-lights the markers before it reports ready).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller.control.protocol import Request
+from controller.control.server import ControlServer
+from controller.core.commands import (
+    Ack,
+    Bet,
+    Cancel,
+    Command,
+    ReaderFault,
+    ReaderOk,
+    Roll,
+    Surrender,
+    Void,
+)
+from controller.core.config import Config
+from controller.core.engine import Engine, Outcome
+from controller.core.errors import FirebetError, UsageError
+from controller.core.events import DuplicateRoll, Refused, RollAccepted, Settlement
+from controller.core.lamps import (
+    LightsView,
+    Mode,
+    Outputs,
+    desired_outputs,
+    marker_report,
+)
+from controller.core.lamps import view_from_state as lights_view
+from controller.core.state import TableState
+from controller.journal.store import Journal, JournalHalted, JournalWriteError
+from controller.service import notify
+from drivers.buttons import DealerButtons
+from drivers.lights import MarkerLights
+from drivers.reader import DiceReader, now_iso
+
+log = logging.getLogger("firebet.service")
+
+MIN_FREE_BYTES = 16 * 1024 * 1024  # below this the self-check warns: rolls may soon be refused
+
+
+class _Stop:
+    """Queue item: finish the command in hand and leave the loop."""
+
+
+@dataclass(frozen=True)
+class _Halt:
+    """Queue item: the background check found damage; halt the table."""
+
+    record: int | None
+    reason: str
+
+
+@dataclass
+class _Job:
+    """A control-socket request, or a command from a local tool, waiting for its reply."""
+
+    request: Request | None
+    command: Command | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+    reply: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Published:
+    """What the engine thread last published for readers on other threads."""
+
+    state: TableState
+    mode: str
+    outputs: Outputs
+    view: LightsView
+    halted: str | None
+    storage_fault: str | None
+    last_settlement: dict[str, Any] | None
+
+
+class Controller:
+    """The whole controller of one table: engine, journal, reader, lamps, buttons, socket."""
+
+    def __init__(
+        self,
+        config: Config,
+        state_dir: Path,
+        *,
+        reader: DiceReader | None,
+        pin_factory: Any,
+        socket_path: Path | None,
+        lights_timing: Any = None,
+        on_change: Callable[[Published], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.state_dir = Path(state_dir)
+        self.reader = reader
+        self.pin_factory = pin_factory
+        self.socket_path = socket_path
+        self.lights_timing = lights_timing
+        self.on_change = on_change
+        self.engine = Engine(config.firebet)
+        self.queue: queue.Queue[Command | _Job | _Stop | _Halt] = queue.Queue()
+        self.full_check: str | None = None  # "running", "ok" or what it found
+        self.journal: Journal | None = None
+        self.lights: MarkerLights | None = None
+        self.buttons: DealerButtons | None = None
+        self.control: ControlServer | None = None
+        self.ready = threading.Event()
+        self.stopping = threading.Event()
+        self.reader_fault: str | None = None if reader is not None else "NO_READER"
+        self.diagnostics = False
+        self.storage_fault: str | None = None
+        self.last_settlement: dict[str, Any] | None = None
+        self.started_at = time.monotonic()
+        self.ready_after_s: float | None = None
+        self._published: Published | None = None
+        self._watchdog_s = notify.watchdog_interval()
+
+    # start-up ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Recover, re-light, open the socket, start the drivers; then report ready.
+
+        Nothing is ACKed before this returns: the reader's frames wait on the queue
+        until :meth:`serve` runs.
+        """
+        notify.status("recovering the journal")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.journal = Journal.open(self.state_dir, self.config)
+        recovered = self.journal.recover(self.engine)
+        if recovered.halted is not None:
+            log.error("journal halted: %s", recovered.halted.describe())
+        self.lights = MarkerLights(self.config.lights, self.pin_factory, self.lights_timing)
+        self._refresh()  # markers re-lit from the journal before anything else
+        self.buttons = DealerButtons(self.config.buttons, self.pin_factory, self.post)
+        if self.socket_path is not None:
+            self.control = ControlServer(
+                self.socket_path,
+                self._on_request,
+                self.config.control.dealer_group,
+                self.config.control.technician_group,
+            )
+            self.control.start()
+        if self.journal.halted is None:
+            try:
+                self.journal.append_system("start", actor="service", payload={"pid": os.getpid()})
+            except JournalWriteError as exc:
+                self.storage_fault = exc.reason
+        self._self_check()
+        if self.reader is not None:
+            self.reader.start(self.post)
+        self.ready_after_s = time.monotonic() - self.started_at
+        self.ready.set()
+        notify.ready()
+        self._notify_status()
+        threading.Thread(
+            target=self._check_whole_journal, name="journal check", daemon=True
+        ).start()
+
+    def _check_whole_journal(self) -> None:
+        """After ready: verify every record from genesis (recovery read only the tail).
+
+        Runs on its own read-only connection, so the table plays on meanwhile; damage
+        found goes to the engine thread as a halt.
+        """
+        assert self.journal is not None
+        self.full_check = "running"
+        try:
+            with Journal(self.journal.path, read_only=True) as reader:
+                reader.attach()
+                report = reader.verify(Engine(self.config.firebet))
+        except FirebetError as exc:
+            self.full_check = f"could not run: {exc}"
+            return
+        if report.ok:
+            self.full_check = "ok"
+            return
+        record, reason = report.problems[0]
+        self.full_check = f"record {record}: {reason}"
+        self.queue.put(_Halt(record, reason))
+
+    def _self_check(self) -> None:
+        try:
+            free = shutil.disk_usage(self.state_dir).free
+        except OSError as exc:
+            self.storage_fault = f"state directory {self.state_dir}: {exc.strerror or exc}"
+            return
+        if free < MIN_FREE_BYTES:
+            log.warning("only %d bytes free in %s", free, self.state_dir)
+
+    # the queue ----------------------------------------------------------------------------
+    def post(self, command: Command) -> None:
+        """Put a command on the one queue (any thread)."""
+        self.queue.put(command)
+
+    def stop(self) -> None:
+        """Ask the engine thread to finish the command in hand and leave (any thread)."""
+        self.stopping.set()
+        self.queue.put(_Stop())
+
+    def serve(self) -> None:
+        """The engine thread: take commands one at a time until :meth:`stop`."""
+        tick = min(self._watchdog_s / 2, 1.0) if self._watchdog_s else 1.0
+        last_ping = 0.0
+        while True:
+            now = time.monotonic()
+            if self._watchdog_s and now - last_ping >= tick:
+                notify.watchdog()
+                last_ping = now
+            try:
+                item = self.queue.get(timeout=min(tick, 0.25))
+            except queue.Empty:
+                if self.stopping.is_set():
+                    break
+                continue
+            if isinstance(item, _Stop):
+                break
+            try:
+                if isinstance(item, _Halt):
+                    assert self.journal is not None
+                    self.journal.halt(item.record, item.reason, actor="journal check")
+                    self._refresh()
+                elif isinstance(item, _Job):
+                    self._run_job(item)
+                else:
+                    self._handle(item)
+            except Exception:  # one bad command must not stop the table
+                log.exception("command failed: %r", item)
+                if isinstance(item, _Job) and not item.done.is_set():
+                    item.reply = {"ok": False, "error": "internal error; see the service log"}
+                    item.done.set()
+
+    def close(self) -> None:
+        """Stop the drivers and release pins, socket and journal."""
+        notify.stopping()
+        for part in (self.reader, self.control):
+            if part is not None:
+                try:
+                    part.stop()
+                except Exception:
+                    log.exception("stopping %r", part)
+        for closable in (self.buttons, self.lights, self.journal):
+            if closable is not None:
+                try:
+                    closable.close()
+                except Exception:
+                    log.exception("closing %r", closable)
+
+    # commands from the drivers ---------------------------------------------------------
+    @property
+    def mode(self) -> Mode:
+        if self.journal is not None and self.journal.halted is not None:
+            return Mode.HALTED
+        if self.diagnostics:
+            return Mode.DIAGNOSTICS
+        if self.reader_fault is not None:
+            return Mode.READER_FAULT
+        return Mode.RUNNING
+
+    @property
+    def state(self) -> TableState:
+        assert self.journal is not None
+        return self.journal.state
+
+    def _handle(self, command: Command) -> Outcome | None:
+        """Apply a driver's command: journal it, then outputs, then the reader's ACK."""
+        if isinstance(command, ReaderFault):
+            self.reader_fault = command.code
+        elif isinstance(command, ReaderOk):
+            self.reader_fault = None
+        if self.mode == Mode.DIAGNOSTICS and isinstance(command, Roll | Void | Surrender | Ack):
+            log.info("diagnostics: %s paused (not applied, not ACKed)", command.name)
+            return None
+        try:
+            outcome = self._record(command)
+        except FirebetError as exc:
+            log.warning("%s not applied: %s", command.name, exc)
+            self._refresh()
+            return None
+        self._refresh()
+        recorded = any(isinstance(e, RollAccepted | DuplicateRoll) for e in outcome.events)
+        if isinstance(command, Roll) and command.seq is not None and recorded and self.reader:
+            self.reader.ack(command.seq)  # only now: the roll is durable and the lamps show it
+        return outcome
+
+    def _record(self, command: Command) -> Outcome:
+        """Decide and journal ``command`` durably; raises when it cannot be recorded."""
+        assert self.journal is not None
+        try:
+            outcome, _ = self.journal.apply(self.engine, command)
+        except JournalHalted as exc:
+            raise FirebetError(
+                f"the table is halted ({exc.halt.describe()}): a technician must check the "
+                "journal (firebet journal verify) and lift it with firebet clear-halt"
+            ) from exc
+        except JournalWriteError as exc:
+            self.storage_fault = exc.reason
+            raise FirebetError(
+                f"{command.name} refused: the journal cannot be written ({exc.reason}); "
+                "free disk space in the state directory, then try again"
+            ) from exc
+        self.storage_fault = None
+        for event in outcome.events:
+            if isinstance(event, Settlement):
+                self.last_settlement = event.report() | {"immediate": event.immediate}
+        return outcome
+
+    # outputs ---------------------------------------------------------------------------
+    def _refresh(self) -> None:
+        """Re-derive every output from the state and the mode; publish the snapshot."""
+        state = self.journal.state if self.journal is not None else TableState()
+        mode = self.mode
+        view = lights_view(state, mode)
+        outputs = desired_outputs(view)
+        if self.lights is not None:
+            self.lights.apply(outputs)
+        halted = self.journal.halted if self.journal is not None else None
+        self._published = Published(
+            state,
+            mode,
+            outputs,
+            view,
+            halted.describe() if halted is not None else None,
+            self.storage_fault,
+            self.last_settlement,
+        )
+        self._notify_status()
+        if self.on_change is not None:
+            self.on_change(self._published)
+
+    def _notify_status(self) -> None:
+        p = self._published
+        if p is None:
+            return
+        s = p.state
+        point = f"point {s.point}" if s.point else s.phase.value.replace("_", " ")
+        notify.status(
+            f"{p.mode}: hand {s.hand}, {point}, {s.unique_points} different points, {s.rolls} rolls"
+        )
+
+    def status(self) -> dict[str, Any]:
+        """``status --json``: the last published snapshot, with the reader's counters now."""
+        p = self._published
+        if p is None:
+            return {"ok": False, "error": "the service is still starting"}
+        s = p.state
+        reader = (
+            self.reader.status().to_dict()
+            if self.reader is not None
+            else {"connected": False, "fault": "NO_READER", "counters": {}, "port": ""}
+        )
+        return {
+            "table": self.config.table.id,
+            "mode": p.mode,
+            "ready": self.ready.is_set(),
+            "phase": s.phase.value,
+            "point": s.point,
+            "hand": s.hand,
+            "shooter": s.shooter,
+            "points": list(s.points),
+            "unique_points": s.unique_points,
+            "betting_open": s.betting_open,
+            "bets": {str(pos): amount for pos, amount in sorted(s.bets.items())},
+            "surrender_pending": s.surrender_pending,
+            "last_roll": list(s.last_roll) if s.last_roll else None,
+            "rolls": s.rolls,
+            "surveillance_alert": s.surveillance_alert,
+            "markers": marker_report(p.view, p.outputs),
+            "reader": reader,
+            "meters": s.meters.to_dict(s.rolls),
+            "halted": p.halted,
+            "storage_fault": p.storage_fault,
+            "last_settlement": p.last_settlement,
+            "journal_check": self.full_check,
+        }
+
+    # the control socket ---------------------------------------------------------------
+    def _on_request(self, request: Request) -> Mapping[str, Any]:
+        """Called on a socket thread: status is answered at once, the rest by the engine."""
+        if request.op == "status":
+            return self.status()
+        job = _Job(request)
+        self.queue.put(job)
+        if not job.done.wait(timeout=10.0):
+            return {"ok": False, "error": "the engine did not answer within 10 s"}
+        return job.reply
+
+    def submit(self, command: Command, timeout: float = 10.0) -> dict[str, Any]:
+        """Post ``command`` from a local tool (sim, scripts) and wait for the engine's reply."""
+        job = _Job(None, command)
+        self.queue.put(job)
+        if not job.done.wait(timeout):
+            return {"ok": False, "error": f"the engine did not answer within {timeout:g} s"}
+        return job.reply
+
+    def _run_job(self, job: _Job) -> None:
+        try:
+            if job.command is not None:
+                job.reply = self._reply_to(job.command)
+            else:
+                assert job.request is not None
+                job.reply = self._answer(job.request)
+        except FirebetError as exc:
+            job.reply = {"ok": False, "error": str(exc)}
+        finally:
+            job.done.set()
+
+    def _answer(self, request: Request) -> dict[str, Any]:
+        op, args, actor = request.op, request.args, request.actor
+        assert self.journal is not None
+        if op == "history":
+            hands = _int_arg(args, "hands", self.config.history_hands)
+            return {"ok": True, "hands": self.journal.history(hands)}
+        if op == "clear-halt":
+            if self.journal.halted is None:
+                return {"ok": False, "error": "the table is not halted: nothing to clear"}
+            was = self.journal.halted.describe()
+            self.journal.clear_halt(actor, note=str(args.get("note", "")))
+            self._refresh()
+            return {"ok": True, "cleared": was, "status": self.status()}
+        if op in ("diagnostics-on", "diagnostics-off"):
+            on = op == "diagnostics-on"
+            if on == self.diagnostics:
+                return {
+                    "ok": False,
+                    "error": f"diagnostics mode is already {'on' if on else 'off'}",
+                }
+            self.journal.append_system("mode", actor=actor, payload={"diagnostics": on})
+            self.diagnostics = on
+            self._refresh()
+            return {"ok": True, "status": self.status()}
+        return self._reply_to(self._dealer_command(op, args, actor))
+
+    def _reply_to(self, command: Command) -> dict[str, Any]:
+        """Apply a dealer's command (journal first, then outputs) and say what it did."""
+        if self.mode == Mode.DIAGNOSTICS:
+            return {"ok": False, "error": "diagnostics mode: game input is paused"}
+        outcome = self._record(command)
+        self._refresh()
+        refused = outcome.refused
+        if isinstance(refused, Refused):
+            return {"ok": False, "error": refused.reason}
+        return {
+            "ok": True,
+            "events": [e.to_dict() for e in outcome.events],
+            "status": self.status(),
+        }
+
+    def _dealer_command(self, op: str, args: Mapping[str, Any], actor: str) -> Command:
+        at = now_iso()
+        if op == "roll":
+            if self.reader_fault is None:
+                raise UsageError(
+                    "the dice reader is working: rolls come from the reader; manual entry is "
+                    "taken only while the reader is in fault"
+                )
+            return Roll(
+                _int_arg(args, "d1"), _int_arg(args, "d2"), source="manual", actor=actor, at=at
+            )
+        if op == "void":
+            return Void(actor=actor, at=at)
+        if op == "surrender":
+            return Surrender(kind=str(args.get("kind", "voluntary")), actor=actor, at=at)
+        if op == "bet":
+            return Bet(_int_arg(args, "position"), _int_arg(args, "amount"), actor=actor, at=at)
+        if op == "cancel":
+            return Cancel(_int_arg(args, "position"), actor=actor, at=at)
+        if op == "ack":
+            return Ack(actor=actor, at=at)
+        raise UsageError(f"unknown operation {op!r}")
+
+
+def _int_arg(args: Mapping[str, Any], name: str, default: int | None = None) -> int:
+    value = args.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"{name} must be a whole number, not {value!r}")
+    return value

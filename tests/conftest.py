@@ -1,0 +1,59 @@
+"""Fixtures every test module shares (the helpers behind them are in ``tests/support.py``).
+
+- ``firebet``: run ``firebet ARGS`` as a real process, output captured.
+- ``mock_factory``: a fresh gpiozero ``MockFactory`` (PWM-capable pins), with
+  gpiozero's global default saved and restored around the test.
+- ``running_table``: the whole controller in-process on a pseudo-terminal reader,
+  a real journal file and the real control socket.
+- ``wait_for``: poll a condition with a generous deadline (never a fixed sleep).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from gpiozero import Device
+from gpiozero.pins.mock import MockFactory, MockPWMPin
+
+from tests import support
+
+
+@pytest.fixture
+def firebet() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The ``firebet`` command as a real process: ``firebet("status", "--json")``."""
+    return support.run_firebet
+
+
+@pytest.fixture
+def wait_for() -> Callable[..., None]:
+    """Poll a condition until it holds (30 s deadline by default)."""
+    return support.wait_for
+
+
+@pytest.fixture
+def mock_factory() -> Iterator[MockFactory]:
+    """A fresh MockFactory; gpiozero's global default is restored afterwards."""
+    saved = Device.pin_factory
+    factory = MockFactory(pin_class=MockPWMPin)
+    try:
+        yield factory
+    finally:
+        factory.close()
+        Device.pin_factory = saved
+
+
+@pytest.fixture
+def running_table(tmp_path: Path) -> Iterator[support.RunningTable]:
+    """A running controller on a simulated reader over a pty, mock pins, a real journal."""
+    table, thread = support.start_table(tmp_path / "state", tmp_path / "control.sock")
+    try:
+        yield table
+    finally:
+        table.controller.stop()
+        thread.join(timeout=support.PROCESS_DEADLINE_S)
+        table.controller.close()
+        table.device.stop()
+        table.factory.close()

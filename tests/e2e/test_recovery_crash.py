@@ -1,0 +1,97 @@
+"""kill -9 at random moments: nothing ACKed is lost, nothing is applied twice (SPEC §6)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from controller.core.engine import Engine
+from controller.core.script import replay
+from controller.journal.store import Journal
+from tests.e2e.crash_worker import SNAPSHOT_EVERY, script
+
+WORKER = Path(__file__).with_name("crash_worker.py")
+SEED = 4
+COUNT = 500
+KILLS = 40
+
+
+def _command_records(journal: Journal) -> int:
+    return sum(1 for r in journal.records() if r.kind == "command")
+
+
+@pytest.mark.slow
+def test_sigkill_loses_no_acked_command_and_applies_none_twice(tmp_path: Path) -> None:
+    engine = Engine()
+    commands = script(SEED, COUNT)
+    expected = [replay(engine, enumerate(commands[:n])).state for n in range(COUNT + 1)]
+    rng = random.Random(SEED)
+    acked = -1  # highest ACKed command index
+    kills = 0
+    done = False
+    while not done:
+        start = acked + 1
+        proc = subprocess.Popen(
+            [sys.executable, str(WORKER), str(tmp_path), str(SEED), str(COUNT), str(start)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "READY"
+        budget = rng.randint(0, 25) if kills < KILLS else None
+        if budget == 0:  # kill at a random instant, not just after an ACK
+            time.sleep(rng.uniform(0, 0.01))
+            proc.kill()
+            kills += 1
+        for seen, line in enumerate(proc.stdout, start=1):
+            word, _, arg = line.strip().partition(" ")
+            if word == "DONE":
+                done = True
+                break
+            assert word == "ACK", line
+            assert int(arg) == acked + 1, f"ACK {arg} out of order after {acked}"
+            acked = int(arg)
+            if budget and seen >= budget:
+                proc.kill()
+                kills += 1
+                break
+        for line in proc.stdout:  # ACKs already on the wire before the kill count too
+            word, _, arg = line.strip().partition(" ")
+            if word == "ACK":
+                assert int(arg) == acked + 1
+                acked = int(arg)
+            elif word == "DONE":
+                done = True
+        proc.stdout.close()
+        proc.wait()
+        with Journal(tmp_path / "journal.db", read_only=True) as journal:
+            state = journal.recover(engine).state
+            applied = _command_records(journal)
+        # exactly the ACKed commands, or those and the one in flight (durable, reply lost)
+        assert applied in (acked + 1, acked + 2)
+        assert state.to_dict() == expected[applied].to_dict()
+
+    assert kills == KILLS
+    assert acked == COUNT - 1
+    with Journal(tmp_path / "journal.db", snapshot_every=SNAPSHOT_EVERY) as journal:
+        recovered = journal.recover(engine)
+        assert recovered.halted is None
+        assert recovered.state.to_dict() == expected[COUNT].to_dict()
+        assert _command_records(journal) == COUNT  # none applied twice
+        assert journal.verify(engine).ok
+        history = journal.history(1000)
+
+    reference_dir = tmp_path / "reference"
+    with Journal(reference_dir / "journal.db", snapshot_every=SNAPSHOT_EVERY) as ref:
+        ref.recover(engine)
+        for command in commands:
+            ref.apply(engine, command)
+        assert ref.history(1000) == history
+    settled = [s.report() for s in replay(engine, enumerate(commands)).settlements]
+    recalled = [{k: h[k] for k in settled[0]} for h in history if h["result"] is not None]
+    assert recalled == settled

@@ -1,0 +1,512 @@
+"""The control socket: JSON lines over a real AF_UNIX socket, roles from peer credentials."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.control.client import ControlClient
+from controller.control.protocol import (
+    BUILTIN_OPS,
+    MAX_LINE,
+    ROLES,
+    Identity,
+    Request,
+    Role,
+    identify,
+    peer_credentials,
+    permission_error,
+    role_of,
+)
+from controller.control.server import ControlServer
+from controller.core.errors import FirebetError, ServiceUnreachable, UsageError
+
+DEALERS, TECHS = "firebet-dealer", "firebet-tech"
+SERVICE_UID = 999  # the fake service user in tests; the test process itself runs as someone else
+
+
+class Recorder:
+    """A handler that remembers every request and echoes it back."""
+
+    def __init__(self) -> None:
+        self.requests: list[Request] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, request: Request) -> Mapping[str, Any]:
+        with self.lock:
+            self.requests.append(request)
+        return {"op": request.op, "args": request.args, "actor": request.actor}
+
+
+def fake_identity(user: str, uid: int, *groups: str) -> Callable[[int, int], Identity]:
+    """An ``identify`` that ignores the real peer and says it is ``user``."""
+
+    def identify_fake(_uid: int, gid: int) -> Identity:
+        return Identity(uid=uid, gid=gid, user=user, groups=frozenset(groups))
+
+    return identify_fake
+
+
+@pytest.fixture
+def sock_path(tmp_path: Path) -> Path:
+    return tmp_path / "control.sock"
+
+
+@pytest.fixture
+def make_server(sock_path: Path) -> Iterator[Callable[..., ControlServer]]:
+    servers: list[ControlServer] = []
+
+    def make(handler: Any = None, **kwargs: Any) -> ControlServer:
+        server = ControlServer(
+            kwargs.pop("path", sock_path),
+            handler if handler is not None else Recorder(),
+            DEALERS,
+            TECHS,
+            **kwargs,
+        )
+        server.start()
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+def raw_exchange(path: Path, payload: bytes, replies: int) -> list[dict[str, Any]]:
+    """Send raw bytes on one connection and read ``replies`` reply lines."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect(str(path))
+        if payload:  # a refused connection may be closed before anything is sent
+            s.sendall(payload)
+        f = s.makefile("rb")
+        return [json.loads(f.readline()) for _ in range(replies)]
+
+
+# request / reply ----------------------------------------------------------------------
+
+
+def test_request_reply_carries_op_args_and_actor(make_server: Any, sock_path: Path) -> None:
+    rec = Recorder()
+    make_server(rec, identify=fake_identity("alice", 1001, DEALERS), service_uid=SERVICE_UID)
+    with ControlClient(sock_path) as client:
+        reply = client.request("bet", position=3, amount=5)
+    assert reply == {"ok": True, "op": "bet", "args": {"position": 3, "amount": 5},
+                     "actor": "alice(1001)"}  # fmt: skip
+    (req,) = rec.requests
+    assert req.op == "bet" and req.args == {"position": 3, "amount": 5}
+    assert req.actor == "alice(1001)"
+    assert req.role is Role.DEALER
+    assert req.identity.pid == os.getpid()  # from SO_PEERCRED, not from the fake
+
+
+def test_many_requests_on_one_connection(make_server: Any, sock_path: Path) -> None:
+    rec = Recorder()
+    make_server(rec)
+    with ControlClient(sock_path) as client:
+        client.connect()
+        first = client._sock
+        for i in range(50):
+            assert client.request("roll", d1=1 + i % 6, d2=1)["args"]["d1"] == 1 + i % 6
+        assert client._sock is first
+    assert len(rec.requests) == 50
+
+
+def test_pipelined_lines_are_answered_in_order_with_ids(make_server: Any, sock_path: Path) -> None:
+    make_server()
+    lines = b"".join(
+        json.dumps({"op": "status", "args": {"n": i}, "id": f"r{i}"}).encode() + b"\n"
+        for i in range(5)
+    )
+    replies = raw_exchange(sock_path, lines + b"\n  \n", 5)
+    assert [r["id"] for r in replies] == ["r0", "r1", "r2", "r3", "r4"]
+    assert [r["args"]["n"] for r in replies] == [0, 1, 2, 3, 4]
+
+
+def test_ok_is_added_but_not_overridden(make_server: Any, sock_path: Path) -> None:
+    make_server(lambda req: {"ok": False, "error": "betting is closed"} if req.op == "bet" else {})
+    with ControlClient(sock_path) as client:
+        assert client.request("status") == {"ok": True}
+        assert client.request("bet", position=1, amount=1) == {
+            "ok": False,
+            "error": "betting is closed",
+        }
+
+
+# bad input: the connection and the server survive ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        (b"{nope", "malformed request: not JSON"),
+        (b"\xff\xfe{}", "malformed request: not JSON"),
+        (b"[1, 2]", "malformed request: expected a JSON object"),
+        (b'{"args": {}}', 'malformed request: missing "op"'),
+        (b'{"op": 7}', 'malformed request: missing "op"'),
+        (b'{"op": "roll", "args": [3, 4]}', 'malformed request: "args" must be a JSON object'),
+        (b'{"op": "shutdown"}', "unknown op 'shutdown' (known: ack, bet,"),
+    ],
+)
+def test_bad_request_gets_an_error_and_connection_survives(
+    make_server: Any, sock_path: Path, line: bytes, error: str
+) -> None:
+    rec = Recorder()
+    make_server(rec)
+    bad, good = raw_exchange(sock_path, line + b"\n" + b'{"op": "status"}\n', 2)
+    assert bad["ok"] is False and bad["error"].startswith(error)
+    assert good["ok"] is True and good["op"] == "status"
+    assert [r.op for r in rec.requests] == ["status"]
+
+
+def test_oversized_line_is_refused_and_the_next_line_served(
+    make_server: Any, sock_path: Path
+) -> None:
+    make_server()
+    huge = b'{"op": "status", "args": {"x": "' + b"x" * (MAX_LINE + 100) + b'"}}\n'
+    bad, good = raw_exchange(sock_path, huge + b'{"op": "status", "id": 2}\n', 2)
+    assert bad == {"ok": False, "error": f"request line too long: more than {MAX_LINE} bytes"}
+    assert good["ok"] is True and good["id"] == 2
+
+
+def test_oversized_line_sent_in_pieces_gets_one_error(make_server: Any, sock_path: Path) -> None:
+    make_server(max_line=1000)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect(str(sock_path))
+        f = s.makefile("rb")
+        s.sendall(b"y" * 1500)
+        assert "too long" in json.loads(f.readline())["error"]
+        for _ in range(5):  # the rest of the same line: dropped, no more errors
+            s.sendall(b"y" * 1500)
+        s.sendall(b"tail\n" + b'{"op": "ping"}\n')
+        reply = json.loads(f.readline())
+        assert reply["ok"] is True and reply["pong"] is True
+
+
+def test_line_of_exactly_max_line_is_accepted(make_server: Any, sock_path: Path) -> None:
+    make_server(max_line=200)
+    body = b'{"op": "status", "args": {"pad": "'
+    line = body + b"p" * (200 - len(body) - 3) + b'"}}'
+    assert len(line) == 200
+    (reply,) = raw_exchange(sock_path, line + b"\n", 1)
+    assert reply["ok"] is True
+
+
+def test_handler_errors_become_replies(make_server: Any, sock_path: Path) -> None:
+    def handler(req: Request) -> Mapping[str, Any]:
+        if req.op == "void":
+            raise FirebetError("nothing to void")
+        if req.op == "ack":
+            raise RuntimeError("boom")
+        if req.op == "history":
+            return {"when": object()}
+        return {"fine": True}
+
+    make_server(handler)
+    with ControlClient(sock_path) as client:
+        assert client.request("void") == {"ok": False, "error": "nothing to void"}
+        assert client.request("ack") == {"ok": False, "error": "internal error handling ack: boom"}
+        assert client.request("history") == {
+            "ok": False,
+            "error": "internal error handling history: reply is not JSON",
+        }
+        assert client.request("status") == {"ok": True, "fine": True}
+
+
+def test_concurrent_clients(make_server: Any, sock_path: Path) -> None:
+    rec = Recorder()
+    make_server(rec)
+    errors: list[str] = []
+
+    def worker(n: int) -> None:
+        with ControlClient(sock_path) as client:
+            for i in range(20):
+                reply = client.request("status", worker=n, i=i)
+                if reply["args"] != {"worker": n, "i": i}:
+                    errors.append(f"worker {n} got {reply}")
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert not errors
+    assert len(rec.requests) == 16 * 20
+
+
+def test_too_many_connections_are_told_to_retry(make_server: Any, sock_path: Path) -> None:
+    make_server(max_connections=2)
+    holders = [ControlClient(sock_path) for _ in range(2)]
+    try:
+        for h in holders:
+            assert h.request("ping")["ok"] is True  # both connections are being served
+        (reply,) = raw_exchange(sock_path, b"", 1)
+        assert reply == {"ok": False, "error": "control socket busy: retry"}
+    finally:
+        for h in holders:
+            h.close()
+
+
+# roles ---------------------------------------------------------------------------------
+
+
+def test_roles_table_covers_every_client_op() -> None:
+    assert {op for op, r in ROLES.items() if r is Role.READER} == {
+        "ping", "whoami", "status", "history",
+    }  # fmt: skip
+    assert {op for op, r in ROLES.items() if r is Role.DEALER} == {
+        "roll", "void", "surrender", "bet", "cancel", "ack",
+    }  # fmt: skip
+    assert {op for op, r in ROLES.items() if r is Role.TECHNICIAN} == {
+        "clear-halt", "diagnostics-on", "diagnostics-off",
+    }  # fmt: skip
+    assert set(ROLES) >= BUILTIN_OPS
+
+
+@pytest.mark.parametrize(
+    ("uid", "groups", "role"),
+    [
+        (1001, set(), Role.READER),
+        (1001, {"firebet", "staff"}, Role.READER),
+        (1001, {DEALERS}, Role.DEALER),
+        (1001, {TECHS}, Role.TECHNICIAN),
+        (1001, {DEALERS, TECHS}, Role.TECHNICIAN),
+        (0, set(), Role.TECHNICIAN),
+        (SERVICE_UID, set(), Role.TECHNICIAN),
+    ],
+)
+def test_role_of(uid: int, groups: set[str], role: Role) -> None:
+    who = Identity(uid=uid, gid=uid, user="u", groups=frozenset(groups))
+    assert role_of(who, DEALERS, TECHS, service_uid=SERVICE_UID) is role
+
+
+def test_role_ranks() -> None:
+    assert Role.TECHNICIAN.permits(Role.DEALER) and Role.TECHNICIAN.permits(Role.READER)
+    assert Role.DEALER.permits(Role.READER) and not Role.DEALER.permits(Role.TECHNICIAN)
+    assert not Role.READER.permits(Role.DEALER)
+
+
+def test_permission_denied_for_non_member(make_server: Any, sock_path: Path) -> None:
+    rec = Recorder()
+    make_server(rec, identify=fake_identity("mallory", 1002, "firebet"), service_uid=SERVICE_UID)
+    with ControlClient(sock_path) as client:
+        assert client.request("status")["ok"] is True
+        assert client.request("roll", d1=3, d2=4) == {
+            "ok": False,
+            "error": "permission denied: mallory is not in firebet-dealer or firebet-tech "
+            "(needed for roll)",
+        }
+        assert client.request("clear-halt") == {
+            "ok": False,
+            "error": "permission denied: mallory is not in firebet-tech (needed for clear-halt)",
+        }
+        assert client.request("whoami")["role"] == "reader"
+    assert [r.op for r in rec.requests] == ["status"]  # refused ops never reach the handler
+
+
+def test_dealer_may_deal_but_not_clear_halt(make_server: Any, sock_path: Path) -> None:
+    rec = Recorder()
+    make_server(rec, identify=fake_identity("alice", 1001, DEALERS), service_uid=SERVICE_UID)
+    with ControlClient(sock_path) as client:
+        for op in ("roll", "void", "surrender", "bet", "cancel", "ack"):
+            assert client.request(op)["ok"] is True, op
+        for op in ("clear-halt", "diagnostics-on", "diagnostics-off"):
+            reply = client.request(op)
+            assert (
+                reply["error"]
+                == f"permission denied: alice is not in firebet-tech (needed for {op})"
+            )
+    assert all(r.actor == "alice(1001)" for r in rec.requests)
+
+
+def test_technician_may_do_everything(make_server: Any, sock_path: Path) -> None:
+    rec = Recorder()
+    make_server(rec, identify=fake_identity("tess", 1003, TECHS), service_uid=SERVICE_UID)
+    with ControlClient(sock_path) as client:
+        for op in sorted(set(ROLES) - BUILTIN_OPS):
+            assert client.request(op)["ok"] is True, op
+    assert {r.op for r in rec.requests} == set(ROLES) - BUILTIN_OPS
+    assert {r.role for r in rec.requests} == {Role.TECHNICIAN}
+
+
+def test_custom_group_names_in_refusal(sock_path: Path) -> None:
+    server = ControlServer(
+        sock_path, Recorder(), "croupiers", "techs",
+        identify=fake_identity("bob", 1004, "croupiers"), service_uid=SERVICE_UID,
+    )  # fmt: skip
+    with server, ControlClient(sock_path) as client:
+        assert client.request("roll")["ok"] is True
+        assert client.request("clear-halt")["error"] == (
+            "permission denied: bob is not in techs (needed for clear-halt)"
+        )
+
+
+def test_permission_error_text() -> None:
+    who = Identity(1001, 1001, "alice")
+    groups = {Role.DEALER: DEALERS, Role.TECHNICIAN: TECHS}
+    assert permission_error(who, "void", Role.DEALER, groups) == (
+        "permission denied: alice is not in firebet-dealer or firebet-tech (needed for void)"
+    )
+
+
+def test_real_peer_credentials_of_this_process(make_server: Any, sock_path: Path) -> None:
+    rec = Recorder()
+    make_server(rec)  # the real identify: SO_PEERCRED + pwd/grp
+    with ControlClient(sock_path) as client:
+        me = client.request("whoami")
+        client.request("clear-halt")
+    uid = os.getuid()
+    assert me["uid"] == uid
+    assert me["user"] == identify(uid, os.getgid()).user
+    assert me["actor"] == f"{me['user']}({uid})"
+    # the test process is the service's own user (and root here): a technician
+    assert me["role"] == "technician"
+    assert rec.requests[0].identity.pid == os.getpid()
+
+
+def test_peer_credentials_of_a_socketpair() -> None:
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with a, b:
+        assert peer_credentials(a) == (os.getpid(), os.getuid(), os.getgid())
+
+
+def test_identify_real_and_unknown_users() -> None:
+    me = identify(os.getuid(), os.getgid())
+    assert me.uid == os.getuid() and me.user != str(os.getuid())
+    assert me.groups  # at least the primary group
+    ghost = identify(54321, 54321)
+    assert ghost.user == "54321" and ghost.groups == frozenset({"54321"})
+    assert ghost.actor == "54321(54321)"
+
+
+def test_root_is_technician_even_when_service_runs_as_someone_else(
+    make_server: Any, sock_path: Path
+) -> None:
+    make_server(identify=fake_identity("root", 0), service_uid=SERVICE_UID)
+    with ControlClient(sock_path) as client:
+        assert client.request("clear-halt")["ok"] is True
+
+
+# the socket file ------------------------------------------------------------------------
+
+
+def test_socket_file_mode_is_0660(make_server: Any, sock_path: Path) -> None:
+    server = make_server()
+    st = os.stat(sock_path)
+    assert stat.S_ISSOCK(st.st_mode)
+    assert stat.S_IMODE(st.st_mode) == 0o660
+    assert server.address == str(sock_path)
+    assert [p.name for p in sock_path.parent.iterdir()] == ["control.sock"]  # no temp left
+
+
+def test_stale_socket_file_is_replaced(make_server: Any, sock_path: Path) -> None:
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(sock_path))
+    dead.close()  # a crashed service leaves its socket file behind
+    assert stat.S_ISSOCK(os.stat(sock_path).st_mode)
+    make_server()
+    with ControlClient(sock_path) as client:
+        assert client.request("ping")["pong"] is True
+
+
+def test_refuses_to_start_over_a_live_server(make_server: Any, sock_path: Path) -> None:
+    make_server()
+    second = ControlServer(sock_path, Recorder(), DEALERS, TECHS)
+    with pytest.raises(FirebetError, match="already serving the control socket"):
+        second.start()
+    with ControlClient(sock_path) as client:  # the first one is untouched
+        assert client.request("ping")["ok"] is True
+
+
+def test_refuses_to_replace_a_regular_file(sock_path: Path) -> None:
+    sock_path.write_text("precious")
+    server = ControlServer(sock_path, Recorder(), DEALERS, TECHS)
+    with pytest.raises(FirebetError, match="is not a socket"):
+        server.start()
+    assert sock_path.read_text() == "precious"
+
+
+def test_path_too_long(tmp_path: Path) -> None:
+    server = ControlServer(tmp_path / ("s" * 120), Recorder(), DEALERS, TECHS)
+    with pytest.raises(UsageError, match="too long"):
+        server.start()
+
+
+def test_stop_removes_the_socket_and_closes_connections(sock_path: Path) -> None:
+    server = ControlServer(sock_path, Recorder(), DEALERS, TECHS)
+    server.start()
+    client = ControlClient(sock_path)
+    assert client.request("ping")["ok"] is True
+    assert server.serving
+    server.stop()
+    assert not server.serving
+    assert not sock_path.exists()
+    with pytest.raises(ServiceUnreachable):
+        client.request("ping")  # the old connection was closed
+    server.stop()  # idempotent
+
+
+def test_stop_leaves_a_successors_socket_alone(sock_path: Path) -> None:
+    first = ControlServer(sock_path, Recorder(), DEALERS, TECHS)
+    first.start()
+    sock_path.unlink()  # e.g. an operator removed it and a new service bound the path
+    with ControlServer(sock_path, Recorder(), DEALERS, TECHS):
+        first.stop()
+        assert sock_path.exists()
+
+
+# the client -----------------------------------------------------------------------------
+
+
+def test_client_without_server_raises_service_unreachable(sock_path: Path) -> None:
+    with pytest.raises(ServiceUnreachable) as err:
+        ControlClient(sock_path).request("status")
+    assert err.value.exit_code == 3
+    assert str(err.value) == (
+        f"firebet service is not running: no control socket at {sock_path} "
+        "(start it with: sudo systemctl start firebet)"
+    )
+
+
+def test_client_on_a_dead_socket_file(sock_path: Path) -> None:
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(sock_path))
+    dead.close()
+    with pytest.raises(ServiceUnreachable, match="nothing answers on"):
+        ControlClient(sock_path).request("status")
+
+
+def test_client_times_out_on_a_stuck_service(make_server: Any, sock_path: Path) -> None:
+    release = threading.Event()
+
+    def stuck(_req: Request) -> Mapping[str, Any]:
+        release.wait(5)
+        return {}
+
+    make_server(stuck)
+    try:
+        with pytest.raises(ServiceUnreachable, match=r"did not answer status within 0\.2 s"):
+            ControlClient(sock_path, timeout=0.2).request("status")
+    finally:
+        release.set()
+
+
+def test_client_reconnects_after_server_restart(sock_path: Path) -> None:
+    client = ControlClient(sock_path)
+    with ControlServer(sock_path, Recorder(), DEALERS, TECHS):
+        assert client.request("ping")["ok"] is True
+    with pytest.raises(ServiceUnreachable):
+        client.request("ping")
+    with ControlServer(sock_path, Recorder(), DEALERS, TECHS):
+        assert client.request("ping")["ok"] is True
+    client.close()

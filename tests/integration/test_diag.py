@@ -1,0 +1,218 @@
+"""``firebet diag``: the reader monitor as a real process, leds and buttons on mock pins."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from argparse import Namespace
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.cli.diag import run_leds, watch_buttons
+from controller.core.config import load_config
+from drivers.codec import checksum
+from drivers.pins import make_pin_factory
+from drivers.sim_reader import SimulatedReader
+from tests.support import ROOT
+
+SUMMARY_KEYS = ["ok", "bad_checksum", "bad_value", "bad_frame", "overlong", "non_ascii"]
+
+
+def firebet(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "controller", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "error"},
+    )
+
+
+@pytest.fixture
+def sim() -> Iterator[SimulatedReader]:
+    with SimulatedReader(heartbeat_s=0.05, retransmit_s=0.05) as device:
+        yield device
+
+
+def first_line(proc: subprocess.Popen[str]) -> str:
+    assert proc.stdout is not None
+    return proc.stdout.readline()
+
+
+def test_reader_json_count() -> None:
+    with SimulatedReader(heartbeat_s=0.3, retransmit_s=0.05) as sim:
+        proc = firebet("diag", "reader", "--serial", sim.port, "--json", "--count", "8")
+        line = first_line(proc)  # the monitor reads: now put bad frames and a roll on the line
+        sim.send_bad_checksum(2, 2)
+        sim.send_raw(b"$ROLL,5,9,1*" + checksum("ROLL,5,9,1").encode() + b"\r\n")
+        sim.send_raw(b"$HB,\x01\x02*00\r\n")
+        sim.send_raw(b"$" + b"Z" * 90 + b"\r\n")
+        sim.send_raw(b"$SPIN,1*" + checksum("SPIN,1").encode() + b"\r\n")
+        sim.throw(3, 4)
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    lines = [json.loads(x) for x in (line + out).splitlines()]
+    frames, summary = lines[:-1], lines[-1]
+    assert len(frames) == 8
+    for frame in frames:
+        assert list(frame) == ["verdict", "kind", "seq", "dice"]
+    assert frames[0] == {"verdict": "ok", "kind": "HB", "seq": frames[0]["seq"], "dice": None}
+    not_hb = [f for f in frames[1:] if f["kind"] != "HB" or f["verdict"] != "ok"]
+    verdicts = [f["verdict"] for f in not_hb]
+    assert verdicts[:5] == ["bad_checksum", "bad_value", "non_ascii", "overlong", "bad_frame"]
+    assert not_hb[5]["kind"] == "ROLL" and not_hb[5]["dice"] == [3, 4]
+    assert isinstance(not_hb[5]["seq"], int)
+    assert not_hb[1]["seq"] is None and not_hb[1]["dice"] is None
+    assert list(summary) == ["summary"]
+    assert list(summary["summary"]) == SUMMARY_KEYS
+    assert summary["summary"]["bad_checksum"] == 1
+    assert summary["summary"]["bad_value"] == 1
+    assert sum(summary["summary"].values()) == 8
+    assert summary["summary"]["ok"] == [f["verdict"] for f in frames].count("ok")
+
+
+def test_reader_sigterm_prints_the_summary(sim: SimulatedReader) -> None:
+    proc = firebet("diag", "reader", "--serial", sim.port, "--json")
+    line = first_line(proc)
+    assert json.loads(line)["verdict"] == "ok"
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    last = json.loads(out.splitlines()[-1])
+    assert last["summary"]["ok"] >= 2
+
+
+def test_reader_readable_output_and_ack(sim: SimulatedReader) -> None:
+    sim.throw(6, 6)
+    proc = firebet("diag", "reader", "--serial", sim.port, "--count", "6", "--ack")
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    lines = out.splitlines()
+    assert any(x.startswith("ok") and "ROLL" in x and "dice 6 6" in x for x in lines)
+    assert lines[-1].startswith("summary: ok ")
+    assert sim.acked  # --ack answered the roll
+
+
+def test_reader_missing_port_says_which_and_the_fix(tmp_path: Path) -> None:
+    proc = firebet("diag", "reader", "--serial", str(tmp_path / "ttyUSB7"), "--count", "1")
+    _out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 1
+    assert "ttyUSB7" in err and "no such device" in err
+
+
+def test_reader_port_not_permitted_says_dialout(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root may open any port")
+    port = tmp_path / "ttyS9"
+    port.write_text("")
+    port.chmod(0)
+    proc = firebet("diag", "reader", "--serial", str(port), "--count", "1")
+    _out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 1
+    assert "sudo usermod -aG dialout $USER" in err
+
+
+def test_leds_without_gpio_names_the_pins_and_the_fix() -> None:
+    proc = firebet("diag", "leds", "--pin-factory", "lgpio", "--step", "0")
+    _out, err = proc.communicate(timeout=10)
+    try:
+        import lgpio  # noqa: F401
+    except ImportError:
+        assert proc.returncode == 1
+        assert "lights.markers.4 BCM 5" in err and "gpio group" in err
+    else:  # pragma: no cover - on a Pi
+        pytest.skip("lgpio is installed here")
+
+
+def test_leds_walk_each_marker_then_lamp_test() -> None:
+    proc = firebet("diag", "leds", "--pin-factory", "mock", "--step", "0.01", "--json")
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    steps = [json.loads(x) for x in out.splitlines()]
+    walked = [s["lamp"] for s in steps if s["lamp"].startswith("marker")]
+    assert walked == [f"marker {p}" for p in (4, 5, 6, 8, 9, 10)]
+    assert [s["pin"] for s in steps[:6]] == [5, 6, 13, 19, 26, 21]
+    assert [s["state"] for s in steps if s["lamp"] == "lamp test"] == ["all on", "fault pattern"]
+    assert steps[-1]["state"] == "off"
+
+
+def test_leds_in_process_lights_each_pin() -> None:
+    out = io.StringIO()
+    args = Namespace(config=None, pin_factory="mock", step=0.0, count=1, relay=True, json=False)
+    # run_leds makes its own mock factory; the pins' recorded history proves the walk
+    from gpiozero.pins.mock import MockFactory
+
+    made: list[MockFactory] = []
+    original = MockFactory.__init__
+
+    def spy(self: MockFactory, *a: object, **kw: object) -> None:
+        original(self, *a, **kw)
+        made.append(self)
+
+    MockFactory.__init__ = spy  # type: ignore[method-assign]
+    try:
+        assert run_leds(args, out) == 0
+    finally:
+        MockFactory.__init__ = original  # type: ignore[method-assign]
+    [factory] = made
+    cfg = load_config()
+    for pin in [*cfg.lights.markers.values(), cfg.lights.status, cfg.lights.surveillance]:
+        states = [s.state for s in factory.pin(pin).states]
+        assert 1 in states and states[-1] == 0, pin  # lit at some point, off at the end
+    assert "surveillance relay" in out.getvalue()
+    factory.reset()
+
+
+def test_buttons_watch_until_count() -> None:
+    cfg = load_config()
+    factory = make_pin_factory("mock")
+    out = io.StringIO()
+    result: list[int] = []
+    thread = threading.Thread(
+        target=lambda: result.append(watch_buttons(cfg, factory, out, as_json=True, count=2))
+    )
+    thread.start()
+    try:
+        deadline = time.monotonic() + 2
+        pins = (cfg.buttons.void, cfg.buttons.surrender, cfg.buttons.ack)
+        while any(factory.pin(p).pull != "up" for p in pins):  # the buttons are set up
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.05)
+        factory.pin(cfg.buttons.void).drive_low()
+        time.sleep(0.05)
+        factory.pin(cfg.buttons.void).drive_high()  # a brush
+        factory.pin(cfg.buttons.ack).drive_low()
+        time.sleep(cfg.buttons.hold_s + 0.2)
+        factory.pin(cfg.buttons.ack).drive_high()  # a confirmed hold
+        thread.join(timeout=3)
+        assert not thread.is_alive()
+    finally:
+        factory.reset()
+    assert result == [2]
+    events = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert [(e["button"], e["event"]) for e in events] == [
+        ("void", "pressed"),
+        ("void", "released"),
+        ("ack", "pressed"),
+        ("ack", "held"),
+        ("ack", "released"),
+    ]
+    assert events[0]["pin"] == cfg.buttons.void
+
+
+def test_buttons_without_gpio_exit_1() -> None:
+    proc = firebet("diag", "buttons", "--pin-factory", "pigpio", "--count", "1")
+    _out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 1
+    assert "buttons.void BCM 17" in err and "pigpio" in err

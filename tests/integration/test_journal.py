@@ -1,0 +1,352 @@
+"""The durable journal: append, recover, snapshots, history, export, write failures."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from controller.core.commands import Ack, Bet, Cancel, Command, Roll, Surrender, Void
+from controller.core.engine import Engine
+from controller.core.errors import FirebetError
+from controller.core.script import parse_script, replay
+from controller.journal.store import Journal, JournalWriteError
+from tests.support import ROOT
+
+ENGINE = Engine()
+
+SESSION = """
+bet 1 5
+bet 2 3
+bet 3 1
+cancel 3
+4 2
+3 3
+2 2
+1 3
+4 4
+5 3
+5 4
+4 5
+6 4
+6 1
+bet 4 5
+2 4
+3 4
+void
+surrender
+2 2
+1 6
+3 3
+"""
+
+
+def session() -> list[Command]:
+    return [c for _, c in parse_script(SESSION.splitlines())]
+
+
+def filled(path: Path, commands: list[Command], snapshot_every: int = 1000) -> Journal:
+    journal = Journal(path, snapshot_every=snapshot_every, durable=False)
+    journal.recover(ENGINE)
+    for command in commands:
+        journal.apply(ENGINE, command)
+    return journal
+
+
+def test_fresh_directory_gets_a_fresh_journal_and_state_survives_restart(tmp_path: Path) -> None:
+    commands = session()
+    expected = replay(ENGINE, enumerate(commands)).state
+    path = tmp_path / "state" / "journal.db"
+    with filled(path, commands, snapshot_every=4) as journal:
+        assert journal.state.to_dict() == expected.to_dict()
+        first = next(journal.records())
+        assert (first.record, first.kind, first.prev_hash) == (1, "start", "0" * 64)
+    with Journal(path, snapshot_every=4) as journal:
+        recovered = journal.recover(ENGINE)
+    assert recovered.halted is None
+    assert recovered.last_record == len(commands) + 1
+    assert recovered.state.to_dict() == expected.to_dict()  # meters, undo, reader_seq too
+    meters = recovered.state.meters
+    assert (meters.bets_taken, meters.voids, meters.surrenders, meters.hands) == (4, 1, 1, 2)
+    assert meters.paid[4].count == 2 and meters.reversed.count == 1
+
+
+def test_history_matches_replay_and_lists_actions(tmp_path: Path) -> None:
+    commands = session()
+    result = replay(ENGINE, enumerate(commands))
+    with filled(tmp_path / "journal.db", commands, snapshot_every=3) as journal:
+        lines = journal.history(10)
+        assert journal.history(1) == lines[-1:]
+    settled = [s.report() for s in result.settlements]
+    done = [{k: h[k] for k in settled[0]} for h in lines if h["result"] is not None]
+    assert done == settled
+    current = lines[-1]
+    assert current["result"] is None and current["hand"] == result.state.hand
+    assert [h["hand"] for h in lines] == [1, 2, 3]
+    first, second = lines[0], lines[1]
+    assert first["result"] == "win" and first["payouts"] == {"1": 120, "2": 72}
+    assert first["rolls"] == [
+        [4, 2],
+        [3, 3],
+        [2, 2],
+        [1, 3],
+        [4, 4],
+        [5, 3],
+        [5, 4],
+        [4, 5],
+        [6, 4],
+        [6, 1],
+    ]
+    assert [a["action"] for a in first["actions"]] == ["bet", "bet", "bet", "cancel"]
+    assert first["actions"][0]["actor"] == "script" and first["actions"][0]["at"]
+    assert second["result"] == "lose" and second["rolls"] == [[2, 4], [2, 2], [1, 6]]
+    assert [a["action"] for a in second["actions"]] == ["bet", "void", "surrender"]
+    assert current["rolls"] == [[3, 3]]
+
+
+def test_refusals_are_kept_duplicate_rolls_are_not(tmp_path: Path) -> None:
+    with filled(tmp_path / "journal.db", [Roll(3, 3, seq=7)]) as journal:
+        outcome, record = journal.apply(ENGINE, Roll(3, 3, seq=7))
+        assert record is None and outcome.state == journal.state
+        _, refused = journal.apply(ENGINE, Bet(1, 50))
+        assert refused is not None and refused.data()["events"][0]["event"] == "refused"
+        assert journal.state.rolls == 1
+
+
+def test_second_writer_is_refused(tmp_path: Path) -> None:
+    with filled(tmp_path / "journal.db", []):
+        other = Journal(tmp_path / "journal.db")
+        with pytest.raises(FirebetError, match="in use"):
+            other.recover(ENGINE)
+        other.close()
+        with Journal(tmp_path / "journal.db", read_only=True) as reader:  # readers never block
+            assert reader.recover(ENGINE).halted is None
+
+
+def test_read_only_journal_refuses_writes_and_keeps_reading(tmp_path: Path) -> None:
+    filled(tmp_path / "journal.db", session()).close()
+    with Journal(tmp_path / "journal.db", read_only=True) as journal:
+        journal.recover(ENGINE)
+        with pytest.raises(JournalWriteError, match="read-only"):
+            journal.apply(ENGINE, Roll(1, 1))
+        assert journal.history(2)
+    with Journal(tmp_path / "journal.db") as journal:  # the database refuses the write itself
+        journal.recover(ENGINE)
+        last = journal.last_record
+        assert journal._db is not None
+        journal._db.execute("PRAGMA query_only = ON")
+        with pytest.raises(JournalWriteError, match="readonly") as caught:
+            journal.apply(ENGINE, Roll(1, 1))
+        assert isinstance(caught.value, OSError) and str(journal.path) in str(caught.value)
+        assert journal.last_record == last and journal.verify(ENGINE).ok
+
+
+DISK_FULL = """
+import resource, signal, sys
+from controller.core.commands import Roll
+from controller.core.engine import Engine
+from controller.journal.store import Journal, JournalWriteError
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+engine = Engine()
+journal = Journal(sys.argv[1])
+journal.recover(engine)
+resource.setrlimit(resource.RLIMIT_FSIZE, (40_000, 40_000))
+ok = 0
+try:
+    for i in range(10_000):
+        journal.apply(engine, Roll(1 + i % 6, 1 + i % 5, seq=i % 65536))
+        ok += 1
+except JournalWriteError as exc:
+    print(json.dumps({"ok": ok, "error": str(exc), "verify": journal.verify(engine).ok,
+                      "history": len(journal.history(3)), "last": journal.last_record}))
+journal.close()
+""".replace("import resource", "import json, resource")
+
+
+def test_disk_full_raises_journal_write_error_and_leaves_a_sound_journal(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    filled(path, session()).close()
+    done = subprocess.run(
+        [sys.executable, "-c", DISK_FULL, str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert "cannot write the journal" in report["error"] and str(path) in report["error"]
+    assert report["verify"] and report["history"] >= 1 and report["ok"] > 0
+    with Journal(path) as journal:
+        recovered = journal.recover(ENGINE)
+        assert recovered.halted is None and recovered.last_record == report["last"]
+        assert journal.verify(ENGINE).ok
+        expected = session() + [
+            Roll(1 + i % 6, 1 + i % 5, seq=i % 65536) for i in range(report["ok"])
+        ]
+        assert recovered.state.to_dict() == replay(ENGINE, enumerate(expected)).state.to_dict()
+
+
+def _firebet(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controller", *args], cwd=ROOT, capture_output=True, text=True
+    )
+
+
+def test_export_can_be_reverified_with_the_documented_recipe(tmp_path: Path) -> None:
+    filled(tmp_path / "journal.db", session(), snapshot_every=5).close()
+
+    def canonical(x: object) -> str:
+        return json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+    done = _firebet("export", "--format", "jsonl", "--state-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    prev = "0" * 64
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    for n, row in enumerate(rows, start=1):
+        header = canonical({k: row[k] for k in ("record", "at", "actor", "kind")})
+        text = f"{prev}\n{header}\n{canonical(row['payload'])}"
+        assert row["record"] == n and row["prev_hash"] == prev
+        assert hashlib.sha256(text.encode()).hexdigest() == row["hash"]
+        prev = row["hash"]
+    assert len(rows) == len(session()) + 1
+
+    done = _firebet("export", "--format", "csv", "--state-dir", str(tmp_path))
+    table = list(csv.DictReader(io.StringIO(done.stdout)))
+    assert [int(r["record"]) for r in table] == list(range(1, len(rows) + 1))
+    assert table[-1]["hash"] == prev
+    since = _firebet(
+        "export", "--format", "csv", "--since", "2999-01-01", "--state-dir", str(tmp_path)
+    )
+    assert since.returncode == 0 and since.stdout.strip() == ",".join(
+        csv.DictReader(io.StringIO(done.stdout)).fieldnames or []
+    )
+    assert (
+        _firebet(
+            "export", "--format", "csv", "--since", "soon", "--state-dir", str(tmp_path)
+        ).returncode
+        == 2
+    )
+
+
+def test_cli_history_and_verify(tmp_path: Path) -> None:
+    filled(tmp_path / "journal.db", session()).close()
+    done = _firebet("history", "--json", "--hands", "2", "--state-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(lines) == 2 and lines[-1]["result"] is None
+    assert {
+        "hand",
+        "points",
+        "unique_points",
+        "result",
+        "odds_to_one",
+        "payouts",
+        "rolls",
+        "actions",
+    } <= set(lines[0])
+    table = _firebet("history", "--state-dir", str(tmp_path))
+    assert table.returncode == 0 and "in play" in table.stdout
+    ok = _firebet("journal", "verify", "--state-dir", str(tmp_path))
+    assert ok.returncode == 0 and ok.stdout.startswith("journal OK")
+    assert _firebet("journal", "verify", "--state-dir", str(tmp_path / "none")).returncode == 1
+
+
+def test_halt_refuses_game_commands_until_cleared(tmp_path: Path) -> None:
+    with filled(tmp_path / "journal.db", session()) as journal:
+        journal.halt(None, "self-check failed: marker lamp 6 dark")
+        with pytest.raises(FirebetError, match="halted"):
+            journal.apply(ENGINE, Roll(1, 1))
+        journal.append_system("mode", actor="service", payload={"mode": "halted"})
+    with Journal(tmp_path / "journal.db") as journal:
+        halted = journal.recover(ENGINE).halted
+        assert halted is not None and "lamp 6" in halted.reason
+        before = journal.state
+        record = journal.clear_halt("tech-tom")
+        assert record is not None and record.actor == "tech-tom"
+        assert journal.halted is None and journal.state.to_dict() == before.to_dict()
+        assert journal.clear_halt("tech-tom") is None
+        journal.apply(ENGINE, Roll(1, 1))
+        assert journal.verify(ENGINE).ok
+
+
+COMMANDS = st.one_of(
+    st.builds(lambda a, b: Roll(a, b), st.integers(1, 6), st.integers(1, 6)),
+    st.builds(lambda p, a: Bet(p, a), st.integers(1, 3), st.integers(1, 6)),
+    st.builds(Cancel, st.integers(1, 3)),
+    st.just(Void()),
+    st.just(Surrender()),
+    st.just(Ack()),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    commands=st.lists(COMMANDS, max_size=40),
+    cut=st.integers(0, 40),
+    every=st.integers(1, 5),
+)
+def test_recovery_of_any_prefix_equals_its_fold_with_or_without_snapshots(
+    commands: list[Command], cut: int, every: int
+) -> None:
+    prefix = commands[: min(cut, len(commands))]
+    expected = ENGINE.run(prefix)
+    with tempfile.TemporaryDirectory() as tmp:
+        results = []
+        for name, snapshot_every in (("snap", every), ("plain", 10**9)):
+            path = Path(tmp) / name / "journal.db"
+            filled(path, prefix, snapshot_every).close()
+            with Journal(path, snapshot_every=snapshot_every) as journal:
+                recovered = journal.recover(ENGINE)
+                assert recovered.halted is None
+                assert journal.verify(ENGINE).ok
+                recall = journal.history(5)
+                for line in recall:
+                    for action in line["actions"]:
+                        action.pop("at")  # the journal's clock
+                results.append((recovered.state.to_dict(), recall))
+    assert results[0][0] == expected.to_dict()
+    assert results[0] == results[1]
+
+
+def test_a_reader_verifies_while_the_service_appends(tmp_path: Path) -> None:
+    """A read-only check running beside a writer never reports a record as missing.
+
+    Regression: the walk and the cut check read at different moments, so a record
+    appended in between looked "missing" and the service halted a healthy table.
+    """
+    import threading
+
+    engine = Engine()
+    writer = Journal(tmp_path / "journal.db", snapshot_every=7)
+    writer.recover(engine)
+    stop = threading.Event()
+
+    def append() -> None:
+        rolls = [(2, 2), (3, 4), (5, 6), (1, 3), (6, 6)]
+        i = 0
+        while not stop.is_set():
+            writer.apply(engine, Roll(*rolls[i % len(rolls)], source="sim"))
+            i += 1
+
+    thread = threading.Thread(target=append)
+    thread.start()
+    try:
+        for _ in range(40):
+            with Journal(tmp_path / "journal.db", read_only=True) as reader:
+                assert reader.recover(engine).halted is None
+                report = reader.verify(engine)
+                assert report.ok, report.problems
+    finally:
+        stop.set()
+        thread.join()
+        writer.close()

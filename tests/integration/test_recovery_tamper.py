@@ -1,0 +1,225 @@
+"""Tampering is caught by `journal verify` (exit 4) and by recovery (halted, persistent);
+`clear-halt` lifts it and is journaled with who (SPEC §6)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from controller.core.commands import Bet, Roll
+from controller.core.engine import Engine
+from controller.journal.store import Journal, canonical, record_hash
+from tests.support import run_firebet as firebet
+
+ENGINE = Engine()
+
+
+def build(state_dir: Path) -> Path:
+    """A small journal: bets on 1..3, then rolls (records 2..4 are the bets)."""
+    path = state_dir / "journal.db"
+    with Journal(path) as journal:
+        journal.recover(ENGINE)
+        journal.apply(ENGINE, Bet(1, 5, actor="alice"))
+        journal.apply(ENGINE, Bet(2, 3, actor="alice"))
+        journal.apply(ENGINE, Bet(3, 4, actor="alice"))
+        for i, (d1, d2) in enumerate([(2, 2), (3, 3), (2, 2), (5, 3), (4, 4), (6, 1)]):
+            journal.apply(ENGINE, Roll(d1, d2, seq=i))
+    return path
+
+
+def sql(path: Path, *statements: str) -> None:
+    db = sqlite3.connect(path)
+    try:
+        for statement in statements:
+            db.execute(statement)
+        db.commit()
+    finally:
+        db.close()
+
+
+def rehash_from(path: Path, first: int) -> None:
+    """What a careful forger does: recompute every hash from ``first`` on."""
+    db = sqlite3.connect(path)
+    try:
+        rows = db.execute("SELECT record, at, actor, kind, payload FROM records ORDER BY record")
+        prev = "0" * 64
+        for number, at, actor, kind, payload in rows.fetchall():
+            if number >= first:
+                h = record_hash(prev, number, at, actor, kind, payload)
+                db.execute(
+                    "UPDATE records SET prev_hash = ?, hash = ? WHERE record = ?", (prev, h, number)
+                )
+                prev = h
+            else:
+                prev = db.execute(
+                    "SELECT hash FROM records WHERE record = ?", (number,)
+                ).fetchone()[0]
+        db.commit()
+    finally:
+        db.close()
+
+
+def flip_payload_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    at = data.index(b'"position":2')
+    data[at + len(b'"position":')] ^= 0x01  # 2 -> 3
+    path.write_bytes(bytes(data))
+
+
+def edit_wager(path: Path) -> None:
+    sql(
+        path,
+        "UPDATE records SET payload = "
+        "replace(payload, '\"amount\":3', '\"amount\":5') WHERE record = 3",
+    )
+
+
+def forge_wager(path: Path) -> None:
+    """An edited wager with the whole chain re-hashed: the rules cross-check catches it."""
+    payload = canonical(
+        {
+            "command": Bet(2, 500, actor="alice").to_dict(),
+            "events": [
+                {
+                    "event": "bet",
+                    "position": 2,
+                    "amount": 500,
+                    "total": 500,
+                    "actor": "alice",
+                    "at": "",
+                }
+            ],
+        }
+    )
+    db = sqlite3.connect(path)
+    try:
+        db.execute("UPDATE records SET payload = ? WHERE record = 3", (payload,))
+        db.commit()
+    finally:
+        db.close()
+    rehash_from(path, 3)
+
+
+def delete_record(path: Path) -> None:
+    sql(path, "DELETE FROM records WHERE record = 5")
+
+
+def reorder_records(path: Path) -> None:
+    sql(
+        path,
+        "UPDATE records SET record = -1 WHERE record = 6",
+        "UPDATE records SET record = 6 WHERE record = 7",
+        "UPDATE records SET record = 7 WHERE record = -1",
+    )
+
+
+def delete_last_record(path: Path) -> None:
+    sql(path, "DELETE FROM records WHERE record = (SELECT MAX(record) FROM records)")
+
+
+CHAIN_TAMPERS: dict[str, tuple[Callable[[Path], None], int]] = {
+    "flipped byte": (flip_payload_byte, 3),
+    "edited wager": (edit_wager, 3),
+    "forged wager, chain re-hashed": (forge_wager, 3),
+    "deleted record": (delete_record, 5),
+    "reordered records": (reorder_records, 6),
+    "cut tail": (delete_last_record, 10),
+}
+
+
+@pytest.mark.parametrize("name", list(CHAIN_TAMPERS))
+def test_tampered_record_is_caught_halts_and_clear_halt_lifts_it(tmp_path: Path, name: str) -> None:
+    tamper, bad = CHAIN_TAMPERS[name]
+    path = build(tmp_path)
+    tamper(path)
+
+    verify = firebet("journal", "verify", "--state-dir", str(tmp_path))
+    assert verify.returncode == 4, verify.stdout + verify.stderr
+    assert f"record {bad}:" in verify.stderr
+
+    for _ in range(2):  # halted, and still halted after another restart (one halt record)
+        with Journal(path) as journal:
+            recovered = journal.recover(ENGINE)
+            assert recovered.halted is not None and recovered.halted.record == bad
+            with pytest.raises(Exception, match="halted"):
+                journal.apply(ENGINE, Roll(1, 2))
+            halts = [r for r in journal.records() if r.kind == "halt"]
+            assert len(halts) == 1
+
+    cleared = firebet("clear-halt", "--state-dir", str(tmp_path), "--actor", "tech-tom")
+    assert cleared.returncode == 0, cleared.stderr
+    with Journal(path) as journal:
+        recovered = journal.recover(ENGINE)
+        assert recovered.halted is None
+        last = journal.last()
+        assert last is not None and last.kind == "clear_halt" and last.actor == "tech-tom"
+        assert last.data()["cleared"]["record"] == bad
+        journal.apply(ENGINE, Roll(1, 2, seq=99))  # the game goes on
+    verify = firebet("journal", "verify", "--state-dir", str(tmp_path))
+    assert verify.returncode == 0, verify.stderr
+    assert "acknowledged" in verify.stdout
+
+
+def test_edited_snapshot_is_caught(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    with Journal(path, snapshot_every=4) as journal:
+        journal.recover(ENGINE)
+        for i in range(6):
+            journal.apply(ENGINE, Roll(2, 2 + i % 3, seq=i))
+    sql(
+        path,
+        "UPDATE snapshots SET state = "
+        "replace(state, '\"rolls\":3', '\"rolls\":30') WHERE record = 4",
+    )
+    verify = firebet("journal", "verify", "--state-dir", str(tmp_path))
+    assert verify.returncode == 4 and "record 4:" in verify.stderr
+    with Journal(path, snapshot_every=4) as journal:
+        halted = journal.recover(ENGINE).halted
+        assert halted is not None and halted.record == 4 and "snapshot" in halted.reason
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage header"])
+def test_unreadable_file_halts_persistently_even_without_writing(
+    tmp_path: Path, damage: str
+) -> None:
+    path = build(tmp_path)
+    if damage == "truncated":
+        os.truncate(path, path.stat().st_size // 2)
+    else:
+        with open(path, "r+b") as f:
+            f.write(b"this is not sqlite!!")
+    verify = firebet("journal", "verify", "--state-dir", str(tmp_path))
+    assert verify.returncode == 4, verify.stderr
+    for _ in range(2):
+        with Journal(path) as journal:
+            halted = journal.recover(ENGINE).halted
+            assert halted is not None and halted.record is None
+    assert path.with_name("journal.db.halt").exists()
+    # clear-halt refuses while the file is still unreadable
+    assert firebet("clear-halt", "--state-dir", str(tmp_path)).returncode == 4
+    # the technician moves the damaged file aside: still halted, never a silent fresh game
+    path.rename(tmp_path / "journal.db.damaged")
+    with Journal(path) as journal:
+        assert journal.recover(ENGINE).halted is not None
+    assert not path.exists()
+    cleared = firebet("clear-halt", "--state-dir", str(tmp_path), "--actor", "tech-tom")
+    assert cleared.returncode == 0, cleared.stderr
+    with Journal(path) as journal:
+        recovered = journal.recover(ENGINE)
+        assert recovered.halted is None
+        kinds = [(r.kind, r.actor) for r in journal.records()]
+        assert kinds == [("start", "journal"), ("clear_halt", "tech-tom")]
+
+
+def test_missing_journal_beside_its_wal_is_halted_not_fresh(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    path.unlink()
+    tmp_path.joinpath("journal.db-wal").write_bytes(b"")
+    with Journal(path) as journal:
+        halted = journal.recover(ENGINE).halted
+        assert halted is not None and "missing" in halted.reason
+    assert not path.exists()

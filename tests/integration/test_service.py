@@ -1,0 +1,148 @@
+"""The controller in-process: real serial driver on a pty, simulated reader, mock pins,
+a real journal file and the real control socket."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from controller.journal.store import JournalWriteError
+from tests.support import MARKER_PINS, RunningTable, start_table, wait_for
+
+
+def test_rolls_are_acked_and_markers_lit_on_the_pins(running_table: RunningTable) -> None:
+    table = running_table
+    table.throw(6, 5)  # natural
+    table.make(6, 8)
+    s = table.status()
+    assert (s["mode"], s["phase"], s["points"], s["rolls"]) == ("running", "come_out", [6, 8], 5)
+    assert s["markers"]["6"] == {"lit": True, "ordinal": 1}
+    assert s["markers"]["8"] == {"lit": True, "ordinal": 2}
+    assert s["markers"]["4"] == {"lit": False, "ordinal": None}
+    assert table.pin(MARKER_PINS[6]).state == 1  # steady
+    assert table.pin(MARKER_PINS[4]).state == 0  # dark
+    assert table.pin(20).state == 1  # status lamp steady: reader fine
+
+
+def test_a_settlement_with_payouts_through_the_socket(running_table: RunningTable) -> None:
+    table = running_table
+    assert table.ask("bet", position=3, amount=5)["ok"]
+    refused = table.ask("bet", position=4, amount=6)
+    assert not refused["ok"] and refused["error"] == "position 4: $6 is over the $5 maximum"
+    table.make(4, 5, 6, 8)
+    table.throw(2, 2)
+    table.throw(3, 4)
+    s = table.status()
+    assert s["last_settlement"]["payouts"] == {"3": 120}
+    assert s["hand"] == 2 and s["meters"]["paid"] == {"4": {"count": 1, "amount": 120}}
+    (hand1, _) = table.ask("history", hands=2)["hands"]
+    assert hand1["result"] == "win" and hand1["points"] == [4, 5, 6, 8]
+    bet = hand1["actions"][0]
+    assert bet["action"] == "bet" and bet["actor"].endswith(f"({os.getuid()})")
+
+
+def test_a_copy_of_a_roll_is_applied_once_and_acked_again(running_table: RunningTable) -> None:
+    table = running_table
+    seq = table.throw(2, 2)
+    wait_for(lambda: table.device.acked.count(seq) >= 1)
+    from drivers import codec
+
+    table.device.send_raw(codec.encode_roll(seq, 2, 2))  # a late copy of the same roll
+    wait_for(lambda: table.device.acked.count(seq) >= 2)
+    assert table.status()["rolls"] == 1 and table.status()["point"] == 4
+
+
+def test_reader_fault_blinks_and_allows_manual_rolls(running_table: RunningTable) -> None:
+    table = running_table
+    table.throw(2, 2)
+    assert not table.ask("roll", d1=2, d2=2)["ok"]  # reader healthy: no manual entry
+    table.device.fault("CAMERA")
+    wait_for(lambda: table.status()["mode"] == "reader_fault")
+    reply = table.ask("roll", d1=2, d2=2)
+    assert reply["ok"] and reply["status"]["points"] == [4]
+    assert table.status()["reader"]["fault"] == "CAMERA"
+    table.device.clear_fault()
+    wait_for(lambda: table.status()["mode"] == "running")
+    history = table.ask("history", hands=1)["hands"][-1]
+    assert history["rolls"] == [[2, 2], [2, 2]]
+
+
+def test_heartbeat_loss_is_a_reader_fault_and_recovers(running_table: RunningTable) -> None:
+    table = running_table
+    table.device.silence(1.5)
+    wait_for(lambda: table.status()["mode"] == "reader_fault", timeout=3)
+    wait_for(lambda: table.status()["mode"] == "running", timeout=4)
+    assert table.status()["meters"]["faults"] >= 1
+
+
+def test_diagnostics_pause_game_input_and_restore_outputs(running_table: RunningTable) -> None:
+    table = running_table
+    table.make(6, 5)  # 6 steady, 5 (the newest) pulsing
+    assert table.ask("diagnostics-on")["ok"]
+    assert table.status()["mode"] == "diagnostics"
+    assert table.pin(MARKER_PINS[6]).state == 0  # the lamps are the technician's
+    seq = table.throw(4, 4, acked=False)
+    time.sleep(0.3)
+    assert seq not in table.device.acked and table.status()["rolls"] == 4
+    meters = table.status()["meters"]
+    assert table.ask("diagnostics-off")["ok"]
+    assert table.device.wait_acked(seq, timeout=3)  # retransmitted, applied after diagnostics
+    s = table.status()
+    assert s["rolls"] == 5 and s["point"] == 8 and s["mode"] == "running"
+    assert s["meters"]["voids"] == meters["voids"] and s["meters"]["faults"] == meters["faults"]
+    assert table.pin(MARKER_PINS[6]).state == 1
+
+
+def test_a_damaged_journal_halts_until_a_technician_clears_it(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "journal.db").write_bytes(b"this is not a database" * 100)
+    t, thread = start_table(state, tmp_path / "c.sock")
+    try:
+        s = t.status()
+        assert s["mode"] == "halted" and "cannot be read" in s["halted"]
+        seq = t.throw(3, 4, acked=False)
+        time.sleep(0.3)
+        assert seq not in t.device.acked  # nothing is applied or ACKed while halted
+        refused = t.ask("bet", position=1, amount=5)
+        assert not refused["ok"] and "halted" in refused["error"]
+        still = t.ask("clear-halt", note="tried too early")
+        assert not still["ok"] and "still cannot be read" in still["error"]
+        (state / "journal.db").rename(state / "journal.db.damaged")  # the technician's fix
+        cleared = t.ask("clear-halt", note="damaged file moved aside for the auditors")
+        assert cleared["ok"], cleared
+        assert t.device.wait_acked(seq, timeout=3)
+        assert t.status()["mode"] == "running"
+    finally:
+        t.controller.stop()
+        thread.join(timeout=5)
+        t.controller.close()
+        t.device.stop()
+        t.factory.close()
+
+
+def test_a_journal_that_cannot_be_written_refuses_rolls_but_serves_status(
+    running_table: RunningTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = running_table
+    journal = table.controller.journal
+    assert journal is not None
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise JournalWriteError(journal.path, "database or disk is full")
+
+    monkeypatch.setattr(journal, "_write", disk_full)
+    seq = table.throw(2, 2, acked=False)
+    time.sleep(0.3)
+    assert seq not in table.device.acked  # not durable, so not ACKed: the reader repeats it
+    s = table.status()
+    assert s["storage_fault"] == "database or disk is full" and s["rolls"] == 0
+    refused = table.ask("bet", position=1, amount=5)
+    assert not refused["ok"] and "the journal cannot be written" in refused["error"]
+    monkeypatch.undo()  # space freed
+    assert table.device.wait_acked(seq, timeout=3)
+    s = table.status()
+    assert s["storage_fault"] is None and s["rolls"] == 1 and s["point"] == 4

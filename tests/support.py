@@ -1,0 +1,154 @@
+"""What the tests share: paths, a patient ``wait_for``, the ``firebet`` runner, a rules
+table driven by script lines, and a running table on a pseudo-terminal.
+
+Fixtures that wrap these live in ``tests/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from gpiozero.pins.mock import MockFactory, MockPWMPin
+
+from controller.control.client import ControlClient
+from controller.core.config import Config, FireBetRules, load_config
+from controller.core.engine import Engine, Outcome
+from controller.core.events import Event, Refused, Settlement
+from controller.core.script import parse_line
+from controller.core.state import TableState
+from controller.service.controller import Controller
+from drivers.serial_reader import SerialDiceReader
+from drivers.sim_reader import SimulatedReader
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# a real process on a busy machine: generous, since only a hang should ever reach it
+PROCESS_DEADLINE_S = 120.0
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 30.0, what: str = "") -> None:
+    """Poll ``predicate`` until it is true; fail after ``timeout`` seconds (a hang, not luck)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"timed out after {timeout:g} s waiting{' for ' + what if what else ''}"
+            )
+        time.sleep(0.01)
+
+
+def run_firebet(
+    *args: str,
+    timeout: float = PROCESS_DEADLINE_S,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``firebet ARGS`` as a real process from the checkout; its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "controller", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        input=input,
+    )
+
+
+class Table:
+    """A rules engine and its current state, driven with replay-script lines."""
+
+    def __init__(self, **rules: object) -> None:
+        self.engine = Engine(replace(FireBetRules(), **rules))  # type: ignore[arg-type]
+        self.state = TableState()
+        self.events: list[Event] = []
+        self.settlements: list[Settlement] = []
+        self.last: Outcome | None = None
+
+    def do(self, *lines: str) -> Table:
+        """Apply each line ('3 4', 'bet 3 5', 'void', ...) in turn."""
+        for line in lines:
+            for part in line.split(";"):
+                command = parse_line(part)
+                if command is None:
+                    continue
+                self.last = self.engine.apply(self.state, command)
+                self.state = self.last.state
+                self.events.extend(self.last.events)
+                self.settlements.extend(e for e in self.last.events if isinstance(e, Settlement))
+        return self
+
+    def refusal(self) -> str | None:
+        assert self.last is not None
+        refused = self.last.refused
+        return refused.reason if isinstance(refused, Refused) else None
+
+
+def make_points(*points: int) -> str:
+    """Script lines that establish and make each point in turn (no sevens)."""
+    dice = {4: "2 2", 5: "2 3", 6: "3 3", 8: "4 4", 9: "4 5", 10: "5 5"}
+    return ";".join(f"{dice[p]};{dice[p]}" for p in points)
+
+
+MARKER_PINS = {4: 5, 5: 6, 6: 13, 8: 19, 9: 26, 10: 21}
+DICE = {4: (2, 2), 5: (2, 3), 6: (3, 3), 8: (4, 4), 9: (4, 5), 10: (5, 5)}
+
+
+@dataclass
+class RunningTable:
+    controller: Controller
+    device: SimulatedReader
+    factory: MockFactory
+    socket: Path
+
+    def throw(self, d1: int, d2: int, *, acked: bool = True) -> int:
+        """Throw through the simulated reader; wait for the ACK (or for the first send)."""
+        before = set(self.device.transmissions)
+        self.device.throw(d1, d2)
+        wait_for(lambda: set(self.device.transmissions) - before != set())
+        (seq,) = set(self.device.transmissions) - before
+        if acked:
+            assert self.device.wait_acked(seq, timeout=5.0), f"roll {d1} {d2} (seq {seq}) not ACKed"
+        return seq
+
+    def make(self, *points: int) -> None:
+        for p in points:
+            self.throw(*DICE[p])
+            self.throw(*DICE[p])
+
+    def status(self) -> dict:  # type: ignore[type-arg]
+        return self.controller.status()
+
+    def ask(self, op: str, **args: object) -> dict:  # type: ignore[type-arg]
+        with ControlClient(self.socket) as client:
+            return client.request(op, **args)
+
+    def pin(self, number: int) -> MockPWMPin:
+        return self.factory.pin(number)
+
+
+def start_table(
+    state: Path, sock: Path, config: Config | None = None
+) -> tuple[RunningTable, threading.Thread]:
+    device = SimulatedReader(heartbeat_s=0.1, retransmit_s=0.1)
+    device.start()
+    reader = SerialDiceReader(device.port, 9600, heartbeat_timeout_s=0.6, backoff_max_s=0.2)
+    factory = MockFactory(pin_class=MockPWMPin)
+    controller = Controller(
+        config or load_config(), state, reader=reader, pin_factory=factory, socket_path=sock
+    )
+
+    def engine() -> None:
+        controller.start()
+        controller.serve()
+
+    thread = threading.Thread(target=engine, daemon=True)
+    thread.start()
+    wait_for(controller.ready.is_set)
+    return RunningTable(controller, device, factory, sock), thread

@@ -1,0 +1,218 @@
+"""Lamp outputs: the pure mapping, then the pins on gpiozero's MockFactory."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from gpiozero import Device
+from gpiozero.pins.mock import MockFactory, MockPWMPin
+
+from controller.core.config import LightsConfig, load_config
+from controller.core.errors import HardwareError
+from controller.core.lamps import (
+    Effect,
+    LightsView,
+    Outputs,
+    desired_outputs,
+    marker_report,
+    view_from_state,
+)
+from controller.core.state import Phase, TableState
+from drivers.lights import MarkerLights, Timing
+from drivers.pins import make_pin_factory
+
+FAST = Timing(pulse_s=0.02, blink_s=0.02, fault_s=0.02, celebrate_s=0.02)
+
+
+@pytest.fixture
+def config() -> LightsConfig:
+    return load_config().lights
+
+
+@pytest.fixture
+def factory() -> Iterator[Any]:
+    before = Device.pin_factory
+    f = make_pin_factory("mock")
+    yield f
+    f.reset()
+    assert Device.pin_factory is before  # the global default was never touched
+
+
+@pytest.fixture
+def lights(config: LightsConfig, factory: Any) -> Iterator[MarkerLights]:
+    board = MarkerLights(config, factory, FAST)
+    yield board
+    board.close()
+
+
+# -- the pure mapping ----------------------------------------------------------------
+
+
+def test_markers_steady_and_newest_pulsing() -> None:
+    out = desired_outputs(LightsView(markers={6: 1, 8: 2, 5: 3}, newest=5))
+    assert out.markers == {
+        4: Effect.OFF,
+        5: Effect.PULSE,
+        6: Effect.ON,
+        8: Effect.ON,
+        9: Effect.OFF,
+        10: Effect.OFF,
+    }
+    assert out.status == Effect.ON and out.surveillance is False
+
+
+def test_reader_fault_blinks_the_status_lamp_only() -> None:
+    out = desired_outputs(LightsView(markers={4: 1}, newest=4, mode="reader_fault"))
+    assert out.status == Effect.BLINK
+    assert out.markers[4] == Effect.PULSE
+
+
+def test_halted_shows_the_fault_pattern_on_every_marker() -> None:
+    out = desired_outputs(LightsView(markers={4: 1}, mode="halted", surveillance_alert=True))
+    assert set(out.markers.values()) == {Effect.FAULT} and len(out.markers) == 6
+    assert out.status == Effect.FAULT
+    assert out.surveillance is True  # a raised alert is never dropped
+
+
+def test_diagnostics_leaves_the_markers_to_the_technician() -> None:
+    out = desired_outputs(LightsView(markers={4: 1}, mode="diagnostics"))
+    assert set(out.markers.values()) == {Effect.OFF}
+
+
+def test_surveillance_relay_follows_the_alert() -> None:
+    assert desired_outputs(LightsView(surveillance_alert=True)).surveillance
+    assert not desired_outputs(LightsView(surveillance_alert=False)).surveillance
+
+
+def test_celebration_flashes_the_lit_markers() -> None:
+    view = LightsView(markers={4: 1, 5: 2, 6: 3, 8: 4}, newest=8, celebration=4)
+    out = desired_outputs(view)
+    assert [p for p, e in out.markers.items() if e == Effect.CELEBRATE] == [4, 5, 6, 8]
+    assert out.markers[9] == Effect.OFF
+
+
+def test_unknown_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown mode"):
+        desired_outputs(LightsView(mode="party"))
+
+
+def test_view_from_state_and_celebration_window() -> None:
+    made_fourth = TableState(phase=Phase.COME_OUT, points=(6, 8, 5, 4), last_roll=(1, 3))
+    view = view_from_state(made_fourth, "running")
+    assert view.markers == {6: 1, 8: 2, 5: 3, 4: 4}
+    assert view.newest == 4 and view.celebration == 4
+    next_roll = replace(made_fourth, phase=Phase.POINT, point=9, last_roll=(4, 5))
+    assert view_from_state(next_roll, "running").celebration is None
+    third = TableState(phase=Phase.COME_OUT, points=(6, 8, 5), last_roll=(2, 3))
+    assert view_from_state(third, "running").celebration is None
+    assert view_from_state(TableState(), "halted").mode == "halted"
+
+
+def test_marker_report_for_status_json() -> None:
+    view = LightsView(markers={6: 1, 4: 2}, newest=4)
+    report = marker_report(view, desired_outputs(view))
+    assert report["4"] == {"lit": True, "ordinal": 2}
+    assert report["6"] == {"lit": True, "ordinal": 1}
+    assert report["9"] == {"lit": False, "ordinal": None}
+
+
+# -- the pins ----------------------------------------------------------------------------
+
+
+def test_steady_markers_on_their_pins(
+    lights: MarkerLights, factory: Any, config: LightsConfig
+) -> None:
+    lights.show(LightsView(markers={4: 1, 10: 2}, newest=None))
+    assert factory.pin(config.markers[4]).state == 1
+    assert factory.pin(config.markers[10]).state == 1
+    assert factory.pin(config.markers[6]).state == 0
+    assert factory.pin(config.status).state == 1
+    assert factory.pin(config.surveillance).state == 0
+    factory.pin(config.markers[4]).assert_states([0, 1])
+
+
+def test_pulse_and_blink_move_the_pins(
+    lights: MarkerLights, factory: Any, config: LightsConfig
+) -> None:
+    lights.timing = replace(FAST, pulse_s=0.2)
+    lights.show(LightsView(markers={5: 1}, newest=5, mode="reader_fault"))
+    time.sleep(0.3)
+    marker = factory.pin(config.markers[5])
+    status = factory.pin(config.status)
+    assert len({round(s, 2) for s in (c.state for c in marker.states)}) > 3  # fading
+    assert {c.state for c in status.states} >= {0, 1}  # blinking
+
+
+def test_unchanged_effect_is_not_restarted(
+    lights: MarkerLights, factory: Any, config: LightsConfig
+) -> None:
+    lights.show(LightsView(markers={4: 1}))
+    pin = factory.pin(config.markers[4])
+    changes = len(pin.states)
+    lights.show(LightsView(markers={4: 1}))
+    assert len(pin.states) == changes
+
+
+def test_relay_on_alert_and_off_after_ack(
+    lights: MarkerLights, factory: Any, config: LightsConfig
+) -> None:
+    relay = factory.pin(config.surveillance)
+    lights.show(LightsView(surveillance_alert=True))
+    assert relay.state == 1
+    lights.show(LightsView(surveillance_alert=False))
+    relay.assert_states([0, 1, 0])
+
+
+def test_active_low_wiring_inverts_every_pin(config: LightsConfig, factory: Any) -> None:
+    board = MarkerLights(replace(config, active_high=False), factory, FAST)
+    try:
+        board.apply(Outputs(dict.fromkeys(config.markers, Effect.OFF), Effect.OFF, False))
+        assert factory.pin(config.markers[8]).state == 1
+        board.show(LightsView(markers={8: 1}, surveillance_alert=True))
+        assert factory.pin(config.markers[8]).state == 0
+        assert factory.pin(config.surveillance).state == 0
+    finally:
+        board.close()
+
+
+def test_close_switches_off_and_releases_the_pins(config: LightsConfig, factory: Any) -> None:
+    board = MarkerLights(config, factory, FAST)
+    board.show(LightsView(markers={4: 1}, surveillance_alert=True))
+    board.close()
+    assert factory.pin(config.markers[4]).state == 0
+    assert factory.pin(config.surveillance).state == 0
+    again = MarkerLights(config, factory, FAST)  # pins free again
+    again.close()
+
+
+def test_pin_in_use_names_the_pin(config: LightsConfig, factory: Any) -> None:
+    board = MarkerLights(config, factory, FAST)
+    try:
+        with pytest.raises(HardwareError, match=r"marker 4 on BCM 5"):
+            MarkerLights(config, factory, FAST)
+    finally:
+        board.close()
+
+
+def test_mock_factory_has_pwm_pins() -> None:
+    f = make_pin_factory("mock")
+    assert isinstance(f, MockFactory)
+    assert isinstance(f.pin(5), MockPWMPin)
+    f.reset()
+
+
+def test_real_factory_that_cannot_load_says_the_fix() -> None:
+    pytest.importorskip("gpiozero.pins.native")
+    try:
+        import lgpio  # noqa: F401
+    except ImportError:
+        with pytest.raises(HardwareError, match=r"'lgpio'.*python3-lgpio.*gpio group"):
+            make_pin_factory("lgpio")
+    else:  # pragma: no cover - on a Pi with lgpio installed
+        pytest.skip("lgpio is installed here")
+    with pytest.raises(HardwareError, match="unknown pin factory"):
+        make_pin_factory("magic")

@@ -1,0 +1,138 @@
+"""sd_notify against a real AF_UNIX datagram socket standing in for systemd."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.service import notify
+
+
+@pytest.fixture
+def systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
+    """A datagram socket bound where $NOTIFY_SOCKET points, as systemd would bind it."""
+    path = tmp_path / "notify"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(path))
+    sock.settimeout(2)
+    monkeypatch.setenv("NOTIFY_SOCKET", str(path))
+    yield sock
+    sock.close()
+
+
+def received(sock: socket.socket) -> list[str]:
+    return sock.recv(4096).decode().split("\n")
+
+
+def nothing_waiting(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        sock.recv(4096)
+    except BlockingIOError:
+        return True
+    finally:
+        sock.settimeout(2)
+    return False
+
+
+def test_ready_with_status(systemd: socket.socket) -> None:
+    assert notify.ready("recovered 12 rolls;\n markers lit")
+    assert received(systemd) == ["READY=1", "STATUS=recovered 12 rolls; markers lit"]
+
+
+def test_each_helper_sends_its_line(systemd: socket.socket) -> None:
+    assert notify.ready()
+    assert received(systemd) == ["READY=1"]
+    assert notify.status("reader fault: HEARTBEAT")
+    assert received(systemd) == ["STATUS=reader fault: HEARTBEAT"]
+    assert notify.watchdog()
+    assert received(systemd) == ["WATCHDOG=1"]
+    assert notify.stopping()
+    assert received(systemd) == ["STOPPING=1"]
+    assert notify.stopping("bye")
+    assert received(systemd) == ["STOPPING=1", "STATUS=bye"]
+    assert notify.extend_timeout(2.5)
+    assert received(systemd) == ["EXTEND_TIMEOUT_USEC=2500000"]
+    assert notify.notify("MAINPID=1", "STATUS=x")
+    assert received(systemd) == ["MAINPID=1", "STATUS=x"]
+
+
+def test_abstract_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = f"firebet-test-{uuid.uuid4().hex}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind("\0" + name)
+        sock.settimeout(2)
+        monkeypatch.setenv("NOTIFY_SOCKET", "@" + name)
+        assert notify.watchdog()
+        assert sock.recv(100) == b"WATCHDOG=1"
+
+
+def test_nothing_happens_without_systemd(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+    assert notify.ready() is False
+    assert notify.watchdog() is False
+    monkeypatch.setenv("NOTIFY_SOCKET", "")
+    assert notify.status("x") is False
+
+
+def test_unsupported_address_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NOTIFY_SOCKET", "vsock:2:1234")
+    assert notify.ready() is False
+
+
+def test_gone_socket_is_reported_not_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("NOTIFY_SOCKET", str(tmp_path / "nobody-listens"))
+    assert notify.watchdog() is False
+    assert "sd_notify WATCHDOG failed" in caplog.text
+
+
+def test_bad_lines_are_refused(systemd: socket.socket) -> None:
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        notify.notify("READY=1\nWATCHDOG=1")
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        notify.notify("READY")
+    assert notify.notify() is False
+    assert nothing_waiting(systemd)
+
+
+@pytest.mark.parametrize(
+    ("usec", "pid", "expected"),
+    [
+        (None, None, None),
+        ("10000000", None, 10.0),
+        ("500000", "self", 0.5),
+        ("10000000", "other", None),
+        ("10000000", "junk", None),
+        ("0", None, None),
+        ("ten", None, None),
+    ],
+)
+def test_watchdog_interval(
+    monkeypatch: pytest.MonkeyPatch, usec: str | None, pid: str | None, expected: float | None
+) -> None:
+    for name, value in (("WATCHDOG_USEC", usec), ("WATCHDOG_PID", pid)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            value = {"self": str(os.getpid()), "other": str(os.getpid() + 1)}.get(value, value)
+            monkeypatch.setenv(name, value)
+    assert notify.watchdog_interval() == expected
+
+
+def test_a_stalled_receiver_never_blocks_the_caller(systemd: socket.socket) -> None:
+    """Nobody reads the socket: once its queue is full, statuses are dropped, not waited on.
+
+    Regression: the engine thread blocked in sendall() after about ten unread STATUS
+    messages, so the table stopped ACKing rolls.
+    """
+    results = [notify.status(f"roll {n}") for n in range(200)]  # would hang if blocking
+    assert results[0] is True
+    assert results[-1] is False  # the queue filled up and the rest were dropped
+    assert systemd.recv(4096) == b"STATUS=roll 0"

@@ -1,0 +1,155 @@
+"""`firebet replay`: the script format and the JSON lines of SPEC §5, run as the real CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.core.errors import ScriptError
+from controller.core.script import parse_line
+
+
+def replay(tmp_path: Path, script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "hand.txt"
+    path.write_text(script)
+    return subprocess.run(
+        [sys.executable, "-m", "controller", "replay", str(path), *args],
+        capture_output=True,
+        text=True,
+    )
+
+
+SPEC_EXAMPLE = """\
+# the example line of SPEC §5
+bet 3 5
+6 6        # craps on the come-out
+3 3
+3 3        # 6 made: 1st
+4 4
+4 4        # 8 made: 2nd
+2 3
+3 2        # 5 made: 3rd
+1 3
+2 2        # 4 made: 4th
+2 2
+3 4        # loser 7
+"""
+
+
+def test_spec_example_line(tmp_path: Path) -> None:
+    proc = replay(tmp_path, SPEC_EXAMPLE, "--json")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [json.loads(x) for x in lines] == [
+        {
+            "hand": 1,
+            "points": [6, 8, 5, 4],
+            "unique_points": 4,
+            "result": "win",
+            "odds_to_one": 24,
+            "payouts": {"3": 120},
+        }
+    ]
+    assert lines[0] == (
+        '{"hand": 1, "points": [6, 8, 5, 4], "unique_points": 4, "result": "win", '
+        '"odds_to_one": 24, "payouts": {"3": 120}}'
+    )
+
+
+def test_every_hand_ending_at_a_loser_7_gets_a_line_with_or_without_wagers(tmp_path: Path) -> None:
+    proc = replay(tmp_path, "2 2\n3 4\nbet 1 2\n5 5\n1 6\n", "--json")
+    hands = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert hands == [
+        {
+            "hand": 1,
+            "points": [],
+            "unique_points": 0,
+            "result": "lose",
+            "odds_to_one": 0,
+            "payouts": {},
+        },
+        {
+            "hand": 2,
+            "points": [],
+            "unique_points": 0,
+            "result": "lose",
+            "odds_to_one": 0,
+            "payouts": {"1": 0},
+        },
+    ]
+
+
+def test_a_voided_settlement_is_not_printed(tmp_path: Path) -> None:
+    proc = replay(tmp_path, "bet 1 5\n2 2\n3 4\nvoid\n2 2\n", "--json")
+    assert proc.returncode == 0 and proc.stdout == ""
+
+
+def test_surrendered_hand_keeps_its_number_until_it_settles(tmp_path: Path) -> None:
+    script = "bet 1 5\n2 2\n2 2\nsurrender\n3 3\n3 3\n3 3\n4 3\n2 2\n3 4\n"
+    hands = [json.loads(x) for x in replay(tmp_path, script, "--json").stdout.splitlines()]
+    assert [(h["hand"], h["points"]) for h in hands] == [(1, [4, 6]), (2, [])]
+
+
+def test_pay_six_immediately_prints_at_the_sixth_point(tmp_path: Path) -> None:
+    cfg = tmp_path / "t.toml"
+    cfg.write_text("[firebet]\npay_six_immediately = true\n")
+    points = "2 2\n2 2\n2 3\n2 3\n3 3\n3 3\n4 4\n4 4\n4 5\n4 5\n5 5\n5 5\n"
+    proc = replay(tmp_path, "bet 2 5\n" + points, "--json", "--config", str(cfg))
+    (line,) = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert line["unique_points"] == 6 and line["payouts"] == {"2": 4995}
+    proc = replay(tmp_path, "bet 2 5\n" + points + "2 2\n3 4\n", "--json", "--config", str(cfg))
+    assert len(proc.stdout.splitlines()) == 1
+
+
+def test_refused_action_goes_to_stderr_and_the_replay_goes_on(tmp_path: Path) -> None:
+    proc = replay(tmp_path, "bet 3 6\nbet 3 5\n2 2\n3 4\n", "--json")
+    assert proc.returncode == 0
+    assert "hand.txt:1: refused: position 3: $6 is over the $5 maximum" in proc.stderr
+    assert json.loads(proc.stdout)["payouts"] == {"3": 0}
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("7 1", "die 1 shows 7"),
+        ("3", "a roll is two dice"),
+        ("3 4 5", "a roll is two dice"),
+        ("bet x", "a bet is 'bet POSITION AMOUNT'"),
+        ("bet x 5", "the position must be a whole number"),
+        ("bet 3 2.50", "whole dollars"),
+        ("cancel", "a cancel is 'cancel POSITION'"),
+        ("surrender maybe", "voluntary' or 'compulsory"),
+        ("roll 3 4", "not a script item"),
+    ],
+)
+def test_malformed_line_exits_2_with_its_line_number(tmp_path: Path, line: str, why: str) -> None:
+    proc = replay(tmp_path, f"# header\n3 4\n{line}\n", "--json")
+    assert proc.returncode == 2
+    assert "hand.txt:3:" in proc.stderr and why in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_comments_and_blank_lines_are_ignored() -> None:
+    assert parse_line("   # just a note") is None
+    assert parse_line("") is None
+    with pytest.raises(ScriptError):
+        parse_line("void now")
+
+
+def test_table_printout_for_people(tmp_path: Path) -> None:
+    proc = replay(tmp_path, SPEC_EXAMPLE)
+    assert "hand 1: 4 different points (6, 8, 5, 4) - WIN 24 to 1" in proc.stdout
+    assert "position 3: $5 wins $120" in proc.stdout
+
+
+def test_missing_script_file_exits_2(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "controller", "replay", str(tmp_path / "nope.txt")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "nope.txt" in proc.stderr
