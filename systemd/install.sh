@@ -127,6 +127,12 @@ install_config() {
     fi
 }
 
+# program verification: the digest of every installed file, checked by the service at start
+write_manifest() {
+    say "writing the program manifest $ETC/program.manifest"
+    run "$VENV/bin/python" -m controller.service.integrity write "$ETC/program.manifest"
+    run chown root:firebet "$ETC/program.manifest"
+}
 install_unit() {
     say "installing $UNIT_DIR/firebet.service"
     run install -m 0644 "$REPO/systemd/firebet.service" "$UNIT_DIR/firebet.service"
@@ -145,6 +151,7 @@ rollback() {
     run rm -rf "$VENV.failed"
     run mv "$VENV" "$VENV.failed"
     run mv "$VENV.previous" "$VENV"
+    write_manifest
     if [ "$START" = 1 ]; then
         systemctl_do start firebet.service
     fi
@@ -163,6 +170,7 @@ main() {
     create_groups_and_user
     install_code
     install_config
+    write_manifest
     install_unit
     say "done. Next: edit $ETC/table.toml, add dealers and technicians to their groups"
     say "(usermod -aG firebet,firebet-dealer NAME / firebet,firebet-tech NAME), then: firebet doctor"

@@ -8,7 +8,6 @@ when every check passes, 1 when any fails.
 from __future__ import annotations
 
 import argparse
-import grp
 import json
 import os
 import pwd
@@ -26,6 +25,7 @@ from controller.core.config import Config
 from controller.core.engine import Engine
 from controller.core.errors import ConfigError, FirebetError, ServiceUnreachable
 from controller.journal.store import Journal, parse_time
+from controller.service.integrity import check_program
 
 MIN_FREE_MB = 100
 
@@ -41,14 +41,6 @@ class Check:
 
     def to_dict(self) -> dict[str, Any]:
         return {"check": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
-
-
-def _in_group(group: str) -> bool:
-    try:
-        gid = grp.getgrnam(group).gr_gid
-    except KeyError:
-        return False
-    return os.geteuid() == 0 or gid in os.getgroups() or gid == os.getegid()
 
 
 def _user() -> str:
@@ -74,6 +66,7 @@ class Doctor:
     def run(self) -> list[Check]:
         steps: list[Callable[[], None]] = [
             self.check_config,
+            self.check_program,
             self.check_service,
             self.check_serial,
             self.check_gpio,
@@ -107,6 +100,15 @@ class Doctor:
             True,
             f"{source}: table {c.table.id}, {c.table.game}, preset {c.preset}, "
             f"{len(c.pins())} pins, each used once",
+        )
+
+    def check_program(self) -> None:
+        result = check_program()
+        self.add(
+            "program",
+            result.ok,
+            result.describe(),
+            "reinstall firebet (sudo systemd/install.sh), then sudo systemctl restart firebet",
         )
 
     @property

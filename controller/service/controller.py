@@ -50,6 +50,7 @@ from controller.core.lamps import view_from_state as lights_view
 from controller.core.state import TableState
 from controller.journal.store import Journal, JournalHalted, JournalWriteError
 from controller.service import notify
+from controller.service.integrity import ProgramCheck, check_program
 from drivers.buttons import DealerButtons
 from drivers.lights import MarkerLights
 from drivers.reader import DiceReader, now_iso
@@ -107,6 +108,7 @@ class Controller:
         socket_path: Path | None,
         lights_timing: Any = None,
         on_change: Callable[[Published], None] | None = None,
+        program: ProgramCheck | None = None,
     ) -> None:
         self.config = config
         self.state_dir = Path(state_dir)
@@ -115,6 +117,7 @@ class Controller:
         self.socket_path = socket_path
         self.lights_timing = lights_timing
         self.on_change = on_change
+        self.program = program  # checked at start unless given
         self.engine = Engine(config.firebet)
         self.queue: queue.Queue[Command | _Job | _Stop | _Halt] = queue.Queue()
         self.full_check: str | None = None  # "running", "ok" or what it found
@@ -140,6 +143,11 @@ class Controller:
         Nothing is ACKed before this returns: the reader's frames wait on the queue
         until :meth:`serve` runs.
         """
+        notify.status("checking the program")
+        if self.program is None:
+            self.program = check_program()
+        if not self.program.ok:
+            log.error("%s", self.program.describe())
         notify.status("recovering the journal")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.journal = Journal.open(self.state_dir, self.config)
@@ -159,7 +167,11 @@ class Controller:
             self.control.start()
         if self.journal.halted is None:
             try:
-                self.journal.append_system("start", actor="service", payload={"pid": os.getpid()})
+                self.journal.append_system(
+                    "start",
+                    actor="service",
+                    payload={"pid": os.getpid(), "program": self.program.to_dict()},
+                )
             except JournalWriteError as exc:
                 self.storage_fault = exc.reason
         self._self_check()
@@ -265,6 +277,8 @@ class Controller:
     # commands from the drivers ---------------------------------------------------------
     @property
     def mode(self) -> Mode:
+        if self.program_problem is not None:
+            return Mode.HALTED
         if self.journal is not None and self.journal.halted is not None:
             return Mode.HALTED
         if self.diagnostics:
@@ -272,6 +286,13 @@ class Controller:
         if self.reader_fault is not None:
             return Mode.READER_FAULT
         return Mode.RUNNING
+
+    @property
+    def program_problem(self) -> str | None:
+        """Why the program failed its integrity check at start (None: it passed)."""
+        if self.program is None or self.program.ok:
+            return None
+        return self.program.describe()
 
     @property
     def state(self) -> TableState:
@@ -302,6 +323,11 @@ class Controller:
     def _record(self, command: Command) -> Outcome:
         """Decide and journal ``command`` durably; raises when it cannot be recorded."""
         assert self.journal is not None
+        if self.program_problem is not None:
+            raise FirebetError(
+                f"the table is halted ({self.program_problem}): reinstall firebet "
+                "(systemd/install.sh), then restart the service"
+            )
         try:
             outcome, _ = self.journal.apply(self.engine, command)
         except JournalHalted as exc:
@@ -331,12 +357,13 @@ class Controller:
         if self.lights is not None:
             self.lights.apply(outputs)
         halted = self.journal.halted if self.journal is not None else None
+        halt_text = halted.describe() if halted is not None else self.program_problem
         self._published = Published(
             state,
             mode,
             outputs,
             view,
-            halted.describe() if halted is not None else None,
+            halt_text,
             self.storage_fault,
             self.last_settlement,
         )
@@ -388,6 +415,7 @@ class Controller:
             "storage_fault": p.storage_fault,
             "last_settlement": p.last_settlement,
             "journal_check": self.full_check,
+            "program": self.program.to_dict() if self.program is not None else None,
         }
 
     # the control socket ---------------------------------------------------------------
@@ -428,6 +456,12 @@ class Controller:
             hands = _int_arg(args, "hands", self.config.history_hands)
             return {"ok": True, "hands": self.journal.history(hands)}
         if op == "clear-halt":
+            if self.journal.halted is None and self.program_problem is not None:
+                return {
+                    "ok": False,
+                    "error": f"{self.program_problem}: clear-halt cannot lift this; "
+                    "reinstall firebet (systemd/install.sh) and restart the service",
+                }
             if self.journal.halted is None:
                 return {"ok": False, "error": "the table is not halted: nothing to clear"}
             was = self.journal.halted.describe()

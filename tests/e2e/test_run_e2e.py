@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.service.integrity import write_manifest
 from drivers.sim_reader import SimulatedReader
 from tests.support import DICE, wait_for
 
@@ -189,3 +190,41 @@ def test_clients_without_a_service_exit_3(tmp_path: Path) -> None:
         [sys.executable, "-m", "controller", "roll", "7", "1"], capture_output=True, text=True
     )
     assert bad.returncode == 2 and "a die shows 1 to 6" in bad.stderr
+
+
+def test_a_program_that_differs_from_its_manifest_halts_the_table(
+    service: Service, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "program.manifest"
+    digest = write_manifest(manifest)
+    body = json.loads(manifest.read_text())
+    body["files"]["controller/core/engine.py"] = "0" * 64  # as if engine.py were edited
+    manifest.write_text(json.dumps(body))
+    service.start(FIREBET_MANIFEST=str(manifest))
+    status = service.status()
+    assert status["mode"] == "halted"
+    assert status["halted"].startswith("program integrity: controller/core/engine.py differs")
+    assert status["program"]["digest"] == digest and status["program"]["ok"] is False
+    assert all(m["lit"] for m in status["markers"].values())  # the fault pattern
+    seq = service.throw(2, 2)
+    log = service.tmp / "service-1.log"
+    wait_for(lambda: "roll not applied: the table is halted (program" in log.read_text())
+    bet = service.cli("bet", "1", "5")
+    assert bet.returncode == 1 and "program integrity" in bet.stderr
+    cleared = service.cli("clear-halt")
+    assert cleared.returncode != 0 and "reinstall" in cleared.stderr
+    assert seq not in service.device.acked
+    assert service.status()["rolls"] == 0
+
+
+def test_a_matching_manifest_runs_and_status_shows_the_digest(
+    service: Service, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "program.manifest"
+    digest = write_manifest(manifest)
+    service.start(FIREBET_MANIFEST=str(manifest))
+    status = service.status()
+    assert status["mode"] == "running"
+    assert status["program"] == {
+        "digest": digest, "manifest": str(manifest), "ok": True, "problem": None,
+    }  # fmt: skip

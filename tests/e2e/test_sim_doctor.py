@@ -55,7 +55,10 @@ def test_doctor_lists_each_check_with_its_fix(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 1
     checks = {c["check"]: c for c in map(json.loads, proc.stdout.splitlines())}
-    assert list(checks) == ["config", "service", "serial", "gpio", "journal", "disk", "clock"]
+    assert list(checks) == [
+        "config", "program", "service", "serial", "gpio", "journal", "disk", "clock",
+    ]  # fmt: skip
+    assert checks["program"]["ok"] and "running from a checkout" in checks["program"]["detail"]
     assert checks["config"]["ok"] and checks["gpio"]["ok"] and checks["journal"]["ok"]
     assert not checks["service"]["ok"] and "systemctl start firebet" in checks["service"]["fix"]
     assert not checks["serial"]["ok"] and "does not exist" in checks["serial"]["detail"]

@@ -206,6 +206,7 @@ def test_install_dry_run_changes_nothing_and_says_everything(tmp_path: Path) -> 
     assert f"+ {sys.executable} -m venv --system-site-packages {opt}/.venv" in out
     assert f"+ {opt}/.venv/bin/pip install" in out and str(ROOT) in out
     assert f"config/table.toml {etc}/table.toml" in out
+    assert f"-m controller.service.integrity write {etc}/program.manifest" in out
     assert f"systemd/firebet.service {tmp_path}/units/firebet.service" in out
     lines = out.splitlines()
     order = [
