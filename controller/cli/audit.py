@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import argparse
 import csv
-import getpass
 import json
+import os
+import pwd
 import sys
 from typing import Any, TextIO
 
 from controller.cli import options as paths
 from controller.cli.dealer import call
+from controller.control.protocol import identify
 from controller.core.engine import Engine
 from controller.core.errors import (
     FirebetError,
@@ -137,6 +139,20 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def os_actor() -> str:
+    """Who runs this command, from the kernel's user id (never from the environment):
+    ``"alice(1001)"``, or ``"root(0) via sudo from alice(1001)"`` under sudo."""
+    actor = identify(os.getuid(), os.getgid()).actor
+    sudo_uid = os.environ.get("SUDO_UID", "")
+    if os.getuid() == 0 and sudo_uid.isascii() and sudo_uid.isdigit():
+        try:
+            name = pwd.getpwuid(int(sudo_uid)).pw_name
+        except (KeyError, OverflowError):
+            name = sudo_uid
+        actor += f" via sudo from {name}({int(sudo_uid)})"
+    return actor
+
+
 def run_clear_halt(args: argparse.Namespace) -> int:
     """Lift ``halted`` through the running service, or offline when none runs; journaled."""
     reply = _service(args, "clear-halt", note=args.note or "")
@@ -145,10 +161,15 @@ def run_clear_halt(args: argparse.Namespace) -> int:
             raise FirebetError(str(reply.get("error")))
         print(f"halt cleared through the service; was: {reply.get('cleared')}")
         return 0
+    if args.actor is not None:
+        raise UsageError(
+            f"--actor is not taken: the journal records who you are as the OS says "
+            f"({os_actor()}); put free text in --note"
+        )
     config = paths.load(args)
     engine = Engine(config.firebet)
     journal = Journal.open(paths.state_dir(args.state_dir), config)
-    actor = args.actor or getpass.getuser()
+    actor = os_actor()
     with journal:
         recovered = journal.recover(engine)
         if recovered.halted is None:
@@ -189,7 +210,7 @@ def register(subparsers: Any) -> None:
     clear = subparsers.add_parser(
         "clear-halt", help="technician: lift halted after the cause is fixed (journaled)"
     )
-    clear.add_argument("--actor", help="who clears it (default: the OS user)")
-    clear.add_argument("--note", help="what was done about the cause")
+    clear.add_argument("--actor", help=argparse.SUPPRESS)  # refused: the OS says who
+    clear.add_argument("--note", help="what was done about the cause (free text, journaled)")
     _common(clear)
     clear.set_defaults(func=run_clear_halt)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from types import FrameType
@@ -15,6 +16,8 @@ from drivers.pins import make_pin_factory
 from drivers.serial_reader import SerialDiceReader
 
 log = logging.getLogger("firebet")
+
+UMASK = 0o027  # state directory 0750, journal 0640, whoever started the service (SPEC §6)
 
 
 def install_signal_handlers(controller: Controller) -> None:
@@ -29,6 +32,7 @@ def install_signal_handlers(controller: Controller) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    os.umask(UMASK)  # before any file is made: outside systemd nobody else sets it
     logging.basicConfig(
         level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )

@@ -66,7 +66,7 @@ class Service:
         self.notify: Notifications | None = None
         self.starts = 0
 
-    def start(self, **extra_env: str) -> None:
+    def start(self, umask: int = -1, **extra_env: str) -> None:
         self.starts += 1
         if self.notify is not None:
             self.notify.close()
@@ -79,7 +79,7 @@ class Service:
                 "--serial", self.device.port, "--pin-factory", "mock",
                 "--state-dir", str(self.state), "--socket", str(self.sock),
             ],
-            stdout=log, stderr=subprocess.STDOUT, text=True, env=env,
+            stdout=log, stderr=subprocess.STDOUT, text=True, env=env, umask=umask,
         )  # fmt: skip
         log.close()
         wait_for(lambda: self.notify is not None and self.notify.first("READY=1") is not None, 15)
@@ -228,3 +228,14 @@ def test_a_matching_manifest_runs_and_status_shows_the_digest(
     assert status["program"] == {
         "digest": digest, "manifest": str(manifest), "ok": True, "problem": None,
     }  # fmt: skip
+
+
+@pytest.mark.slow
+def test_run_sets_its_own_umask_whatever_it_was_started_with(service: Service) -> None:
+    service.start(umask=0o000)  # a careless shell: files would be world-writable
+    journal = service.state / "journal.db"
+    wait_for(journal.exists)
+    assert oct(service.state.stat().st_mode & 0o777) == oct(0o750)
+    assert oct(journal.stat().st_mode & 0o777) == oct(0o640)
+    for extra in service.state.iterdir():  # -wal, -shm, the lock: nothing for "other"
+        assert extra.stat().st_mode & 0o007 == 0, extra

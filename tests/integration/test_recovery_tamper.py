@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from controller.journal.store import Journal, canonical, record_hash
 from tests.support import run_firebet as firebet
 
 ENGINE = Engine()
+OS_ACTOR = f"{pwd.getpwuid(os.getuid()).pw_name}({os.getuid()})"  # who the kernel says we are
 
 
 def build(state_dir: Path) -> Path:
@@ -150,13 +152,14 @@ def test_tampered_record_is_caught_halts_and_clear_halt_lifts_it(tmp_path: Path,
             halts = [r for r in journal.records() if r.kind == "halt"]
             assert len(halts) == 1
 
-    cleared = firebet("clear-halt", "--state-dir", str(tmp_path), "--actor", "tech-tom")
+    cleared = firebet("clear-halt", "--state-dir", str(tmp_path), "--note", "tech-tom checked")
     assert cleared.returncode == 0, cleared.stderr
     with Journal(path) as journal:
         recovered = journal.recover(ENGINE)
         assert recovered.halted is None
         last = journal.last()
-        assert last is not None and last.kind == "clear_halt" and last.actor == "tech-tom"
+        assert last is not None and last.kind == "clear_halt" and last.actor == OS_ACTOR
+        assert last.data()["note"] == "tech-tom checked"
         assert last.data()["cleared"]["record"] == bad
         journal.apply(ENGINE, Roll(1, 2, seq=99))  # the game goes on
     verify = firebet("journal", "verify", "--state-dir", str(tmp_path))
@@ -206,13 +209,13 @@ def test_unreadable_file_halts_persistently_even_without_writing(
     with Journal(path) as journal:
         assert journal.recover(ENGINE).halted is not None
     assert not path.exists()
-    cleared = firebet("clear-halt", "--state-dir", str(tmp_path), "--actor", "tech-tom")
+    cleared = firebet("clear-halt", "--state-dir", str(tmp_path), "--note", "moved aside")
     assert cleared.returncode == 0, cleared.stderr
     with Journal(path) as journal:
         recovered = journal.recover(ENGINE)
         assert recovered.halted is None
         kinds = [(r.kind, r.actor) for r in journal.records()]
-        assert kinds == [("start", "journal"), ("clear_halt", "tech-tom")]
+        assert kinds == [("start", "journal"), ("clear_halt", OS_ACTOR)]
 
 
 def test_missing_journal_beside_its_wal_is_halted_not_fresh(tmp_path: Path) -> None:
@@ -223,3 +226,27 @@ def test_missing_journal_beside_its_wal_is_halted_not_fresh(tmp_path: Path) -> N
         halted = journal.recover(ENGINE).halted
         assert halted is not None and "missing" in halted.reason
     assert not path.exists()
+
+
+def test_offline_clear_halt_journals_the_os_user_not_free_text(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    flip_payload_byte(path)
+    assert firebet("journal", "verify", "--state-dir", str(tmp_path)).returncode == 4
+    # the old --actor took any text ("alice-the-technician" for root): now refused, exit 2
+    forged = firebet("clear-halt", "--state-dir", str(tmp_path), "--actor", "alice-the-tech")
+    assert forged.returncode == 2, forged.stderr
+    assert "--actor is not taken" in forged.stderr and OS_ACTOR in forged.stderr
+    # nor do the environment's names count: only the kernel's user id
+    env = dict(os.environ, USER="mallory", LOGNAME="mallory", USERNAME="mallory")
+    env.pop("SUDO_UID", None)
+    cleared = firebet(
+        "clear-halt", "--state-dir", str(tmp_path), "--note", "alice-the-tech: disk swapped",
+        env=env,
+    )  # fmt: skip
+    assert cleared.returncode == 0, cleared.stderr
+    assert f"halt cleared by {OS_ACTOR}" in cleared.stdout
+    with Journal(path) as journal:
+        journal.recover(ENGINE)
+        last = journal.last()
+        assert last is not None and last.kind == "clear_halt"
+        assert (last.actor, last.data()["note"]) == (OS_ACTOR, "alice-the-tech: disk swapped")
