@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: sim test lint typecheck bench install-service clean
+.PHONY: sim test test-stress lint typecheck bench install-service clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (Python 3.11): install it or run make PYTHON=python3"; exit 1; }
@@ -20,6 +20,11 @@ sim: $(STAMP)
 
 test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest
+
+# the suite RUNS times while two busy loops keep both cores busy: no test may need luck
+RUNS ?= 10
+test-stress: $(STAMP)
+	PYTHON=$(BIN)/python tests/stress.sh $(RUNS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check controller drivers tests bench

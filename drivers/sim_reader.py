@@ -387,7 +387,7 @@ class SimulatedReader:
         with self._lock:
             return len(self._queue) + (self._pending is not None)
 
-    def wait_acked(self, seq: int, timeout: float = 2.0) -> bool:
+    def wait_acked(self, seq: int, timeout: float = 30.0) -> bool:
         """Wait until an ACK for ``seq`` arrived; False on timeout."""
         with self._acked_cv:
             return self._acked_cv.wait_for(lambda: seq in self.acked, timeout)

@@ -57,3 +57,10 @@ def running_table(tmp_path: Path) -> Iterator[support.RunningTable]:
         table.controller.close()
         table.device.stop()
         table.factory.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every end-to-end test starts real processes: mark it ``slow``."""
+    for item in items:
+        if "/tests/e2e/" in str(item.path).replace("\\", "/"):
+            item.add_marker(pytest.mark.slow)

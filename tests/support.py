@@ -114,7 +114,7 @@ class RunningTable:
         wait_for(lambda: set(self.device.transmissions) - before != set())
         (seq,) = set(self.device.transmissions) - before
         if acked:
-            assert self.device.wait_acked(seq, timeout=5.0), f"roll {d1} {d2} (seq {seq}) not ACKed"
+            assert self.device.wait_acked(seq, timeout=30), f"roll {d1} {d2} (seq {seq}) not ACKed"
         return seq
 
     def make(self, *points: int) -> None:
@@ -138,7 +138,7 @@ def start_table(
 ) -> tuple[RunningTable, threading.Thread]:
     device = SimulatedReader(heartbeat_s=0.1, retransmit_s=0.1)
     device.start()
-    reader = SerialDiceReader(device.port, 9600, heartbeat_timeout_s=0.6, backoff_max_s=0.2)
+    reader = SerialDiceReader(device.port, 9600, heartbeat_timeout_s=2.0, backoff_max_s=0.2)
     factory = MockFactory(pin_class=MockPWMPin)
     controller = Controller(
         config or load_config(), state, reader=reader, pin_factory=factory, socket_path=sock

@@ -20,8 +20,11 @@ from controller.core.commands import Command, ReaderFault, ReaderHello, ReaderOk
 from drivers.reader import DiceReader, ReaderStatus
 from drivers.serial_reader import SerialDiceReader
 from drivers.sim_reader import SimulatedReader
+from tests.support import wait_for
 
-HB_TIMEOUT = 0.4
+# long enough that a busy machine's pauses never look like a silent reader
+HB_TIMEOUT = 2.0
+DEADLINE = 30.0  # for what must happen: only a hang reaches it
 
 
 class Posted:
@@ -33,7 +36,7 @@ class Posted:
     def __call__(self, command: Command) -> None:
         self.q.put(command)
 
-    def next(self, kind: type[Command], timeout: float = 2.0) -> Command:
+    def next(self, kind: type[Command], timeout: float = DEADLINE) -> Command:
         """The next command of ``kind``; anything else on the way must not be a Roll."""
         deadline = time.monotonic() + timeout
         while True:
@@ -86,7 +89,7 @@ class ReaderContract:
     def posted(self, reader: SerialDiceReader, sim: SimulatedReader) -> Posted:
         out = Posted()
         reader.start(out)
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + DEADLINE
         while reader.status().counters["ok"] == 0:  # wait until heartbeats flow
             assert time.monotonic() < deadline, "no frame from the simulated reader"
             time.sleep(0.01)
@@ -136,8 +139,7 @@ class ReaderContract:
         for _ in copies:
             reader.ack(seq)
         assert sim.wait_acked(seq)
-        time.sleep(0.15)
-        assert sim.acked.count(seq) == 3
+        wait_for(lambda: sim.acked.count(seq) == 3, what="three ACKs")
         sent = sim.transmissions[seq]
         time.sleep(0.3)
         assert sim.transmissions[seq] == sent
@@ -147,7 +149,7 @@ class ReaderContract:
         self, sim: SimulatedReader, reader: SerialDiceReader, posted: Posted
     ) -> None:
         sim.silence()
-        fault = posted.next(ReaderFault, timeout=HB_TIMEOUT + 1)
+        fault = posted.next(ReaderFault)
         assert isinstance(fault, ReaderFault) and fault.code == "HEARTBEAT"
         assert reader.status().fault == "HEARTBEAT"
         assert reader.status().connected
@@ -183,7 +185,7 @@ class ReaderContract:
         sim.send_raw(b"$ROLL,9,7,1*" + b"00\r\n")
         sim.send_raw(b"$ROLL,9,\xff,1*00\r\n")
         sim.send_raw(b"$" + b"7" * 200 + b"\r\n")
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + DEADLINE
         while reader.status().counters["overlong"] == 0:
             assert time.monotonic() < deadline
             time.sleep(0.01)
@@ -199,7 +201,7 @@ class ReaderContract:
         for _ in range(40):
             sim.send_garbage(256)
         sim.throw(2, 6)
-        roll = posted.next(Roll, timeout=3)
+        roll = posted.next(Roll)
         assert isinstance(roll, Roll) and (roll.d1, roll.d2) == (2, 6)
         status = reader.status()
         assert status.connected and status.fault is None
@@ -218,7 +220,7 @@ class ReaderContract:
         reader.ack(1)  # a port that is gone: logged, never raised
         time.sleep(0.2)  # a few reopen tries fail
         sim.replug()
-        posted.next(ReaderOk, timeout=3)
+        posted.next(ReaderOk)
         assert reader.status().connected
         # the un-ACKed roll comes again with its seq
         again = posted.next(Roll)
