@@ -72,8 +72,9 @@ def test_reader_fault_blinks_and_allows_manual_rolls(running_table: RunningTable
 
 def test_heartbeat_loss_is_a_reader_fault_and_recovers(running_table: RunningTable) -> None:
     table = running_table
-    table.device.silence(1.5)
+    table.device.silence()
     wait_for(lambda: table.status()["mode"] == "reader_fault")
+    table.device.speak()
     wait_for(lambda: table.status()["mode"] == "running")
     assert table.status()["meters"]["faults"] >= 1
 
