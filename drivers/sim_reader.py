@@ -382,6 +382,18 @@ class SimulatedReader:
             return self._pending.seq if self._pending is not None else None
 
     @property
+    def plugged(self) -> bool:
+        """Whether the cable is in (see :meth:`unplug`)."""
+        with self._lock:
+            return self._plugged
+
+    @property
+    def silent(self) -> bool:
+        """Whether a :meth:`silence` is in force."""
+        with self._lock:
+            return time.monotonic() < self._silent_until
+
+    @property
     def rolls_waiting(self) -> int:
         """Rolls not yet ACKed: the pending one and those queued behind it."""
         with self._lock:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import select
 import sys
 from collections.abc import Sequence
 
@@ -21,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "controller.cli.run",
     "controller.cli.sim",
     "controller.cli.dealer",
+    "controller.cli.bench",
     "controller.cli.audit",
     "controller.cli.diag",
     "controller.cli.doctor",
@@ -42,8 +45,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stdout_closed() -> bool:
+    """Whether the reader of our standard output went away (``| head`` has read enough)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
+        return False
+    poller = select.poll()
+    poller.register(fd, 0)  # POLLERR and POLLHUP are reported whatever is asked for
+    return any(mask & (select.POLLERR | select.POLLHUP) for _, mask in poller.poll(0))
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at /dev/null, so the flush at exit has nowhere to fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one firebet command; returns its exit code."""
+    """Run one firebet command; returns its exit code.
+
+    A broken pipe on standard output (``firebet export --format csv | head -1``)
+    ends any command quietly with exit 0: the reader had what it wanted.
+    """
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # here, not at exit, where a closed pipe is only reported
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise  # a socket's broken pipe is a real failure, not ``| head``
+        _quiet_stdout()
+        return 0
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -11,13 +11,19 @@ from types import FrameType
 from typing import Any
 
 from controller.cli import options as paths
+from controller.core.errors import UsageError
 from controller.service.controller import Controller
 from drivers.pins import make_pin_factory
 from drivers.serial_reader import SerialDiceReader
+from drivers.sim_reader import SimulatedReader
 
 log = logging.getLogger("firebet")
 
 UMASK = 0o027  # state directory 0750, journal 0640, whoever started the service (SPEC §6)
+
+# the simulated reader's port: a symlink in the state directory kept pointing at its
+# pseudo-terminal, stable across unplug/replug as /dev/serial/by-id/... is
+SIM_READER_LINK = "sim-reader.tty"
 
 
 def install_signal_handlers(controller: Controller) -> None:
@@ -37,31 +43,51 @@ def run(args: argparse.Namespace) -> int:
         level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     logging.getLogger("transitions").setLevel(logging.WARNING)  # a line per callback otherwise
+    if args.simulated_reader and args.serial:
+        raise UsageError("--serial and --simulated-reader exclude each other: give one")
+    if args.sim_interval is not None and not args.simulated_reader:
+        raise UsageError("--sim-interval needs --simulated-reader")
+    if args.sim_interval is not None and not args.sim_interval > 0:
+        raise UsageError(f"--sim-interval must be more than 0 seconds, not {args.sim_interval}")
     config = paths.load(args)
     state = paths.state_dir(args.state_dir)
-    port = args.serial or config.reader.port
-    reader = SerialDiceReader(port, config.reader.baud, config.reader.heartbeat_timeout_s)
-    controller = Controller(
-        config,
-        state,
-        reader=reader,
-        pin_factory=make_pin_factory(args.pin_factory),
-        socket_path=paths.socket_path(config, args.socket, state),
-    )
-    install_signal_handlers(controller)
+    device: SimulatedReader | None = None
+    if args.simulated_reader:
+        # a fake reader device on a pseudo-terminal: the real driver reads it unchanged
+        state.mkdir(parents=True, exist_ok=True)
+        device = SimulatedReader(
+            seed=args.sim_seed, interval_s=args.sim_interval, link=state / SIM_READER_LINK
+        ).start()
+        port = device.port
+    else:
+        port = args.serial or config.reader.port
     try:
-        controller.start()
-        log.info(
-            "ready in %.3f s: table %s, reader %s, socket %s, state %s",
-            controller.ready_after_s or 0.0,
-            config.table.id,
-            port,
-            controller.socket_path,
+        reader = SerialDiceReader(port, config.reader.baud, config.reader.heartbeat_timeout_s)
+        controller = Controller(
+            config,
             state,
+            reader=reader,
+            pin_factory=make_pin_factory(args.pin_factory),
+            socket_path=paths.socket_path(config, args.socket, state),
+            simulated_reader=device,
         )
-        controller.serve()
+        install_signal_handlers(controller)
+        try:
+            controller.start()
+            log.info(
+                "ready in %.3f s: table %s, reader %s, socket %s, state %s",
+                controller.ready_after_s or 0.0,
+                config.table.id,
+                f"simulated on {port} (firebet sim-reader ACTION)" if device else port,
+                controller.socket_path,
+                state,
+            )
+            controller.serve()
+        finally:
+            controller.close()
     finally:
-        controller.close()
+        if device is not None:
+            device.stop()
     log.info("stopped")
     return 0
 
@@ -78,5 +104,24 @@ def register(subparsers: Any) -> None:
         "--pin-factory",
         metavar="NAME",
         help="gpiozero pin factory: lgpio, rpigpio, pigpio, native or mock (default: gpiozero's)",
+    )
+    bench = p.add_argument_group(
+        "bench testing without a reader (docs/bench.md)",
+    )
+    bench.add_argument(
+        "--simulated-reader",
+        action="store_true",
+        help="read a simulated dice reader on a pseudo-terminal instead of --serial; "
+        "drive it with firebet sim-reader ACTION",
+    )
+    bench.add_argument(
+        "--sim-interval",
+        type=float,
+        metavar="S",
+        help="the simulated reader also throws random dice every S seconds (default: only "
+        "when told)",
+    )
+    bench.add_argument(
+        "--sim-seed", type=int, metavar="N", help="seed for the simulated reader's random dice"
     )
     p.set_defaults(func=run)

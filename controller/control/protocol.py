@@ -57,6 +57,7 @@ ROLES: dict[str, Role] = {
     "clear-halt": Role.TECHNICIAN,
     "diagnostics-on": Role.TECHNICIAN,
     "diagnostics-off": Role.TECHNICIAN,
+    "sim-reader": Role.TECHNICIAN,
 }
 
 # ops the server answers itself, without calling the handler

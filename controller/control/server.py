@@ -14,7 +14,8 @@ Who may do what is decided here, from the peer's kernel credentials
 * ``dealer`` -- the dealer group, the technician group, root or the service's own
   user: ``roll``, ``void``, ``surrender``, ``bet``, ``cancel``, ``ack``;
 * ``technician`` -- the technician group, root or the service's own user:
-  ``clear-halt``, ``diagnostics-on``, ``diagnostics-off``.
+  ``clear-halt``, ``diagnostics-on``, ``diagnostics-off``, ``sim-reader`` (a bench
+  service's simulated reader).
 
 The handler gets a :class:`Request` whose ``actor`` ("alice(1001)") goes into
 the journal with every state change.

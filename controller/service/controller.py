@@ -49,11 +49,12 @@ from controller.core.lamps import (
 from controller.core.lamps import view_from_state as lights_view
 from controller.core.state import TableState
 from controller.journal.store import Journal, JournalHalted, JournalWriteError
-from controller.service import notify
+from controller.service import bench, notify
 from controller.service.integrity import ProgramCheck, check_program
 from drivers.buttons import DealerButtons
 from drivers.lights import MarkerLights
 from drivers.reader import DiceReader, now_iso
+from drivers.sim_reader import SimulatedReader
 
 log = logging.getLogger("firebet.service")
 
@@ -109,6 +110,7 @@ class Controller:
         lights_timing: Any = None,
         on_change: Callable[[Published], None] | None = None,
         program: ProgramCheck | None = None,
+        simulated_reader: SimulatedReader | None = None,
     ) -> None:
         self.config = config
         self.state_dir = Path(state_dir)
@@ -118,6 +120,7 @@ class Controller:
         self.lights_timing = lights_timing
         self.on_change = on_change
         self.program = program  # checked at start unless given
+        self.simulated_reader = simulated_reader  # the bench device ``sim-reader`` drives
         self.engine = Engine(config.firebet)
         self.queue: queue.Queue[Command | _Job | _Stop | _Halt] = queue.Queue()
         self.full_check: str | None = None  # "running", "ok" or what it found
@@ -423,6 +426,8 @@ class Controller:
         """Called on a socket thread: status is answered at once, the rest by the engine."""
         if request.op == "status":
             return self.status()
+        if request.op == "sim-reader":
+            return bench.act(self.simulated_reader, request.args)
         job = _Job(request)
         self.queue.put(job)
         if not job.done.wait(timeout=10.0):

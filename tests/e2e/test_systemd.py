@@ -256,7 +256,12 @@ def test_makefile_has_install_service_target() -> None:
 
 # the documentation uses the command-line contract ------------------------------------------
 
-DOCS = [ROOT / "docs" / "install.md", ROOT / "docs" / "runbook.md", ROOT / "systemd" / "README.md"]
+DOCS = [
+    ROOT / "docs" / "install.md",
+    ROOT / "docs" / "runbook.md",
+    ROOT / "docs" / "bench.md",
+    ROOT / "systemd" / "README.md",
+]
 
 
 def documented_commands(*, full_only: bool = False) -> list[tuple[str, str]]:

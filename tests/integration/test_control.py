@@ -268,7 +268,7 @@ def test_roles_table_covers_every_client_op() -> None:
         "roll", "void", "surrender", "bet", "cancel", "ack",
     }  # fmt: skip
     assert {op for op, r in ROLES.items() if r is Role.TECHNICIAN} == {
-        "clear-halt", "diagnostics-on", "diagnostics-off",
+        "clear-halt", "diagnostics-on", "diagnostics-off", "sim-reader",
     }  # fmt: skip
     assert set(ROLES) >= BUILTIN_OPS
 

@@ -1,0 +1,146 @@
+"""The simulated reader of ``firebet run --simulated-reader``, driven through the socket.
+
+A bench tester has no dice reader: the service then starts a
+:class:`~drivers.sim_reader.SimulatedReader` device on a pseudo-terminal and
+reads it with the real :class:`~drivers.serial_reader.SerialDiceReader`, so every
+frame goes through the same driver, engine, journal and ACK as at a live table.
+The ``sim-reader`` request (``firebet sim-reader ACTION``, technician) makes the
+device throw, fault, go silent, be unplugged or send garbage; see ``docs/bench.md``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from controller.core.errors import UsageError
+from drivers.sim_reader import SimulatedReader
+
+ACTIONS: dict[str, str] = {
+    "throw": "throw the dice (D1 D2, or random); waits for the controller's ACK",
+    "fault": "the reader raises a fault (CODE, default CAMERA)",
+    "ok": "the reader clears its fault (OK frame)",
+    "noroll": "an invalid throw (REASON, default COCKED)",
+    "garbage": "N random bytes of line noise (default 48) and a ROLL with a bad checksum",
+    "silence": "say nothing for S seconds (default: until speak): a HEARTBEAT fault",
+    "speak": "end a silence",
+    "unplug": "pull the cable: the port vanishes (PORT_LOST)",
+    "replug": "plug the cable back in",
+    "hello": "the reader restarts: HELLO, sequence numbers from 0",
+}
+
+ACK_WAIT_S = 5.0  # how long a throw waits for its ACK before saying it is still pending
+SEND_WAIT_S = 2.0  # how long a throw waits for the reader to put it on the line
+
+
+def _text(args: Mapping[str, Any], name: str, default: str) -> str:
+    value = args.get(name, default)
+    if not isinstance(value, str) or not value or not value.isascii() or not value.isalnum():
+        raise UsageError(f"{name} must be letters and digits, not {value!r}")
+    return value.upper()
+
+
+def _number(args: Mapping[str, Any], name: str, default: float | None, low: float) -> float | None:
+    value = args.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < low:
+        raise UsageError(f"{name} must be a number of at least {low:g}, not {value!r}")
+    return float(value)
+
+
+def _die(args: Mapping[str, Any], name: str) -> int:
+    value = args.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 6:
+        raise UsageError(f"{name} must be a die from 1 to 6, not {value!r}")
+    return value
+
+
+def _throw(device: SimulatedReader, args: Mapping[str, Any]) -> dict[str, Any]:
+    if args.get("d1") is None and args.get("d2") is None:
+        rng = random.Random()
+        d1, d2 = rng.randint(1, 6), rng.randint(1, 6)
+    else:
+        d1, d2 = _die(args, "d1"), _die(args, "d2")
+    wait_s = _number(args, "wait", ACK_WAIT_S, 0.0) or 0.0
+    before = set(device.transmissions)
+    device.throw(d1, d2)
+    seq: int | None = None
+    deadline = time.monotonic() + min(wait_s, SEND_WAIT_S)
+    while True:
+        fresh = set(device.transmissions) - before
+        if fresh:
+            seq = max(fresh)
+            break
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.005)
+    said = f"thrown {d1} {d2}"
+    if seq is None:
+        if not device.plugged:
+            why = "the reader is unplugged: it goes out when plugged back in"
+        elif device.silent:
+            why = "the reader is silent: it goes out when it speaks again"
+        else:
+            why = "the reader still waits for the ACK of an earlier roll"
+        return {"ok": True, "dice": [d1, d2], "seq": None, "acked": False, "said": f"{said}; {why}"}
+    acked = device.wait_acked(seq, timeout=wait_s)
+    if acked:
+        said += f" (seq {seq}): ACKed by the controller"
+    else:
+        said += (
+            f" (seq {seq}): not ACKed within {wait_s:g} s; the reader repeats it until it is "
+            "(the controller does not ACK while halted or in diagnostics mode)"
+        )
+    return {"ok": True, "dice": [d1, d2], "seq": seq, "acked": acked, "said": said}
+
+
+def act(device: SimulatedReader | None, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Carry out one ``sim-reader`` request on the device; the reply says what happened."""
+    if device is None:
+        return {
+            "ok": False,
+            "error": "this service reads a real dice reader; a simulated one is driven only "
+            "when the service runs with firebet run --simulated-reader",
+        }
+    action = args.get("action")
+    if action not in ACTIONS:
+        known = ", ".join(ACTIONS)
+        raise UsageError(f"unknown simulated reader action {action!r}; one of: {known}")
+    if action == "throw":
+        return _throw(device, args)
+    if action == "fault":
+        code = _text(args, "code", "CAMERA")
+        device.fault(code)
+        said = f"reader fault {code} raised: manual rolls are taken (firebet roll D1 D2)"
+    elif action == "ok":
+        device.clear_fault()
+        said = "reader fault cleared (OK frame sent)"
+    elif action == "noroll":
+        reason = _text(args, "reason", "COCKED")
+        device.noroll(reason)
+        said = f"NOROLL {reason} sent"
+    elif action == "garbage":
+        size = int(_number(args, "size", 48, 1) or 48)
+        device.send_garbage(min(size, 4096))
+        device.send_bad_checksum()
+        said = f"{min(size, 4096)} bytes of garbage and a ROLL with a bad checksum sent"
+    elif action == "silence":
+        seconds = _number(args, "seconds", None, 0.0)
+        device.silence(seconds)
+        said = "reader silent " + (f"for {seconds:g} s" if seconds is not None else "until speak")
+    elif action == "speak":
+        device.speak()
+        said = "reader speaks again"
+    elif action == "unplug":
+        device.unplug()
+        said = "reader unplugged: the port is gone"
+    elif action == "replug":
+        device.replug()
+        said = "reader plugged back in"
+    else:
+        device.hello()
+        said = "reader restarted: HELLO sent"
+    return {"ok": True, "said": said}

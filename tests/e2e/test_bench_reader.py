@@ -1,0 +1,135 @@
+"""`firebet run --simulated-reader` driven by `firebet sim-reader` as a bench tester does
+(issue 14.3, docs/bench.md): throw, fault and manual roll, garbage, unplug and replug,
+silence, all through the real driver, engine and journal."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import PROCESS_DEADLINE_S, ROOT, RunningTable, run_firebet, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+class Bench:
+    """A `firebet run --simulated-reader` process and its state directory."""
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        self.log = state.parent / "service.log"
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable, "-m", "controller", "run", "--simulated-reader",
+                    "--pin-factory", "mock", "--state-dir", str(state),
+                ],
+                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True,
+            )  # fmt: skip
+
+    def firebet(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return run_firebet(*args, "--state-dir", str(self.state))
+
+    def status(self) -> dict[str, Any]:
+        proc = self.firebet("status", "--json")
+        assert proc.returncode == 0, proc.stderr
+        reply: dict[str, Any] = json.loads(proc.stdout)
+        return reply
+
+    def up(self) -> bool:
+        return self.firebet("status", "--json").returncode == 0
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=PROCESS_DEADLINE_S)
+
+
+@pytest.fixture
+def bench(tmp_path: Path) -> Iterator[Bench]:
+    b = Bench(tmp_path / "state")
+    try:
+        wait_for(b.up, what="the bench service's socket")
+        yield b
+    finally:
+        b.stop()
+
+
+def test_a_bench_service_is_driven_from_the_command_line(bench: Bench) -> None:
+    out = bench.firebet("sim-reader", "throw", "4", "4")
+    assert out.returncode == 0, out.stderr
+    assert "thrown 4 4" in out.stdout and "ACKed by the controller" in out.stdout
+    s = bench.status()
+    assert s["last_roll"] == [4, 4] and s["point"] == 8 and s["mode"] == "running"
+    assert s["reader"]["port"] == str(bench.state / "sim-reader.tty")
+
+    # a reader fault lets the dealer enter a roll by hand, as at a live table
+    assert bench.firebet("roll", "3", "3").returncode == 1
+    assert bench.firebet("sim-reader", "fault", "camera").returncode == 0
+    wait_for(lambda: bench.status()["reader"]["fault"] == "CAMERA", what="the CAMERA fault")
+    assert bench.status()["mode"] == "reader_fault"
+    manual = bench.firebet("roll", "4", "4")
+    assert manual.returncode == 0, manual.stderr
+    assert bench.status()["points"] == [8]
+    assert bench.firebet("sim-reader", "ok").returncode == 0
+    wait_for(lambda: bench.status()["mode"] == "running", what="the fault to clear")
+
+    # garbage is counted, never applied
+    rolls = bench.status()["rolls"]
+    assert bench.firebet("sim-reader", "garbage", "64").returncode == 0
+    wait_for(lambda: bench.status()["reader"]["counters"]["bad_checksum"] >= 1)
+    assert bench.status()["rolls"] == rolls
+
+    # the cable pulled: PORT_LOST; a throw waits in the reader until it is plugged back in
+    assert bench.firebet("sim-reader", "unplug").returncode == 0
+    wait_for(lambda: bench.status()["reader"]["fault"] == "PORT_LOST", what="PORT_LOST")
+    held = bench.firebet("sim-reader", "throw", "2", "3")
+    assert held.returncode == 0 and "unplugged" in held.stdout
+    assert bench.firebet("sim-reader", "replug").returncode == 0
+    wait_for(lambda: bench.status()["last_roll"] == [2, 3], what="the held throw")
+    wait_for(lambda: bench.status()["mode"] == "running", what="the port to come back")
+
+    # silence: a HEARTBEAT fault after the timeout, gone when the reader speaks again
+    assert bench.firebet("sim-reader", "silence").returncode == 0
+    wait_for(lambda: bench.status()["reader"]["fault"] == "HEARTBEAT", what="HEARTBEAT")
+    assert bench.firebet("sim-reader", "speak").returncode == 0
+    wait_for(lambda: bench.status()["mode"] == "running", what="the heartbeat to return")
+
+    random_throw = bench.firebet("sim-reader", "throw", "--json")
+    reply = json.loads(random_throw.stdout)
+    assert reply["acked"] is True and bench.status()["last_roll"] == reply["dice"]
+
+    history = bench.firebet("history", "--json")
+    # (the random throw may have been a seven-out that ended the hand)
+    rolls_in_journal = [
+        r for line in history.stdout.splitlines() for r in json.loads(line)["rolls"]
+    ]
+    assert rolls_in_journal[:3] == [[4, 4], [4, 4], [2, 3]]
+
+
+def test_sim_reader_bad_usage_exits_2_before_asking(tmp_path: Path) -> None:
+    where = ("--state-dir", str(tmp_path))
+    for args in (("throw", "3"), ("throw", "7", "1"), ("garbage", "0"), ("fault", "CAM ERA")):
+        proc = run_firebet("sim-reader", *args, *where)
+        assert proc.returncode == 2, (args, proc.stderr)
+    nobody = run_firebet("sim-reader", "throw", *where)
+    assert nobody.returncode == 3 and "not running" in nobody.stderr
+
+
+def test_run_refuses_serial_beside_the_simulated_reader(tmp_path: Path) -> None:
+    proc = run_firebet(
+        "run", "--simulated-reader", "--serial", "/dev/ttyUSB0", "--state-dir", str(tmp_path)
+    )
+    assert proc.returncode == 2 and "--serial and --simulated-reader" in proc.stderr
+
+
+def test_a_service_on_a_real_reader_says_how_to_get_a_simulated_one(
+    running_table: RunningTable,
+) -> None:
+    reply = running_table.ask("sim-reader", action="throw", d1=3, d2=4)
+    assert reply["ok"] is False and "firebet run --simulated-reader" in reply["error"]
