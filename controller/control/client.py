@@ -1,25 +1,44 @@
-"""The client's end of the control socket (``firebet status``, ``bet``, ...)."""
+"""The client's end of the control socket (``firebet status``, ``bet``, ...).
+
+Every request carries a fresh ``id`` and the deadline the client will honour
+(:mod:`controller.control.protocol`): the client waits the deadline plus
+:data:`~controller.control.protocol.CLIENT_GRACE_S` for the answer, longer than
+the service may take to start and finish it. When the service says ``busy``, or
+the connection drops before the reply, the very same request (same id) is sent
+again until the deadline: the service applies it once.
+"""
 
 from __future__ import annotations
 
 import json
 import socket
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
-from controller.control.protocol import encode
+from controller.control.protocol import CLIENT_GRACE_S, DEFAULT_DEADLINE_MS, encode
 from controller.core.errors import FirebetError, ServiceUnreachable
+
+_RETRY_PAUSE_S = (0.05, 0.1, 0.2, 0.5)  # between retries of a busy request
 
 
 class ControlClient:
     """A client's end of the control socket; keeps one connection for many requests."""
 
-    def __init__(self, path: Path | str, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        timeout: float = DEFAULT_DEADLINE_MS / 1000,
+        grace: float = CLIENT_GRACE_S,
+    ) -> None:
+        """``timeout``: the deadline sent with each request (the service never starts it
+        later); the client waits ``grace`` longer for the reply."""
         self.path = Path(path)
         self.timeout = timeout
+        self.grace = grace
         self._sock: socket.socket | None = None
         self._file: Any = None
-        self._next_id = 0
 
     def _unreachable(self, why: str) -> ServiceUnreachable:
         return ServiceUnreachable(
@@ -31,9 +50,23 @@ class ControlClient:
         if self._sock is not None:
             return
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-        sock.settimeout(self.timeout)
+        sock.settimeout(self.timeout + self.grace)
+        give_up = time.monotonic() + self.timeout
         try:
-            sock.connect(str(self.path))
+            while True:
+                try:
+                    sock.connect(str(self.path))
+                    break
+                except BlockingIOError:  # the listen queue is full (a flood): wait a turn
+                    if time.monotonic() > give_up:
+                        raise
+                    time.sleep(0.02)
+        except BlockingIOError as exc:
+            sock.close()
+            raise FirebetError(
+                f"the control socket {self.path} is flooded with connections: "
+                f"none accepted within {self.timeout:g} s; try again"
+            ) from exc
         except FileNotFoundError as exc:
             sock.close()
             raise self._unreachable(f"no control socket at {self.path}") from exc
@@ -54,26 +87,61 @@ class ControlClient:
         self._file = sock.makefile("rb")
 
     def request(self, op: str, **args: Any) -> dict[str, Any]:
-        """Send one request and return the service's reply (``ok`` false included)."""
+        """Send one request and return the service's reply (``ok`` false included).
+
+        Raises :class:`ServiceUnreachable` (exit 3) when there is no service or it
+        did not answer in time, :class:`FirebetError` (exit 1) when it stayed busy.
+        """
+        request_id = uuid.uuid4().hex
+        deadline_ms = max(1, round(self.timeout * 1000))
+        data = encode({"op": op, "args": args, "id": request_id, "deadline_ms": deadline_ms})
+        give_up = time.monotonic() + self.timeout + self.grace
+        pauses = iter(_RETRY_PAUSE_S)
+        while True:
+            reply = self._exchange(op, request_id, data, give_up)
+            if reply is not None and not reply.get("busy"):
+                reply.pop("id", None)
+                return reply
+            pause = next(pauses, _RETRY_PAUSE_S[-1])
+            if time.monotonic() + pause >= give_up - self.grace:
+                if reply is None:
+                    raise ServiceUnreachable(
+                        f"lost the control socket {self.path} before {op} was answered"
+                    )
+                raise FirebetError(
+                    f"{reply.get('error', 'the service is busy')} (gave up after "
+                    f"{self.timeout:g} s)"
+                )
+            time.sleep(pause)
+
+    def _exchange(
+        self, op: str, request_id: str, data: bytes, give_up: float
+    ) -> dict[str, Any] | None:
+        """One send and its reply line; None when a kept connection turned out closed."""
+        fresh = self._sock is None
         self.connect()
         assert self._sock is not None
-        self._next_id += 1
-        req_id = self._next_id
-        data = encode({"op": op, "args": args, "id": req_id})
         try:
+            self._sock.settimeout(max(0.001, give_up - time.monotonic()))
             self._sock.sendall(data)
             line = self._file.readline()
         except TimeoutError as exc:
             self.close()
             raise ServiceUnreachable(
-                f"firebet service did not answer {op} within {self.timeout:g} s on {self.path}"
+                f"firebet service did not answer {op} within "
+                f"{self.timeout + self.grace:g} s on {self.path}; it may still be "
+                "busy with it: check firebet status before repeating it"
             ) from exc
         except OSError as exc:
             self.close()
-            raise ServiceUnreachable(f"lost the control socket {self.path}: {exc}") from exc
+            if fresh:
+                raise ServiceUnreachable(f"lost the control socket {self.path}: {exc}") from exc
+            return None  # a kept connection the service closed (idle): send again
         if not line.endswith(b"\n"):
             self.close()
-            raise ServiceUnreachable(f"firebet service closed the control socket {self.path}")
+            if fresh:
+                raise ServiceUnreachable(f"firebet service closed the control socket {self.path}")
+            return None
         try:
             reply = json.loads(line)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -81,7 +149,9 @@ class ControlClient:
             raise FirebetError(f"garbled reply from the firebet service: {exc}") from exc
         if not isinstance(reply, dict):
             raise FirebetError("garbled reply from the firebet service: not an object")
-        reply.pop("id", None)
+        if reply.get("id") != request_id and not fresh:
+            self.close()  # the service's goodbye to a kept, idle connection: send again
+            return None
         return reply
 
     def close(self) -> None:

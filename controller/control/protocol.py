@@ -4,6 +4,26 @@ Transport and privileges only, no game logic. A Unix stream socket (never a
 network port) speaks JSON lines; see :mod:`controller.control.server` for the
 server and :mod:`controller.control.client` for the client end, and
 ``docs/architecture.md`` for where the socket sits.
+
+A request is one JSON object on one line (at most :data:`MAX_LINE` bytes)::
+
+    {"op": "bet", "args": {"position": 3, "amount": 5}, "id": "6f1c...", "deadline_ms": 5000}
+
+``op`` is required; ``args`` (an object), ``id`` (a whole number or a string of
+1 to 128 characters) and ``deadline_ms`` (1 to 60000, default 5000) are
+optional; no other key is taken. Numbers are whole and at most 18 digits; no
+object or array nests deeper than 8 levels; strings are valid Unicode (no lone
+surrogates). Each request is answered by one line, ``{"ok": true, ...}`` or
+``{"ok": false, "error": "..."}``, with the ``id`` echoed. Every line gets a
+reply, the ill-formed ones an error naming what is wrong.
+
+Time limits, shared by both ends: the server never *starts* a request later
+than ``deadline_ms`` after it arrived (it answers ``"expired": true``, nothing
+done); once started, a request runs to the end and is answered. The client
+waits ``deadline_ms`` plus :data:`CLIENT_GRACE_S` for the reply, so it is never
+told "failed" about something the service then does. ``"busy": true`` means
+nothing was done and the client may retry; a retry of a state-changing request
+with the same ``id`` is applied once (the first reply is sent again).
 """
 
 from __future__ import annotations
@@ -11,16 +31,28 @@ from __future__ import annotations
 import contextlib
 import grp
 import json
+import math
 import os
 import pwd
+import re
 import socket
 import struct
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 MAX_LINE = 64 * 1024  # bytes in one request line, newline excluded
+REQUEST_KEYS = ("op", "args", "id", "deadline_ms")
+MAX_DEPTH = 8  # nesting of objects and arrays in one request
+MAX_DIGITS = 18  # digits of one whole number in a request
+MAX_ID = 128  # characters of a request id
+MAX_OP = 64  # characters of an op name
+IDLE_TIMEOUT_S = 30.0  # a connection with no request for this long is closed
+DEFAULT_DEADLINE_MS = 5_000  # a request not started this long after it arrived is not done
+MAX_DEADLINE_MS = 60_000
+CLIENT_GRACE_S = 10.0  # the client waits this much longer than the deadline it sent
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
@@ -88,13 +120,15 @@ class Request:
     args: dict[str, Any]
     identity: Identity
     role: Role
+    id: str | int | None = None
+    deadline: float = math.inf  # time.monotonic() after which it must not be started
     actor: str = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actor", self.identity.actor)
 
 
-Handler = Callable[[Request], Mapping[str, Any]]
+Handler = Callable[[Request], "Mapping[str, Any] | Future[Mapping[str, Any]]"]
 Identify = Callable[[int, int], Identity]
 
 
@@ -149,5 +183,140 @@ def peer_credentials(conn: socket.socket) -> tuple[int, int, int]:
     return pid, uid, gid
 
 
-def encode(reply: Mapping[str, Any]) -> bytes:
-    return json.dumps(reply, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+def encode(message: Mapping[str, Any]) -> bytes:
+    """One protocol line (ASCII: any string, even a lone surrogate, is escaped)."""
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+# reading a request line: everything is checked before anything acts on it --------------
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class BadRequest(ValueError):
+    """A request line the server cannot act on; the text names what is wrong."""
+
+    def __init__(self, reason: str, request_id: str | int | None = None) -> None:
+        super().__init__(reason)
+        self.request_id = request_id  # echoed in the error reply when it could be read
+
+
+@dataclass(frozen=True)
+class Message:
+    """One well-formed request as it came off the wire (permission not yet checked)."""
+
+    op: str
+    args: dict[str, Any]
+    id: str | int | None = None
+    deadline_ms: int = DEFAULT_DEADLINE_MS
+
+
+def clip(text: str, width: int = 40) -> str:
+    """``text`` quoted for an error message: shortened, every odd character escaped."""
+    return json.dumps(text if len(text) <= width else text[:width] + "...")
+
+
+def _fraction(text: str) -> Any:
+    raise BadRequest(f"number {clip(text)}: only whole numbers are taken")
+
+
+def _whole(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    if digits > MAX_DIGITS:
+        raise BadRequest(f"number too large: {digits} digits (at most {MAX_DIGITS})")
+    return int(text)
+
+
+def _constant(text: str) -> Any:
+    raise BadRequest(f"{text} is not a number JSON knows")
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise BadRequest(f"key {clip(key)} appears twice in one object")
+        out[key] = value
+    return out
+
+
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_object, parse_int=_whole, parse_float=_fraction, parse_constant=_constant
+)
+
+
+def _check(value: Any, where: str, depth: int) -> None:
+    """Nesting depth (``depth``: the level of ``value`` if it is an object or array) and
+    Unicode of every part of a parsed request."""
+    if isinstance(value, str):
+        bad = _SURROGATE.search(value)
+        if bad:
+            raise BadRequest(f"bad Unicode: lone surrogate U+{ord(bad.group()):04X} in {where}")
+        return
+    if isinstance(value, dict | list) and depth > MAX_DEPTH:
+        raise BadRequest(f"nested deeper than {MAX_DEPTH} levels (at {where})")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check(key, f"a key of {where}", depth)
+            _check(item, f"{where}.{key}" if key.isidentifier() else where, depth + 1)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check(item, f"{where}[{i}]", depth + 1)
+
+
+def _good_id(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, str) and 0 < len(value) <= MAX_ID and not _SURROGATE.search(value)
+
+
+def parse_request(line: bytes) -> Message:
+    """The request on one line, or :class:`BadRequest` naming what is wrong with it."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(
+            f"not UTF-8: byte 0x{line[exc.start]:02X} at position {exc.start}"
+        ) from None
+    try:
+        data = _DECODER.decode(text)
+    except BadRequest:
+        raise
+    except RecursionError:
+        raise BadRequest(f"nested deeper than {MAX_DEPTH} levels") from None
+    except json.JSONDecodeError as exc:
+        raise BadRequest(f"not JSON ({exc.msg} at position {exc.pos})") from None
+    except ValueError as exc:  # pragma: no cover - the hooks catch what json would raise
+        raise BadRequest(f"not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise BadRequest("expected a JSON object")
+    rid = data.get("id")
+    if rid is not None and not _good_id(rid):
+        raise BadRequest(f'"id" must be a whole number or a string of 1 to {MAX_ID} characters')
+    try:
+        _check(data, "the request", 1)
+        unknown = [k for k in data if k not in REQUEST_KEYS]
+        if unknown:
+            raise BadRequest(
+                f"unknown key {clip(unknown[0])} (a request has {', '.join(REQUEST_KEYS)})"
+            )
+        op = data.get("op")
+        if not isinstance(op, str) or not op:
+            raise BadRequest('missing "op"')
+        if len(op) > MAX_OP:
+            raise BadRequest(f'"op" is longer than {MAX_OP} characters')
+        args = data.get("args", {})
+        if not isinstance(args, dict):
+            raise BadRequest('"args" must be a JSON object')
+        deadline = data.get("deadline_ms", DEFAULT_DEADLINE_MS)
+        if (
+            isinstance(deadline, bool)
+            or not isinstance(deadline, int)
+            or not 0 < deadline <= MAX_DEADLINE_MS
+        ):
+            raise BadRequest(f'"deadline_ms" must be a whole number from 1 to {MAX_DEADLINE_MS}')
+    except BadRequest as exc:
+        raise BadRequest(str(exc), rid) from None
+    return Message(op, args, rid, deadline)

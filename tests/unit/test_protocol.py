@@ -1,0 +1,125 @@
+"""The control socket's wire format: every line is either a request or a reason (#9)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.control.protocol import (
+    DEFAULT_DEADLINE_MS,
+    MAX_DEPTH,
+    MAX_DIGITS,
+    BadRequest,
+    Message,
+    encode,
+    parse_request,
+)
+
+
+def test_a_full_request() -> None:
+    line = b'{"op": "bet", "args": {"position": 3, "amount": 5}, "id": "a1", "deadline_ms": 900}'
+    assert parse_request(line) == Message("bet", {"position": 3, "amount": 5}, "a1", 900)
+    assert parse_request(b'{"op":"status"}') == Message("status", {}, None, DEFAULT_DEADLINE_MS)
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b'{"op": "bet", "args": {"amount": ' + b"9" * 5000 + b"}}", "number too large: 5000"),
+        (b"[" * 50_000 + b"]" * 50_000, "nested deeper than 8 levels"),
+        (b'{"op": "ping", "id": "\\ud800"}', '"id" must be a whole number or a string'),
+        (b'{"op": "bet", "args": {"note": "\\udfff"}}', "lone surrogate U+DFFF in the request"),
+        (b'{"op": "ping", "\\ud800": 1}', "lone surrogate U+D800 in a key"),
+        (b'{"op": "st\xe9tus"}', "not UTF-8: byte 0xE9 at position 10"),
+        (b'{"op": "bet", "args": {"amount": 1.5}}', 'number "1.5": only whole numbers'),
+        (b'{"op": "bet", "args": {"amount": NaN}}', "NaN is not a number JSON knows"),
+        (b'{"op": "bet", "args": {"amount": 1e999}}', 'number "1e999"'),
+        (b'{"op": "bet", "op": "void"}', 'key "op" appears twice'),
+        (b'{"op": "bet", "sudo": true}', 'unknown key "sudo"'),
+        (b'{"op": "ping", "deadline_ms": 0}', '"deadline_ms" must be a whole number from 1'),
+        (b'{"op": "ping", "deadline_ms": true}', '"deadline_ms" must be a whole number from 1'),
+        (b'{"op": "ping", "id": true}', '"id" must be a whole number or a string'),
+        (b'{"op": "ping", "id": ""}', '"id" must be a whole number or a string'),
+        (b'{"op": "' + b"x" * 65 + b'"}', '"op" is longer than 64'),
+        (b'{"op": ""}', 'missing "op"'),
+        (b'"op"', "expected a JSON object"),
+        (b"{nope", "not JSON (Expecting property name"),
+    ],
+)
+def test_every_bad_line_is_named(line: bytes, reason: str) -> None:
+    with pytest.raises(BadRequest) as caught:
+        parse_request(line)
+    assert reason in str(caught.value)
+
+
+def test_the_id_is_kept_for_the_error_reply_when_it_could_be_read() -> None:
+    with pytest.raises(BadRequest) as caught:
+        parse_request(b'{"op": "bet", "id": 7, "args": [1]}')
+    assert caught.value.request_id == 7
+    with pytest.raises(BadRequest) as caught:
+        parse_request(b'{"op": "bet", "id": "\\ud800"}')
+    assert caught.value.request_id is None
+
+
+def test_depth_limit_is_exact() -> None:
+    inner: Any = 1
+    for _ in range(MAX_DEPTH - 2):  # the request object and args are two levels
+        inner = [inner]
+    assert parse_request(json.dumps({"op": "x", "args": {"a": inner}}).encode()).op == "x"
+    with pytest.raises(BadRequest, match="nested deeper"):
+        parse_request(json.dumps({"op": "x", "args": {"a": [inner]}}).encode())
+
+
+def test_digits_limit_is_exact() -> None:
+    ok = int("9" * MAX_DIGITS)
+    assert parse_request(json.dumps({"op": "x", "args": {"n": -ok}}).encode()).args == {"n": -ok}
+    with pytest.raises(BadRequest, match="too large"):
+        parse_request(json.dumps({"op": "x", "args": {"n": ok * 10}}).encode())
+
+
+def test_encode_is_ascii_even_for_a_lone_surrogate() -> None:
+    line = encode({"ok": False, "error": "bad \ud800 here", "id": "é"})
+    assert line.isascii() and line.endswith(b"\n")
+    assert json.loads(line)["error"] == "bad \ud800 here"
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=300))
+def test_any_bytes_are_a_request_or_a_bad_request(line: bytes) -> None:
+    try:
+        message = parse_request(line)
+    except BadRequest as exc:
+        assert str(exc)
+    else:
+        assert isinstance(message.op, str) and isinstance(message.args, dict)
+
+
+@settings(max_examples=400, deadline=None)
+@given(JSON, st.sampled_from(["op", "args", "id", "deadline_ms", "x"]))
+def test_any_json_is_a_request_or_a_bad_request(value: Any, key: str) -> None:
+    for body in (value, {"op": "bet", key: value}, {"op": "bet", "args": {"a": value}}):
+        try:
+            line = json.dumps(body).encode()
+        except ValueError:
+            continue
+        try:
+            message = parse_request(line)
+        except BadRequest as exc:
+            assert str(exc)
+        else:
+            encode({"ok": True, "id": message.id, "args": message.args})  # repliable
