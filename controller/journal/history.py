@@ -1,23 +1,40 @@
 """Game recall from the journal: the last hands with their rolls, points, actions and result.
 
-The walker finds the record that started the oldest hand asked for, folds the
-records from the snapshot before it, and sorts what each event did into its
-hand. Voided rolls come off again (a voided seven-out gives the hand back,
-and its settlement is withdrawn), so ``rolls`` are the rolls that stood.
+:class:`Recall` follows the journal on a connection of its own (read-only in the
+service, so a reading client never touches the engine's connection or thread).
+Each request first folds the records appended since the last one, noting where
+each hand began (the record and the state after it); then it folds only the
+records of the hands asked for, from where the oldest of them began. So a
+request costs what it asks for, not the journal's length: the last 10 hands of a
+million-record journal read about a hundred records. After a restart the first
+request for hands older than the newest snapshot walks back to find where they
+began (only as far as those hands), and notes it for the next ones.
+
+Voided rolls come off again (a voided seven-out gives the hand back, and its
+settlement is withdrawn), so ``rolls`` are the rolls that stood. A request is
+bounded: at most :data:`MAX_HANDS` hands, :data:`MAX_RECORDS` records read, and
+its deadline.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+from controller.core.errors import FirebetError, UsageError
 from controller.core.events import (
     Acknowledged,
     BetAccepted,
     BetCancelled,
     Event,
+    NewHand,
     RollAccepted,
     RollVoided,
     Settlement,
@@ -26,7 +43,25 @@ from controller.core.events import (
 )
 from controller.core.state import TableState, evolve
 
+MAX_HANDS = 1000  # hands one request may ask for
+MAX_RECORDS = 200_000  # records one request may read
 _BATCH = 256
+
+
+class HistoryTooLong(FirebetError):
+    """A history request would read more than it may (records or time)."""
+
+
+def connect_read_only(path: Path | str) -> sqlite3.Connection:
+    """A read-only connection to the journal file (WAL: it never blocks the writer)."""
+    db = sqlite3.connect(
+        f"file:{quote(str(Path(path).resolve()))}?mode=ro",
+        uri=True,
+        isolation_level=None,
+        check_same_thread=False,
+    )
+    db.execute("PRAGMA busy_timeout = 2000")
+    return db
 
 
 @dataclass
@@ -110,57 +145,202 @@ def _starts_hand(payload: str, hand: int) -> bool:
     return any(e.get("event") == "new_hand" and e.get("hand") == hand for e in events)
 
 
-def _start_record(db: sqlite3.Connection, first_hand: int) -> int:
-    """The record that began ``first_hand`` (or a clear-halt anchor); 0 for genesis."""
-    if first_hand <= 1:
-        return 0
-    upper = db.execute("SELECT COALESCE(MAX(record), 0) + 1 FROM records").fetchone()[0]
-    while upper > 1:
-        rows = db.execute(
-            "SELECT record, kind, payload FROM records WHERE record < ? "
-            "ORDER BY record DESC LIMIT ?",
-            (upper, _BATCH),
-        ).fetchall()
-        if not rows:
-            break
-        for number, kind, payload in rows:
-            if kind == "clear_halt" or (kind == "command" and _starts_hand(payload, first_hand)):
-                return int(number)
-        upper = rows[-1][0]
-    return 0
+@dataclass
+class _Budget:
+    """What one request may still read, and until when."""
+
+    hands: int
+    deadline: float
+    records: int = 0
+
+    def spend(self, n: int) -> None:
+        self.records += n
+        if self.records > MAX_RECORDS:
+            raise HistoryTooLong(
+                f"the last {self.hands} hands span more than {MAX_RECORDS} journal records: "
+                "ask for fewer hands (--hands N)"
+            )
+        if time.monotonic() > self.deadline:
+            raise HistoryTooLong(
+                f"the last {self.hands} hands took longer than the request's deadline to "
+                "read: ask for fewer hands (--hands N)"
+            )
 
 
-def history(db: sqlite3.Connection, current: TableState, hands: int) -> list[dict[str, Any]]:
-    """The last ``hands`` hands, oldest first; the hand in play last (``result`` null)."""
-    hands = max(1, hands)
-    start = _start_record(db, current.hand - hands + 1)
-    snap = db.execute(
-        "SELECT record, state FROM snapshots WHERE record < ? ORDER BY record DESC LIMIT 1",
-        (start,),
-    ).fetchone()
-    state = TableState.from_dict(json.loads(snap[1])) if snap else TableState()
-    recall = _Recall()
-    recall.hand(state.hand)
-    rows = db.execute(
-        "SELECT record, at, kind, payload FROM records WHERE record > ? ORDER BY record",
-        (snap[0] if snap else 0,),
-    )
-    for number, at, kind, payload in rows:
+def _decode(kind: str, payload: str) -> TableState | list[Event] | None:
+    """A record's effect: the state a clear-halt resumes, a command's events, or None."""
+    try:
+        if kind == "clear_halt":
+            return TableState.from_dict(json.loads(payload)["resume_state"])
+        if kind != "command":
+            return None
+        return [event_from_dict(e) for e in json.loads(payload)["events"]]
+    except (ValueError, KeyError, TypeError):
+        return None  # a damaged record: `journal verify` reports it
+
+
+class Recall:
+    """The game recall of one journal, kept up to date request by request.
+
+    Use it from one thread; give it the same database each time (its own
+    connection). Nothing here writes.
+    """
+
+    def __init__(self) -> None:
+        self._state: TableState | None = None  # after record ``_seen``
+        self._seen = 0
+        # hand -> (the record that began it, the state after that record)
+        self._starts: dict[int, tuple[int, TableState]] = {}
+
+    @property
+    def state(self) -> TableState | None:
+        """The table state after the last record folded (None before the first request)."""
+        return self._state
+
+    def history(
+        self, db: sqlite3.Connection, hands: int, deadline: float = math.inf
+    ) -> list[dict[str, Any]]:
+        """The last ``hands`` hands, oldest first; the hand in play last (``result`` null)."""
+        if not 1 <= hands <= MAX_HANDS:
+            raise UsageError(f"hands must be from 1 to {MAX_HANDS}, not {hands}")
+        budget = _Budget(hands, deadline)
+        db.execute("BEGIN")  # one consistent view while the service appends
         try:
-            data = json.loads(payload)
-            if kind == "clear_halt":
-                state = TableState.from_dict(data["resume_state"])
-                recall.hand(state.hand)
+            self._catch_up(db, budget)
+            assert self._state is not None
+            first = self._state.hand - hands + 1
+            origin = self._starts.get(first)
+            if origin is None:
+                origin = self._origin(db, first, budget)
+            return self._lines(db, origin, hands, budget)
+        finally:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+
+    # following the journal ----------------------------------------------------------
+    def _catch_up(self, db: sqlite3.Connection, budget: _Budget) -> None:
+        if self._state is None:
+            snap = db.execute(
+                "SELECT record, state FROM snapshots ORDER BY record DESC LIMIT 1"
+            ).fetchone()
+            self._state, self._seen = TableState(), 0
+            if snap is not None:
+                self._state, self._seen = TableState.from_dict(json.loads(snap[1])), snap[0]
+        self._state = self._fold(
+            self._rows(db, self._seen, None, budget), self._state, None, follow=True
+        )
+
+    def _rows(
+        self, db: sqlite3.Connection, after: int, upto: int | None, budget: _Budget
+    ) -> Iterable[tuple[int, str, str, str]]:
+        query = "SELECT record, at, kind, payload FROM records WHERE record > ?"
+        params: tuple[int, ...] = (after,)
+        if upto is not None:
+            query += " AND record <= ?"
+            params = (after, upto)
+        n = 0
+        for row in db.execute(query + " ORDER BY record", params):
+            n += 1
+            if n % _BATCH == 0:
+                budget.spend(_BATCH)
+            yield row
+        budget.spend(n % _BATCH)
+
+    def _fold(
+        self,
+        rows: Iterable[tuple[int, str, str, str]],
+        state: TableState,
+        recall: _Recall | None,
+        *,
+        follow: bool = False,
+    ) -> TableState:
+        """Fold ``rows`` from ``state``, noting where hands began (and what they did)."""
+        for number, at, kind, payload in rows:
+            if follow:
+                self._seen = number
+            effect = _decode(kind, payload)
+            if effect is None:
                 continue
-            if kind != "command":
+            if isinstance(effect, TableState):
+                state = effect
+                self._forget(state.hand, number)
+                if recall is not None:
+                    recall.hand(state.hand)
                 continue
-            events = [event_from_dict(e) for e in data["events"]]
-        except (ValueError, KeyError, TypeError):
-            continue  # a damaged record: `journal verify` reports it
-        for e in events:
-            after = evolve(state, e)
-            recall.event(state, e, after, number, at)
-            state = after
-    recall.hand(state.hand)
-    ordered = [recall.hands[n] for n in sorted(recall.hands)]
-    return [h.line() for h in ordered[-hands:]]
+            began = False
+            for e in effect:
+                after = evolve(state, e)
+                if recall is not None:
+                    recall.event(state, e, after, number, at)
+                if isinstance(e, NewHand):
+                    began = True
+                elif isinstance(e, RollVoided) and after.hand < state.hand:
+                    self._forget(after.hand, number)
+                state = after
+            if began:
+                self._note(state.hand, number, state)
+        return state
+
+    def _note(self, hand: int, record: int, state: TableState) -> None:
+        known = self._starts.get(hand)
+        if known is None or known[0] < record:  # the later start of a hand wins
+            self._starts[hand] = (record, state)
+        if len(self._starts) > 2 * MAX_HANDS:
+            for old in sorted(self._starts)[: len(self._starts) - MAX_HANDS]:
+                del self._starts[old]
+
+    def _forget(self, hand: int, record: int) -> None:
+        """Record ``record`` took the table back to ``hand``: later hands begun before it
+        were undone."""
+        for h in [h for h, (r, _) in self._starts.items() if h > hand and r < record]:
+            del self._starts[h]
+
+    # the hands asked for ------------------------------------------------------------
+    def _origin(
+        self, db: sqlite3.Connection, first: int, budget: _Budget
+    ) -> tuple[int, TableState]:
+        """Where to fold from when ``first`` began before anything noted: the snapshot
+        before the record that began it (genesis for the first hand)."""
+        start = 0 if first <= 1 else self._start_record(db, first, budget)
+        snap = db.execute(
+            "SELECT record, state FROM snapshots WHERE record < ? ORDER BY record DESC LIMIT 1",
+            (start,),
+        ).fetchone()
+        if snap is None:
+            return 0, TableState()
+        return snap[0], TableState.from_dict(json.loads(snap[1]))
+
+    def _start_record(self, db: sqlite3.Connection, first: int, budget: _Budget) -> int:
+        """The record that began ``first`` (or a clear-halt anchor); 0 for genesis."""
+        known = [r for h, (r, _) in self._starts.items() if h > first]
+        upper = min(known, default=self._seen) + 1
+        while upper > 1:
+            rows = db.execute(
+                "SELECT record, kind, payload FROM records WHERE record < ? "
+                "ORDER BY record DESC LIMIT ?",
+                (upper, _BATCH),
+            ).fetchall()
+            if not rows:
+                break
+            budget.spend(len(rows))
+            for number, kind, payload in rows:
+                if kind == "clear_halt" or (kind == "command" and _starts_hand(payload, first)):
+                    return int(number)
+            upper = rows[-1][0]
+        return 0
+
+    def _lines(
+        self, db: sqlite3.Connection, origin: tuple[int, TableState], hands: int, budget: _Budget
+    ) -> list[dict[str, Any]]:
+        record, state = origin
+        recall = _Recall()
+        recall.hand(state.hand)
+        state = self._fold(self._rows(db, record, self._seen, budget), state, recall)
+        recall.hand(state.hand)
+        ordered = [recall.hands[n] for n in sorted(recall.hands)]
+        return [h.line() for h in ordered[-hands:]]
+
+
+def history(db: sqlite3.Connection, hands: int) -> list[dict[str, Any]]:
+    """The last ``hands`` hands of the journal on ``db`` (a one-off :class:`Recall`)."""
+    return Recall().history(db, hands)

@@ -817,7 +817,7 @@ class Journal:
         from controller.journal.history import history  # the walker lives beside us
 
         with self._mutex:
-            return history(self._require_db(), self._state, hands)
+            return history(self._require_db(), hands)
 
 
 class _Missing(Exception):

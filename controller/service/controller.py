@@ -12,17 +12,20 @@ recovers and re-lights the markers before it reports ready).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import queue
 import shutil
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.control.protocol import Request
+from controller.control.protocol import CLIENT_GRACE_S, Request
 from controller.control.server import ControlServer
 from controller.core.commands import (
     Ack,
@@ -48,6 +51,7 @@ from controller.core.lamps import (
 )
 from controller.core.lamps import view_from_state as lights_view
 from controller.core.state import TableState
+from controller.journal.history import MAX_HANDS, Recall, connect_read_only
 from controller.journal.store import Journal, JournalHalted, JournalWriteError
 from controller.service import bench, notify
 from controller.service.integrity import ProgramCheck, check_program
@@ -75,12 +79,26 @@ class _Halt:
 
 @dataclass
 class _Job:
-    """A control-socket request, or a command from a local tool, waiting for its reply."""
+    """A control-socket request, or a command from a local tool, waiting for its reply.
+
+    The engine never starts a job after its ``deadline`` (``time.monotonic()``): it
+    answers "not done" instead, so a client told it failed is never proved wrong.
+    """
 
     request: Request | None
     command: Command | None = None
+    deadline: float = math.inf
     done: threading.Event = field(default_factory=threading.Event)
     reply: dict[str, Any] = field(default_factory=dict)
+    future: Future[Mapping[str, Any]] = field(default_factory=Future)
+
+    def finish(self, reply: dict[str, Any]) -> None:
+        """Hand the reply to whoever waits (any thread; the first reply counts)."""
+        if self.done.is_set():
+            return
+        self.reply = reply
+        self.done.set()
+        self.future.set_result(reply)
 
 
 @dataclass(frozen=True)
@@ -137,6 +155,9 @@ class Controller:
         self.started_at = time.monotonic()
         self.ready_after_s: float | None = None
         self._published: Published | None = None
+        self._recall = Recall()  # game recall; used on the socket's reading lane only
+        self._recall_conn: sqlite3.Connection | None = None
+        self._recall_inode: tuple[int, int] | None = None
         self._watchdog_s = notify.watchdog_interval()
 
     # start-up ---------------------------------------------------------------------------
@@ -257,9 +278,8 @@ class Controller:
                     self._handle(item)
             except Exception:  # one bad command must not stop the table
                 log.exception("command failed: %r", item)
-                if isinstance(item, _Job) and not item.done.is_set():
-                    item.reply = {"ok": False, "error": "internal error; see the service log"}
-                    item.done.set()
+                if isinstance(item, _Job):
+                    item.finish({"ok": False, "error": "internal error; see the service log"})
 
     def close(self) -> None:
         """Stop the drivers and release pins, socket and journal."""
@@ -276,6 +296,7 @@ class Controller:
                     closable.close()
                 except Exception:
                     log.exception("closing %r", closable)
+        self._close_recall()
 
     # commands from the drivers ---------------------------------------------------------
     @property
@@ -422,44 +443,99 @@ class Controller:
         }
 
     # the control socket ---------------------------------------------------------------
-    def _on_request(self, request: Request) -> Mapping[str, Any]:
-        """Called on a socket thread: status is answered at once, the rest by the engine."""
+    def _on_request(self, request: Request) -> Mapping[str, Any] | Future[Mapping[str, Any]]:
+        """Called on a socket lane thread, never the engine's.
+
+        ``status`` is answered from the last published snapshot and ``history`` from
+        the journal on a read-only connection of its own, both off the engine thread;
+        whatever changes the table becomes an engine job, answered when done.
+        """
         if request.op == "status":
             return self.status()
         if request.op == "sim-reader":
             return bench.act(self.simulated_reader, request.args)
-        job = _Job(request)
+        if request.op == "history":
+            return self._history(request)
+        job = _Job(request, deadline=request.deadline)
         self.queue.put(job)
-        if not job.done.wait(timeout=10.0):
-            return {"ok": False, "error": "the engine did not answer within 10 s"}
-        return job.reply
+        return job.future
 
     def submit(self, command: Command, timeout: float = 10.0) -> dict[str, Any]:
-        """Post ``command`` from a local tool (sim, scripts) and wait for the engine's reply."""
-        job = _Job(None, command)
+        """Post ``command`` from a local tool (sim, scripts) and wait for the engine's reply.
+
+        Not started within ``timeout``: answered "not done", and never done later.
+        """
+        job = _Job(None, command, deadline=time.monotonic() + timeout)
         self.queue.put(job)
-        if not job.done.wait(timeout):
-            return {"ok": False, "error": f"the engine did not answer within {timeout:g} s"}
+        if not job.done.wait(timeout + CLIENT_GRACE_S):
+            return {
+                "ok": False,
+                "error": f"the engine did not finish {command.name} within "
+                f"{timeout + CLIENT_GRACE_S:g} s; it may still: check the status",
+            }
         return job.reply
 
     def _run_job(self, job: _Job) -> None:
+        if time.monotonic() > job.deadline:
+            what = job.command.name if job.command is not None else "request"
+            if job.request is not None:
+                what = job.request.op
+            log.warning("%s not started: its deadline passed while the engine was busy", what)
+            job.finish(
+                {
+                    "ok": False,
+                    "expired": True,
+                    "error": f"{what} not done: the table was busy past the request's "
+                    "deadline; nothing was changed, try again",
+                }
+            )
+            return
         try:
             if job.command is not None:
-                job.reply = self._reply_to(job.command)
+                reply = self._reply_to(job.command)
             else:
                 assert job.request is not None
-                job.reply = self._answer(job.request)
+                reply = self._answer(job.request)
         except FirebetError as exc:
-            job.reply = {"ok": False, "error": str(exc)}
-        finally:
-            job.done.set()
+            reply = {"ok": False, "error": str(exc)}
+        job.finish(reply)
+
+    # game recall, off the engine thread -------------------------------------------------
+    def _history(self, request: Request) -> dict[str, Any]:
+        """The last hands, from the journal on the recall's own read-only connection.
+
+        Runs on the socket's reading lane (one thread): it never waits for the engine
+        and the engine never waits for it (WAL readers do not block the writer).
+        """
+        hands = _int_arg(request.args, "hands", self.config.history_hands)
+        if not 1 <= hands <= MAX_HANDS:
+            raise UsageError(f"hands must be from 1 to {MAX_HANDS}, not {hands}")
+        assert self.journal is not None
+        try:
+            db = self._recall_db()
+            return {"ok": True, "hands": self._recall.history(db, hands, request.deadline)}
+        except sqlite3.Error as exc:
+            self._close_recall()
+            raise FirebetError(f"the journal cannot be read for history: {exc}") from exc
+
+    def _recall_db(self) -> sqlite3.Connection:
+        """The recall's connection, reopened when the journal file was replaced."""
+        assert self.journal is not None
+        st = os.stat(self.journal.path)
+        if self._recall_conn is None or self._recall_inode != (st.st_dev, st.st_ino):
+            self._close_recall()
+            self._recall_conn = connect_read_only(self.journal.path)
+            self._recall_inode = (st.st_dev, st.st_ino)
+        return self._recall_conn
+
+    def _close_recall(self) -> None:
+        if self._recall_conn is not None:
+            self._recall_conn.close()
+        self._recall_conn, self._recall_inode, self._recall = None, None, Recall()
 
     def _answer(self, request: Request) -> dict[str, Any]:
         op, args, actor = request.op, request.args, request.actor
         assert self.journal is not None
-        if op == "history":
-            hands = _int_arg(args, "hands", self.config.history_hands)
-            return {"ok": True, "hands": self.journal.history(hands)}
         if op == "clear-halt":
             if self.journal.halted is None and self.program_problem is not None:
                 return {

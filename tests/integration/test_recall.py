@@ -1,0 +1,173 @@
+"""Game recall off the engine thread, at the cost of what was asked; engine jobs that
+miss their deadline are never applied; a dealer's retry is applied once (#9)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.control.client import ControlClient
+from controller.core.commands import Ack, Bet, Command, Roll, Surrender, Void
+from controller.core.engine import Engine
+from controller.journal import history as history_module
+from controller.journal.history import MAX_HANDS, HistoryTooLong, Recall, connect_read_only
+from controller.journal.store import Journal
+from tests.integration.test_control_attacks import Line
+from tests.support import RunningTable, wait_for
+
+ENGINE = Engine()
+
+
+def journal_with(path: Path, commands: list[Command], snapshot_every: int = 1000) -> None:
+    with Journal(path, snapshot_every=snapshot_every, durable=False) as journal:
+        journal.recover(ENGINE)
+        for command in commands:
+            journal.apply(ENGINE, command)
+
+
+def rolls(n: int, seed: int = 7) -> list[Command]:
+    """``n`` rolls of a fixed pseudo-random sequence (about one seven-out in eight)."""
+    out: list[Command] = []
+    x = seed
+    for i in range(n):
+        x = (x * 1103515245 + 12345) % 2**31
+        out.append(Roll(1 + x % 6, 1 + (x // 6) % 6, seq=i % 65536))
+    return out
+
+
+def test_a_request_reads_the_new_records_and_the_hands_asked_not_the_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "journal.db"
+    journal_with(path, rolls(6000))
+    decoded: list[int] = []
+    real = history_module._decode
+    monkeypatch.setattr(
+        history_module, "_decode", lambda kind, payload: decoded.append(1) or real(kind, payload)
+    )
+    db = connect_read_only(path)
+    recall = Recall()
+    first = recall.history(db, 3)
+    assert len(first) == 3
+    assert len(decoded) < 2100  # from the newest snapshot: at most two snapshot spans
+    with Journal(path, durable=False) as journal:  # the table plays on: 10 more rolls
+        seq = journal.recover(ENGINE).state.reader_seq or 0
+        for i in range(10):
+            journal.apply(ENGINE, Roll(1 + i % 6, 1 + i * 5 % 6, seq=(seq + 1 + i) % 65536))
+    decoded.clear()
+    again = recall.history(db, 3)
+    # the 10 new records, then only the last 3 hands' records: never a snapshot span again
+    assert len(decoded) < 10 + 3 * 60, len(decoded)
+    assert again == Recall().history(db, 3)  # the same as a fresh walk
+    db.close()
+
+
+def test_too_many_hands_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    journal_with(path, rolls(20))
+    db = connect_read_only(path)
+    with pytest.raises(ValueError, match=f"from 1 to {MAX_HANDS}"):
+        Recall().history(db, MAX_HANDS + 1)
+    with pytest.raises(HistoryTooLong, match="deadline"):
+        Recall().history(db, 5, deadline=0.0)  # past already: bounded in time too
+    db.close()
+
+
+def _command(kind: str, a: int, b: int) -> Command:
+    if kind == "roll":
+        return Roll(a, b, source="manual")
+    if kind == "bet":
+        return Bet(a, b)
+    if kind == "void":
+        return Void()
+    if kind == "surrender":
+        return Surrender(kind="voluntary")
+    return Ack()
+
+
+SCRIPT = st.lists(
+    st.tuples(
+        st.sampled_from(["roll"] * 8 + ["bet", "void", "void", "surrender", "ack"]),
+        st.integers(1, 6),
+        st.integers(1, 6),
+    ),
+    max_size=120,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(SCRIPT, st.integers(1, 6), st.integers(1, 12))
+def test_a_following_recall_says_what_a_fresh_walk_says(
+    tmp_path_factory: pytest.TempPathFactory, script: list[Any], every: int, hands: int
+) -> None:
+    path = tmp_path_factory.mktemp("recall") / "journal.db"
+    following = Recall()
+    with Journal(path, snapshot_every=every, durable=False) as journal:
+        journal.recover(ENGINE)
+        db = connect_read_only(path)
+        try:
+            for i, (kind, a, b) in enumerate(script):
+                journal.apply(ENGINE, _command(kind, a, b))
+                if i % 7 == 0:
+                    assert following.history(db, hands) == Recall().history(db, hands)
+            assert following.history(db, hands) == Recall().history(db, hands)
+            assert following.history(db, hands) == journal.history(hands)
+        finally:
+            db.close()
+
+
+# the running service ---------------------------------------------------------------------
+
+
+def test_history_is_answered_while_the_engine_thread_is_stuck(
+    running_table: RunningTable,
+) -> None:
+    t = running_table
+    t.make(6)
+    t.throw(2, 2)
+    t.throw(3, 4)  # seven-out: hand 2 begins
+    journal = t.controller.journal
+    assert journal is not None
+    with journal._mutex:  # the engine can neither write nor read its journal now
+        with ControlClient(t.socket, timeout=3.0) as client:
+            reply = client.request("history", hands=2)
+        assert reply["ok"] is True, reply
+        assert [h["hand"] for h in reply["hands"]] == [1, 2]
+        assert reply["hands"][0]["rolls"] == [[3, 3], [3, 3], [2, 2], [3, 4]]
+
+
+def test_a_dealer_command_past_its_deadline_is_never_applied(
+    running_table: RunningTable,
+) -> None:
+    t = running_table
+    journal = t.controller.journal
+    assert journal is not None
+    hold, late = Line(t.socket), Line(t.socket)
+    try:
+        with journal._mutex:
+            hold.send(b'{"op":"ack","id":"hold"}\n')  # the engine blocks on the journal
+            wait_for(lambda: t.controller.queue.qsize() == 0, what="the engine to take it")
+            late.send(
+                b'{"op":"bet","args":{"position":3,"amount":1},"id":"b1","deadline_ms":200}\n'
+            )
+            wait_for(lambda: t.controller.queue.qsize() == 1, what="the bet to be queued")
+            queued = time.monotonic()
+            wait_for(lambda: time.monotonic() - queued > 0.25, what="its deadline to pass")
+        assert hold.reply()["id"] == "hold"
+        told = late.reply()
+        assert told["ok"] is False and told["expired"] is True, told
+        assert t.status()["bets"] == {}  # told it failed: never applied
+        # the dealer retries with the same id: applied now, once, however often repeated
+        bet = {"op": "bet", "args": {"position": 3, "amount": 1}, "id": "b1"}
+        assert late.ask(bet)["ok"] is True
+        assert late.ask(bet)["ok"] is True
+        assert t.status()["bets"] == {"3": 1}
+        assert t.status()["meters"]["bets_taken"] == {"count": 1, "amount": 1}
+    finally:
+        hold.close()
+        late.close()
