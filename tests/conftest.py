@@ -48,15 +48,8 @@ def mock_factory() -> Iterator[MockFactory]:
 @pytest.fixture
 def running_table(tmp_path: Path) -> Iterator[support.RunningTable]:
     """A running controller on a simulated reader over a pty, mock pins, a real journal."""
-    table, thread = support.start_table(tmp_path / "state", tmp_path / "control.sock")
-    try:
+    with support.table_running(tmp_path / "state", tmp_path / "control.sock") as table:
         yield table
-    finally:
-        table.controller.stop()
-        thread.join(timeout=support.PROCESS_DEADLINE_S)
-        table.controller.close()
-        table.device.stop()
-        table.factory.close()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

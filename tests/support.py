@@ -10,7 +10,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from controller.core.events import Event, Refused, Settlement
 from controller.core.script import parse_line
 from controller.core.state import TableState
 from controller.service.controller import Controller
+from controller.service.integrity import ProgramCheck
 from drivers.serial_reader import SerialDiceReader
 from drivers.sim_reader import SimulatedReader
 
@@ -134,14 +136,19 @@ class RunningTable:
 
 
 def start_table(
-    state: Path, sock: Path, config: Config | None = None
+    state: Path, sock: Path, config: Config | None = None, program: ProgramCheck | None = None
 ) -> tuple[RunningTable, threading.Thread]:
     device = SimulatedReader(heartbeat_s=0.1, retransmit_s=0.1)
     device.start()
     reader = SerialDiceReader(device.port, 9600, heartbeat_timeout_s=2.0, backoff_max_s=0.2)
     factory = MockFactory(pin_class=MockPWMPin)
     controller = Controller(
-        config or load_config(), state, reader=reader, pin_factory=factory, socket_path=sock
+        config or load_config(),
+        state,
+        reader=reader,
+        pin_factory=factory,
+        socket_path=sock,
+        program=program,
     )
 
     def engine() -> None:
@@ -152,3 +159,19 @@ def start_table(
     thread.start()
     wait_for(controller.ready.is_set)
     return RunningTable(controller, device, factory, sock), thread
+
+
+@contextmanager
+def table_running(
+    state: Path, sock: Path, config: Config | None = None, program: ProgramCheck | None = None
+) -> Iterator[RunningTable]:
+    """:func:`start_table`, stopped and released when the block ends."""
+    table, thread = start_table(state, sock, config, program)
+    try:
+        yield table
+    finally:
+        table.controller.stop()
+        thread.join(timeout=PROCESS_DEADLINE_S)
+        table.controller.close()
+        table.device.stop()
+        table.factory.close()

@@ -35,10 +35,16 @@ def call(args: argparse.Namespace, op: str, **fields: Any) -> dict[str, Any]:
         client.close()
 
 
+def refused_exit(reply: dict[str, Any]) -> int:
+    """The exit code of a refused request: the service's (2 bad input, 4 halted), else 1."""
+    code = reply.get("exit")
+    return code if code in (2, 4) else 1
+
+
 def _finish(reply: dict[str, Any], done: str) -> int:
     if not reply.get("ok"):
         print(f"firebet: {reply.get('error', 'refused')}", file=sys.stderr)
-        return 1
+        return refused_exit(reply)
     print(done)
     for event in reply.get("events", []):
         if event.get("event") == "settlement":

@@ -60,6 +60,16 @@ class JournalIntegrityError(FirebetError, RuntimeError):
         super().__init__(f"journal integrity failure: {where}{reason}")
 
 
+class TableHalted(FirebetError, RuntimeError):
+    """A game action refused because the table is halted (journal or program integrity).
+
+    Exit 4, through the control socket as offline: only a technician's action (or a
+    reinstall, for the program) lifts the halt.
+    """
+
+    exit_code = 4
+
+
 class HardwareError(FirebetError, OSError):
     """A pin, port or device is missing or not permitted; the message says the fix."""
 

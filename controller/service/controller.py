@@ -40,7 +40,7 @@ from controller.core.commands import (
 )
 from controller.core.config import Config
 from controller.core.engine import Engine, Outcome
-from controller.core.errors import FirebetError, UsageError
+from controller.core.errors import FirebetError, TableHalted, UsageError
 from controller.core.events import DuplicateRoll, Refused, RollAccepted, Settlement
 from controller.core.lamps import (
     LightsView,
@@ -348,14 +348,14 @@ class Controller:
         """Decide and journal ``command`` durably; raises when it cannot be recorded."""
         assert self.journal is not None
         if self.program_problem is not None:
-            raise FirebetError(
+            raise TableHalted(
                 f"the table is halted ({self.program_problem}): reinstall firebet "
                 "(systemd/install.sh), then restart the service"
             )
         try:
             outcome, _ = self.journal.apply(self.engine, command)
         except JournalHalted as exc:
-            raise FirebetError(
+            raise TableHalted(
                 f"the table is halted ({exc.halt.describe()}): a technician must check the "
                 "journal (firebet journal verify) and lift it with firebet clear-halt"
             ) from exc
@@ -497,7 +497,7 @@ class Controller:
                 assert job.request is not None
                 reply = self._answer(job.request)
         except FirebetError as exc:
-            reply = {"ok": False, "error": str(exc)}
+            reply = {"ok": False, "error": str(exc), "exit": exc.exit_code}
         job.finish(reply)
 
     # game recall, off the engine thread -------------------------------------------------
