@@ -88,12 +88,7 @@ class MarkerLights:
             if lamp is not None:
                 self._set(f"marker {point}", lamp, effect)
         self._set("status", self.status_lamp, outputs.status)
-        if self._applied.get("relay") != str(outputs.surveillance):
-            if outputs.surveillance:
-                self.relay.on()
-            else:
-                self.relay.off()
-            self._applied["relay"] = str(outputs.surveillance)
+        self._set("relay", self.relay, outputs.surveillance)  # off, blink or on
 
     def show(self, view: LightsView) -> Outputs:
         """Apply :func:`desired_outputs` of ``view``; returns what was applied."""

@@ -6,6 +6,8 @@
 - ``running_table``: the whole controller in-process on a pseudo-terminal reader,
   a real journal file and the real control socket.
 - ``wait_for``: poll a condition with a generous deadline (never a fixed sleep).
+- ``mosquitto``: a real MQTT broker on a free local port with the example ACL
+  (``tests/broker.py``), stopped afterwards.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from gpiozero import Device
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
 from tests import support
+from tests.broker import Mosquitto
 
 
 @pytest.fixture
@@ -50,6 +53,17 @@ def running_table(tmp_path: Path) -> Iterator[support.RunningTable]:
     """A running controller on a simulated reader over a pty, mock pins, a real journal."""
     with support.table_running(tmp_path / "state", tmp_path / "control.sock") as table:
         yield table
+
+
+@pytest.fixture
+def mosquitto(tmp_path: Path) -> Iterator[Mosquitto]:
+    """A real mosquitto on a free local port with the example ACL, stopped afterwards."""
+    broker = Mosquitto(tmp_path / "mosquitto")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

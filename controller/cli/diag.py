@@ -234,25 +234,28 @@ def run_leds(args: argparse.Namespace, out: TextIO | None = None) -> int:
                         f"marker {point}",
                         pin,
                         Effect.ON,
-                        Outputs({**off, point: Effect.ON}, Effect.OFF, False),
+                        Outputs({**off, point: Effect.ON}, Effect.OFF, Effect.OFF),
                     )
                 if not stop.is_set():
                     show(
-                        "status lamp", cfg.lights.status, Effect.ON, Outputs(off, Effect.ON, False)
+                        "status lamp",
+                        cfg.lights.status,
+                        Effect.ON,
+                        Outputs(off, Effect.ON, Effect.OFF),
                     )
             if not stop.is_set():
                 every = dict.fromkeys(lights.markers, Effect.ON)
-                show("lamp test", None, "all on", Outputs(every, Effect.ON, False))
+                show("lamp test", None, "all on", Outputs(every, Effect.ON, Effect.OFF))
                 every = dict.fromkeys(lights.markers, Effect.FAULT)
-                show("lamp test", None, "fault pattern", Outputs(every, Effect.FAULT, False))
+                show("lamp test", None, "fault pattern", Outputs(every, Effect.FAULT, Effect.OFF))
             if args.relay and not stop.is_set():
                 show(
                     "surveillance relay",
                     cfg.lights.surveillance,
                     Effect.ON,
-                    Outputs(off, Effect.OFF, True),
+                    Outputs(off, Effect.OFF, Effect.ON),
                 )
-            show("all lamps", None, "off", Outputs(off, Effect.OFF, False))
+            show("all lamps", None, "off", Outputs(off, Effect.OFF, Effect.OFF))
     except KeyboardInterrupt:
         pass
     finally:

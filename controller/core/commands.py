@@ -91,6 +91,19 @@ class Ack(Command):
 
 
 @dataclass(frozen=True)
+class Confirm(Command):
+    """Surveillance confirms the fire bets and payouts of alerted ``hand`` (from the floor).
+
+    ``by`` is the floor user who confirmed; ``id`` the floor's command id (a uuid).
+    """
+
+    name: ClassVar[str] = "confirm"
+    hand: int
+    by: str
+    id: str = ""
+
+
+@dataclass(frozen=True)
 class ReaderHello(Command):
     """The dice reader restarted: its sequence numbering starts again."""
 
@@ -130,6 +143,7 @@ COMMANDS: dict[str, type[Command]] = {
         Bet,
         Cancel,
         Ack,
+        Confirm,
         ReaderHello,
         RecordFault,
         ReaderFault,

@@ -8,12 +8,14 @@ naming the file, the key and the reason.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from controller.core.errors import ConfigError
 
@@ -57,6 +59,16 @@ def _pin(v: Any) -> str | None:
 
 def _nonempty(v: Any) -> str | None:
     return None if v.strip() else "must not be empty"
+
+
+TOPIC_LEVEL = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def _topic_prefix(v: Any) -> str | None:
+    levels = v.split("/")
+    if all(TOPIC_LEVEL.fullmatch(level) for level in levels):
+        return None
+    return "must be topic levels of letters, digits, '-', '_' or '.' joined by '/'"
 
 
 SCHEMA: tuple[Key, ...] = (
@@ -107,6 +119,11 @@ SCHEMA: tuple[Key, ...] = (
     Key("control", "socket", "str", "control socket path", _nonempty),
     Key("control", "dealer_group", "str", "group allowed dealer actions", _nonempty),
     Key("control", "technician_group", "str", "group allowed technician actions", _nonempty),
+    Key("floor", "broker", "str", "MQTT broker mqtt://host:port or mqtts://; empty: no link"),
+    Key("floor", "username", "str", "this table's user name on the broker"),
+    Key("floor", "password_file", "str", "file holding the broker password"),
+    Key("floor", "tls_ca", "str", "CA certificate of the broker (mqtts:// only)"),
+    Key("floor", "topic_prefix", "str", "first topic level of every floor topic", _topic_prefix),
 )
 
 KEYS: dict[str, dict[str, Key]] = {}
@@ -185,6 +202,51 @@ class ControlConfig:
 
 
 @dataclass(frozen=True)
+class FloorConfig:
+    """The floor link (MQTT): where the broker is, who the table is on it, its topics."""
+
+    broker: str = ""
+    username: str = ""
+    password_file: str = ""
+    tls_ca: str = ""
+    topic_prefix: str = "firebet"
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.broker)
+
+    def endpoint(self) -> tuple[bool, str, int]:
+        """(tls, host, port) of the broker; the port defaults to 1883, or 8883 for mqtts."""
+        parts = urlsplit(self.broker)
+        tls = parts.scheme == "mqtts"
+        return tls, parts.hostname or "", parts.port or (8883 if tls else 1883)
+
+    def topic(self, table: str, leaf: str) -> str:
+        """``<topic_prefix>/<table>/<leaf>``."""
+        return f"{self.topic_prefix}/{table}/{leaf}"
+
+
+def _broker_problem(url: str) -> str | None:
+    """Why ``url`` is not a broker address firebet can use (None: it is)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"is not a broker address: {exc}"
+    if parts.scheme not in ("mqtt", "mqtts"):
+        return "must start with mqtt:// or mqtts://"
+    if not parts.hostname:
+        return "names no host (mqtt://host:1883)"
+    if parts.username is not None or parts.password is not None:
+        return "must not carry a user or password: use floor.username and floor.password_file"
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        return "must be only mqtt[s]://host[:port]"
+    if port == 0:
+        return "port must be 1 to 65535"
+    return None
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole, validated configuration of one table."""
 
@@ -197,6 +259,7 @@ class Config:
     buttons: ButtonsConfig
     journal: JournalConfig
     control: ControlConfig
+    floor: FloorConfig = FloorConfig()
     source: str = "defaults"
 
     def pins(self) -> dict[str, int]:
@@ -327,6 +390,40 @@ def _set_in(values: dict[str, dict[str, tuple[Any, str]]], dotted: str) -> str:
     return values[section][name][1]
 
 
+def _floor(values: dict[str, dict[str, tuple[Any, str]]]) -> FloorConfig:
+    """The ``[floor]`` section, checked as a whole (the broker, TLS, credentials, topics)."""
+    floor = FloorConfig(
+        broker=values["floor"]["broker"][0].strip(),
+        username=values["floor"]["username"][0],
+        password_file=values["floor"]["password_file"][0],
+        tls_ca=values["floor"]["tls_ca"][0],
+        topic_prefix=values["floor"]["topic_prefix"][0],
+    )
+
+    def fail(name: str, reason: str) -> ConfigError:
+        return ConfigError(_set_in(values, f"floor.{name}"), f"floor.{name}", reason)
+
+    if not floor.broker:
+        return floor
+    problem = _broker_problem(floor.broker)
+    if problem:
+        raise fail("broker", f"{problem} (got {floor.broker!r})")
+    if floor.tls_ca and not floor.broker.startswith("mqtts://"):
+        raise fail("tls_ca", "a CA certificate is for an mqtts:// broker only")
+    if floor.password_file and not floor.username:
+        raise fail("password_file", "a password needs floor.username too")
+    if floor.username and ("+" in floor.username or "#" in floor.username):
+        raise fail("username", "must not contain '+' or '#' (MQTT wildcards)")
+    table = values["table"]["id"][0]
+    if not TOPIC_LEVEL.fullmatch(table):
+        raise ConfigError(
+            _set_in(values, "table.id"),
+            "table.id",
+            f"{table!r} is a topic level on the floor broker: use letters, digits, '-', '_', '.'",
+        )
+    return floor
+
+
 def _build(values: dict[str, dict[str, tuple[Any, str]]], source: str) -> Config:
     def v(section: str, name: str) -> Any:
         return values[section][name][0]
@@ -432,6 +529,7 @@ def _build(values: dict[str, dict[str, tuple[Any, str]]], source: str) -> Config
         control=ControlConfig(
             v("control", "socket"), v("control", "dealer_group"), v("control", "technician_group")
         ),
+        floor=_floor(values),
         source=source,
     )
     seen: dict[int, str] = {}
@@ -445,3 +543,44 @@ def _build(values: dict[str, dict[str, tuple[Any, str]]], source: str) -> Config
             )
         seen[pin] = name
     return config
+
+
+def rules_settings(config: Config) -> dict[str, Any]:
+    """The effective ``[table]`` and ``[firebet]`` settings, as the ``rules`` record carries
+    them (JSON-ready; :func:`rules_from_settings` gives the engine's rules back)."""
+    r = config.firebet
+    return {
+        "table": {
+            "id": config.table.id,
+            "game": config.table.game,
+            "positions": config.table.positions,
+        },
+        "firebet": {
+            "preset": config.preset,
+            "pays": {str(tier): odds for tier, odds in sorted(r.pay_table().items())},
+            "min_wager": r.min_wager,
+            "max_wager": r.max_wager,
+            "wager_increment": r.wager_increment,
+            "pay_six_immediately": r.pay_six_immediately,
+            "surrender_carries_points": r.surrender_carries_points,
+            "surveillance_at": r.surveillance_at,
+            "betting_closes": r.betting_closes,
+            "history_hands": config.history_hands,
+        },
+    }
+
+
+def rules_from_settings(settings: Mapping[str, Any]) -> FireBetRules:
+    """The engine's rules from a ``rules`` record's settings (the floor's second opinion)."""
+    table, firebet = settings["table"], settings["firebet"]
+    return FireBetRules(
+        positions=int(table["positions"]),
+        pays={int(tier): int(odds) for tier, odds in firebet["pays"].items()},
+        min_wager=int(firebet["min_wager"]),
+        max_wager=int(firebet["max_wager"]),
+        wager_increment=int(firebet["wager_increment"]),
+        pay_six_immediately=bool(firebet["pay_six_immediately"]),
+        surrender_carries_points=bool(firebet["surrender_carries_points"]),
+        surveillance_at=int(firebet["surveillance_at"]),
+        betting_closes=str(firebet["betting_closes"]),
+    )

@@ -23,6 +23,7 @@ from controller.core.commands import (
     Bet,
     Cancel,
     Command,
+    Confirm,
     ReaderFault,
     ReaderHello,
     ReaderOk,
@@ -49,6 +50,7 @@ from controller.core.events import (
     Settlement,
     Surrendered,
     SurveillanceAlert,
+    SurveillanceConfirmed,
 )
 from controller.core.state import Phase, TableState, evolve
 
@@ -233,6 +235,8 @@ class Engine:
             if not state.surveillance_alert:
                 return [Refused("ack", "there is no surveillance alert to acknowledge")]
             return [Acknowledged(actor=command.actor, at=command.at)]
+        if isinstance(command, Confirm):
+            return self._confirm(state, command)
         if isinstance(command, ReaderHello):
             return [ReaderRestarted(command.seq)]
         if isinstance(command, RecordFault | ReaderFault):
@@ -371,6 +375,35 @@ class Engine:
         if amount is None:
             return [Refused("cancel", f"position {cmd.position} has no wager")]
         return [BetCancelled(cmd.position, amount, actor=cmd.actor, at=cmd.at)]
+
+    # surveillance ---------------------------------------------------------------
+    def _confirm(self, state: TableState, cmd: Confirm) -> list[Event]:
+        """Surveillance confirms the alerted hand: refused unless hand and alert match."""
+        if not _is_int(cmd.hand):
+            return [Refused("confirm", f"{cmd.hand!r} is not a hand number")]
+        if not isinstance(cmd.by, str) or not cmd.by.strip():
+            return [Refused("confirm", "a confirmation must name who confirmed (by)")]
+        if state.alert_hand is None:
+            return [
+                Refused(
+                    "confirm",
+                    f"hand {cmd.hand} has no surveillance alert to confirm "
+                    "(no alert was raised at this table)",
+                )
+            ]
+        if cmd.hand != state.alert_hand:
+            return [
+                Refused(
+                    "confirm",
+                    f"hand {cmd.hand} has no surveillance alert to confirm "
+                    f"(the alert is for hand {state.alert_hand})",
+                )
+            ]
+        if state.confirmed_by is not None:
+            return [
+                Refused("confirm", f"hand {cmd.hand} was already confirmed by {state.confirmed_by}")
+            ]
+        return [SurveillanceConfirmed(cmd.hand, cmd.by, str(cmd.id), actor=cmd.actor, at=cmd.at)]
 
     # surrender and void -------------------------------------------------------
     def _surrender(self, state: TableState, cmd: Surrender) -> list[Event]:

@@ -116,6 +116,18 @@ class Acknowledged(Event):
 
 
 @dataclass(frozen=True)
+class SurveillanceConfirmed(Event):
+    """Surveillance confirmed the fire bets and payouts of alerted ``hand`` (``by`` whom)."""
+
+    kind: ClassVar[str] = "surveillance_confirmed"
+    hand: int
+    by: str
+    id: str = ""
+    actor: str = "floor"
+    at: str = ""
+
+
+@dataclass(frozen=True)
 class Settlement(Event):
     """The fire bets of ``hand`` were settled (at the loser 7, or at the 6th point)."""
 
@@ -218,6 +230,7 @@ EVENTS: dict[str, type[Event]] = {
         NewDifferentPoint,
         SurveillanceAlert,
         Acknowledged,
+        SurveillanceConfirmed,
         Settlement,
         NewHand,
         Surrendered,

@@ -55,16 +55,21 @@ class LightsView:
     newest: int | None = None
     mode: Mode = Mode.RUNNING
     surveillance_alert: bool = False
+    surveillance_confirmed: bool = False
     celebration: int | None = None
 
 
 @dataclass(frozen=True)
 class Outputs:
-    """The effect of every marker (point -> effect), the status lamp and the relay."""
+    """The effect of every marker (point -> effect), the status lamp and the relay.
+
+    The surveillance relay blinks while an alert waits for surveillance, is steady once
+    surveillance confirmed the hand, and is off when there is no alert.
+    """
 
     markers: Mapping[int, Effect]
     status: Effect
-    surveillance: bool
+    surveillance: Effect
 
 
 def desired_outputs(view: LightsView, points: Iterable[int] = POINT_NUMBERS) -> Outputs:
@@ -72,10 +77,13 @@ def desired_outputs(view: LightsView, points: Iterable[int] = POINT_NUMBERS) -> 
     if view.mode not in Mode.__members__.values():
         raise ValueError(f"unknown mode {view.mode!r} (known: {', '.join(Mode)})")
     points = tuple(points)
+    relay = Effect.OFF
+    if view.surveillance_alert:  # a raised alert is never dropped, whatever the mode
+        relay = Effect.ON if view.surveillance_confirmed else Effect.BLINK
     if view.mode == Mode.HALTED:
-        return Outputs(dict.fromkeys(points, Effect.FAULT), Effect.FAULT, view.surveillance_alert)
+        return Outputs(dict.fromkeys(points, Effect.FAULT), Effect.FAULT, relay)
     if view.mode == Mode.DIAGNOSTICS:  # the technician's tests own the lamps meanwhile
-        return Outputs(dict.fromkeys(points, Effect.OFF), Effect.PULSE, view.surveillance_alert)
+        return Outputs(dict.fromkeys(points, Effect.OFF), Effect.PULSE, relay)
     markers: dict[int, Effect] = {}
     for p in points:
         if p not in view.markers:
@@ -87,7 +95,7 @@ def desired_outputs(view: LightsView, points: Iterable[int] = POINT_NUMBERS) -> 
         else:
             markers[p] = Effect.ON
     status = Effect.BLINK if view.mode == Mode.READER_FAULT else Effect.ON
-    return Outputs(markers, status, view.surveillance_alert)
+    return Outputs(markers, status, relay)
 
 
 def view_from_state(
@@ -113,6 +121,7 @@ def view_from_state(
         newest=newest,
         mode=mode,
         surveillance_alert=state.surveillance_alert,
+        surveillance_confirmed=state.confirmed_by is not None,
         celebration=celebration,
     )
 

@@ -30,6 +30,7 @@ from controller.core.events import (
     Settlement,
     Surrendered,
     SurveillanceAlert,
+    SurveillanceConfirmed,
     event_from_dict,
 )
 
@@ -121,6 +122,8 @@ class TableState:
     settled: bool = False  # this hand's bets were already paid at the 6th point
     alert_raised: bool = False  # the surveillance alert was raised this hand
     surveillance_alert: bool = False  # raised and not yet acknowledged
+    alert_hand: int | None = None  # the hand whose alert was raised last
+    confirmed_by: str | None = None  # who in surveillance confirmed that hand (the floor)
     last_roll: tuple[int, int] | None = None
     rolls: int = 0  # accepted rolls, all hands
     reader_seq: int | None = field(default=None, compare=False)
@@ -150,6 +153,9 @@ class TableState:
             "settled": self.settled,
             "alert_raised": self.alert_raised,
             "surveillance_alert": self.surveillance_alert,
+            # only when set, so snapshots of tables that never had an alert read as before
+            **({"alert_hand": self.alert_hand} if self.alert_hand is not None else {}),
+            **({"confirmed_by": self.confirmed_by} if self.confirmed_by is not None else {}),
             "last_roll": list(self.last_roll) if self.last_roll else None,
             "rolls": self.rolls,
             "reader_seq": self.reader_seq,
@@ -176,6 +182,8 @@ class TableState:
             settled=d["settled"],
             alert_raised=d["alert_raised"],
             surveillance_alert=d["surveillance_alert"],
+            alert_hand=d.get("alert_hand"),
+            confirmed_by=d.get("confirmed_by"),
             last_roll=(d["last_roll"][0], d["last_roll"][1]) if d["last_roll"] else None,
             rolls=d["rolls"],
             reader_seq=d["reader_seq"],
@@ -255,7 +263,19 @@ def evolve(state: TableState, event: Event) -> TableState:
     if isinstance(event, NewDifferentPoint):
         return _but(state, points=(*state.points, event.point))
     if isinstance(event, SurveillanceAlert):
-        return _but(state, alert_raised=True, surveillance_alert=True)
+        return _but(
+            state,
+            alert_raised=True,
+            surveillance_alert=True,
+            alert_hand=event.hand,
+            confirmed_by=None,
+        )
+    if isinstance(event, SurveillanceConfirmed):
+        # a void does not take a confirmation back (as it does not an acknowledgement)
+        undo = state.undo
+        if undo is not None and undo.alert_hand == event.hand:
+            undo = _but(undo, confirmed_by=event.by)
+        return _but(state, confirmed_by=event.by, undo=undo)
     if isinstance(event, Acknowledged):
         undo = _but(state.undo, surveillance_alert=False) if state.undo is not None else None
         return _but(state, surveillance_alert=False, undo=undo)

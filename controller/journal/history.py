@@ -39,6 +39,7 @@ from controller.core.events import (
     RollVoided,
     Settlement,
     Surrendered,
+    SurveillanceConfirmed,
     event_from_dict,
 )
 from controller.core.state import TableState, evolve
@@ -132,6 +133,9 @@ class _Recall:
             )
         elif isinstance(e, Acknowledged):
             self.action(before.hand, "ack", record, at, e)
+        elif isinstance(e, SurveillanceConfirmed):
+            hand = e.hand if e.hand in self.hands else before.hand
+            self.action(hand, "surveillance_confirmed", record, at, e, by=e.by, id=e.id)
         self.hand(after.hand).points = list(after.points)
 
 

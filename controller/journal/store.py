@@ -11,6 +11,10 @@ Records
     - ``start``: the journal was created (``{"format": 1}``); also a service start.
     - ``command``: ``{"command": Command.to_dict(), "events": [Event.to_dict(), ...]}``
       (refusals included, so a refused dealer action is in the audit trail).
+    - ``rules``: at each service start, the rules it plays under:
+      ``{"table": {...}, "firebet": {...}, "program": digest}`` (the effective settings,
+      :func:`controller.core.config.rules_settings`), so the floor can re-check every
+      settlement from the records alone.
     - ``mode``: a service mode change (``{"mode": "diagnostics", ...}``).
     - ``halt``: ``{"record": N or null, "reason": "..."}`` - integrity failure.
     - ``clear_halt``: ``{"cleared": {"record", "reason"}, "skipped": [N, ...],
@@ -71,7 +75,7 @@ from controller.core.state import TableState, fold
 FORMAT = 1
 GENESIS = "0" * 64
 GAME_KINDS = ("command",)
-SYSTEM_KINDS = ("start", "mode")
+SYSTEM_KINDS = ("start", "rules", "mode")
 KINDS = (*GAME_KINDS, *SYSTEM_KINDS, "halt", "clear_halt")
 
 _SCHEMA = """
@@ -758,6 +762,19 @@ class Journal:
                 except ValueError:
                     pass  # an unreadable time: show it, the auditor decides
             yield record
+
+    def batch(self, after: int, limit: int) -> list[Record]:
+        """At most ``limit`` records numbered above ``after``, in order (a bounded read)."""
+        with self._mutex:
+            rows = (
+                self._require_db()
+                .execute(
+                    f"SELECT {_COLUMNS} FROM records WHERE record > ? ORDER BY record LIMIT ?",
+                    (after, limit),
+                )
+                .fetchall()
+            )
+        return [Record(*row) for row in rows]
 
     def last(self) -> Record | None:
         """The newest record (None in an empty file)."""

@@ -38,7 +38,7 @@ from controller.core.commands import (
     Surrender,
     Void,
 )
-from controller.core.config import Config
+from controller.core.config import Config, rules_settings
 from controller.core.engine import Engine, Outcome
 from controller.core.errors import FirebetError, TableHalted, UsageError
 from controller.core.events import DuplicateRoll, Refused, RollAccepted, Settlement
@@ -51,6 +51,7 @@ from controller.core.lamps import (
 )
 from controller.core.lamps import view_from_state as lights_view
 from controller.core.state import TableState
+from controller.floor.link import FloorLink
 from controller.journal.history import MAX_HANDS, Recall, connect_read_only
 from controller.journal.store import Journal, JournalHalted, JournalWriteError
 from controller.service import bench, notify
@@ -146,6 +147,7 @@ class Controller:
         self.lights: MarkerLights | None = None
         self.buttons: DealerButtons | None = None
         self.control: ControlServer | None = None
+        self.floor: FloorLink | None = None
         self.ready = threading.Event()
         self.stopping = threading.Event()
         self.reader_fault: str | None = None if reader is not None else "NO_READER"
@@ -196,6 +198,9 @@ class Controller:
                     actor="service",
                     payload={"pid": os.getpid(), "program": self.program.to_dict()},
                 )
+                # the rules this start plays under, so the floor can re-check every settlement
+                rules = rules_settings(self.config) | {"program": self.program.digest}
+                self.journal.append_system("rules", actor="service", payload=rules)
             except JournalWriteError as exc:
                 self.storage_fault = exc.reason
         self._self_check()
@@ -205,6 +210,17 @@ class Controller:
         self.ready.set()
         notify.ready()
         self._notify_status()
+        if self.config.floor.enabled:  # after ready: the floor never delays the table
+            self.floor = FloorLink(
+                self.config.floor,
+                self.config.table.id,
+                self.journal.path,
+                self.state_dir,
+                status=self.status,
+                post=self.post,
+                program=self.program.digest,
+            )
+            self.floor.start()
         threading.Thread(
             target=self._check_whole_journal, name="journal check", daemon=True
         ).start()
@@ -284,7 +300,7 @@ class Controller:
     def close(self) -> None:
         """Stop the drivers and release pins, socket and journal."""
         notify.stopping()
-        for part in (self.reader, self.control):
+        for part in (self.floor, self.reader, self.control):
             if part is not None:
                 try:
                     part.stop()
@@ -392,6 +408,8 @@ class Controller:
             self.last_settlement,
         )
         self._notify_status()
+        if self.floor is not None:
+            self.floor.state_changed()  # a flag for the link's own thread
         if self.on_change is not None:
             self.on_change(self._published)
 
@@ -432,6 +450,10 @@ class Controller:
             "last_roll": list(s.last_roll) if s.last_roll else None,
             "rolls": s.rolls,
             "surveillance_alert": s.surveillance_alert,
+            "alert_hand": s.alert_hand,
+            "surveillance_confirmed": (
+                {"hand": s.alert_hand, "by": s.confirmed_by} if s.confirmed_by is not None else None
+            ),
             "markers": marker_report(p.view, p.outputs),
             "reader": reader,
             "meters": s.meters.to_dict(s.rolls),
@@ -440,6 +462,7 @@ class Controller:
             "last_settlement": p.last_settlement,
             "journal_check": self.full_check,
             "program": self.program.to_dict() if self.program is not None else None,
+            "floor": self.floor.status() if self.floor is not None else FloorLink.disabled_status(),
         }
 
     # the control socket ---------------------------------------------------------------

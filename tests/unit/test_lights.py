@@ -24,6 +24,7 @@ from controller.core.lamps import (
 from controller.core.state import Phase, TableState
 from drivers.lights import MarkerLights, Timing
 from drivers.pins import make_pin_factory
+from tests.support import wait_for
 
 FAST = Timing(pulse_s=0.02, blink_s=0.02, fault_s=0.02, celebrate_s=0.02)
 
@@ -62,7 +63,7 @@ def test_markers_steady_and_newest_pulsing() -> None:
         9: Effect.OFF,
         10: Effect.OFF,
     }
-    assert out.status == Effect.ON and out.surveillance is False
+    assert out.status == Effect.ON and out.surveillance == Effect.OFF
 
 
 def test_reader_fault_blinks_the_status_lamp_only() -> None:
@@ -75,7 +76,7 @@ def test_halted_shows_the_fault_pattern_on_every_marker() -> None:
     out = desired_outputs(LightsView(markers={4: 1}, mode="halted", surveillance_alert=True))
     assert set(out.markers.values()) == {Effect.FAULT} and len(out.markers) == 6
     assert out.status == Effect.FAULT
-    assert out.surveillance is True  # a raised alert is never dropped
+    assert out.surveillance == Effect.BLINK  # a raised alert is never dropped
 
 
 def test_diagnostics_leaves_the_markers_to_the_technician() -> None:
@@ -83,9 +84,14 @@ def test_diagnostics_leaves_the_markers_to_the_technician() -> None:
     assert set(out.markers.values()) == {Effect.OFF}
 
 
-def test_surveillance_relay_follows_the_alert() -> None:
-    assert desired_outputs(LightsView(surveillance_alert=True)).surveillance
-    assert not desired_outputs(LightsView(surveillance_alert=False)).surveillance
+def test_surveillance_relay_blinks_until_confirmed_then_is_steady() -> None:
+    assert desired_outputs(LightsView(surveillance_alert=True)).surveillance == Effect.BLINK
+    confirmed = LightsView(surveillance_alert=True, surveillance_confirmed=True)
+    assert desired_outputs(confirmed).surveillance == Effect.ON
+    assert desired_outputs(LightsView(surveillance_alert=False)).surveillance == Effect.OFF
+    # acknowledged (alert cleared) after the confirmation: off
+    acked = LightsView(surveillance_alert=False, surveillance_confirmed=True)
+    assert desired_outputs(acked).surveillance == Effect.OFF
 
 
 def test_celebration_flashes_the_lit_markers() -> None:
@@ -157,22 +163,27 @@ def test_unchanged_effect_is_not_restarted(
     assert len(pin.states) == changes
 
 
-def test_relay_on_alert_and_off_after_ack(
+def test_relay_blinks_on_alert_steady_when_confirmed_off_after_ack(
     lights: MarkerLights, factory: Any, config: LightsConfig
 ) -> None:
     relay = factory.pin(config.surveillance)
     lights.show(LightsView(surveillance_alert=True))
+    wait_for(lambda: len(relay.states) >= 4, what="the relay blinking")
+    lights.show(LightsView(surveillance_alert=True, surveillance_confirmed=True))
     assert relay.state == 1
+    steady = len(relay.states)
+    lights.show(LightsView(surveillance_alert=True, surveillance_confirmed=True))
+    assert len(relay.states) == steady  # steady: no more changes
     lights.show(LightsView(surveillance_alert=False))
-    relay.assert_states([0, 1, 0])
+    assert relay.state == 0
 
 
 def test_active_low_wiring_inverts_every_pin(config: LightsConfig, factory: Any) -> None:
     board = MarkerLights(replace(config, active_high=False), factory, FAST)
     try:
-        board.apply(Outputs(dict.fromkeys(config.markers, Effect.OFF), Effect.OFF, False))
+        board.apply(Outputs(dict.fromkeys(config.markers, Effect.OFF), Effect.OFF, Effect.OFF))
         assert factory.pin(config.markers[8]).state == 1
-        board.show(LightsView(markers={8: 1}, surveillance_alert=True))
+        board.show(LightsView(markers={8: 1}, surveillance_alert=True, surveillance_confirmed=True))
         assert factory.pin(config.markers[8]).state == 0
         assert factory.pin(config.surveillance).state == 0
     finally:

@@ -1,0 +1,491 @@
+"""The floor link: the table's journal published to the floor's MQTT broker (docs/floor.md).
+
+Topics (``<p>`` is ``[floor] topic_prefix``, ``<t>`` the table id):
+
+==================  ==================  =====================================================
+``<p>/<t>/event``   QoS 1               one message per journal record, in record order
+``<p>/<t>/state``   QoS 1, retained     the ``status --json`` object, at each change
+``<p>/<t>/online``  QoS 1, retained     ``{"online": true, "program", "record"}`` at connect;
+                                        the will (and a clean stop) ``{"online": false}``
+``<p>/<t>/command`` QoS 1 (from floor)  ``confirm`` (posted to the engine) and ``resend``
+==================  ==================  =====================================================
+
+The journal is the outbox. The link reads it on its own read-only connection, in
+bounded batches, keeps at most ``window`` records unacknowledged, and moves a
+durable cursor (:mod:`controller.floor.cursor`) over every record the broker
+acknowledged (PUBACK), in order. After a broker outage, a network cut or a SIGKILL
+it publishes from the record after the cursor: only the records that were in
+flight can arrive twice (the floor keeps each (table, record) once).
+
+Nothing here runs on the engine thread: the engine only calls :meth:`FloorLink.wake`
+and :meth:`FloorLink.state_changed` (each sets a flag). paho's network thread only
+queues what it hears; one publisher thread does the rest.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
+from paho.mqtt.reasoncodes import ReasonCode
+
+from controller.core.commands import Command, Confirm
+from controller.core.config import FloorConfig
+from controller.core.errors import FirebetError
+from controller.floor.cursor import Cursor, CursorError, CursorFile
+from controller.journal.store import Journal, Record, now_iso
+
+log = logging.getLogger("firebet.floor")
+
+WINDOW = 256  # records published and not yet acknowledged, at most
+IDLE_POLL_S = 0.5  # the journal's head is read at least this often
+REFUSED_BACKOFF_S = 5.0  # after the broker refused a record, wait before trying again
+KEEPALIVE_S = 15  # the broker sends the will this long (x1.5) after a silent cut
+MAX_COMMAND_BYTES = 4096
+MAX_COMMANDS_QUEUED = 1000
+
+
+def topics(prefix: str, table: str) -> dict[str, str]:
+    """The four topics of ``table``: event, state, online, command."""
+    return {leaf: f"{prefix}/{table}/{leaf}" for leaf in ("event", "state", "online", "command")}
+
+
+def event_message(table: str, record: Record) -> str:
+    """The ``event`` payload of one journal record (SPEC section 9):
+    ``{"table", "record", "at", "kind", "actor", "payload", "chain"}``.
+
+    The stored payload is already canonical JSON and goes in as it is.
+    """
+    dumps = json.dumps
+    return (
+        f'{{"table":{dumps(table)},"record":{record.record},"at":{dumps(record.at)},'
+        f'"kind":{dumps(record.kind)},"actor":{dumps(record.actor)},'
+        f'"payload":{record.payload},"chain":{dumps(record.hash)}}}'
+    )
+
+
+class CommandError(FirebetError, ValueError):
+    """A floor command that cannot be taken (not JSON, unknown op, bad field)."""
+
+
+@dataclass(frozen=True)
+class Resend:
+    """The floor asks for the records from ``start`` on again (it saw a gap)."""
+
+    start: int
+
+
+def parse_command(payload: bytes, *, at: str = "") -> Confirm | Resend:
+    """A ``<p>/<t>/command`` message as a :class:`Confirm` command or a :class:`Resend`.
+
+    Raises :class:`CommandError` with the reason when the message is not one of
+    ``{"op": "confirm", "hand": n, "by": user, "id": uuid}`` or
+    ``{"op": "resend", "from": record}``.
+    """
+    if len(payload) > MAX_COMMAND_BYTES:
+        raise CommandError(f"a command of {len(payload)} bytes (at most {MAX_COMMAND_BYTES})")
+    try:
+        data = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise CommandError(f"a command that is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise CommandError("a command must be a JSON object")
+    op = data.get("op")
+    if op == "confirm":
+        hand, by, ident = data.get("hand"), data.get("by"), data.get("id", "")
+        if isinstance(hand, bool) or not isinstance(hand, int) or hand < 1:
+            raise CommandError(f"confirm: hand must be a hand number, not {hand!r}")
+        if not isinstance(by, str) or not by.strip() or len(by) > 64:
+            raise CommandError("confirm: by must name the surveillance user (1 to 64 characters)")
+        if not isinstance(ident, str) or len(ident) > 64:
+            raise CommandError("confirm: id must be a string of at most 64 characters")
+        return Confirm(hand, by.strip(), ident, actor=f"floor:{by.strip()}", at=at)
+    if op == "resend":
+        start = data.get("from")
+        if isinstance(start, bool) or not isinstance(start, int) or start < 1:
+            raise CommandError(f"resend: from must be a record number, not {start!r}")
+        return Resend(start)
+    raise CommandError(f"unknown command op {op!r} (known: confirm, resend)")
+
+
+@dataclass
+class _InFlight:
+    mid: int
+    record: int
+    chain: str
+    acked: bool = False
+
+
+def read_password(path: str) -> str:
+    """The broker password: the first line of ``path``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.readline().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FirebetError(f"cannot read floor.password_file {path}: {exc}") from exc
+
+
+def make_client(floor: FloorConfig, client_id: str) -> mqtt.Client:
+    """A paho client for ``floor`` (MQTT 5, TLS and credentials as configured)."""
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
+    if floor.username:
+        password = read_password(floor.password_file) if floor.password_file else None
+        client.username_pw_set(floor.username, password)
+    tls, _, _ = floor.endpoint()
+    if tls:
+        client.tls_set(ca_certs=floor.tls_ca or None)
+    return client
+
+
+class FloorLink:
+    """Publishes one table's journal to the floor broker and takes the floor's commands."""
+
+    def __init__(
+        self,
+        floor: FloorConfig,
+        table: str,
+        journal_path: Path,
+        state_dir: Path,
+        *,
+        status: Callable[[], Mapping[str, Any]],
+        post: Callable[[Command], None],
+        program: str,
+        window: int = WINDOW,
+        client_id: str | None = None,
+    ) -> None:
+        if window < 1:
+            raise ValueError("window must be at least 1")
+        self.floor = floor
+        self.table = table
+        self.journal_path = Path(journal_path)
+        self.cursor_file = CursorFile(state_dir)
+        self.topics = topics(floor.topic_prefix, table)
+        self.window = window
+        self.client_id = client_id or f"firebet-{table}"
+        self._status = status
+        self._post = post
+        self._program = program
+        self._cond = threading.Condition()
+        self._woken = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._client: mqtt.Client | None = None
+        # written by paho's thread, taken by the publisher (under _cond)
+        self._acks: collections.deque[tuple[int, ReasonCode]] = collections.deque()
+        self._commands: collections.deque[bytes] = collections.deque(maxlen=MAX_COMMANDS_QUEUED)
+        self._announce = False
+        # the publisher's own (read by status() without a lock: single assignments)
+        self.connected = False
+        self.cursor = Cursor()
+        self.head = 0
+        self.published = 0
+        self.last_error: str | None = None
+        self.last_error_at: str | None = None
+        self.commands_refused = 0
+        self._next = 1
+        self._inflight: collections.deque[_InFlight] = collections.deque()
+        self._by_mid: dict[int, _InFlight] = {}
+        self._state_dirty = True
+        self._state_mid: int | None = None
+        self._paused_until = 0.0
+
+    # the engine's side (cheap, any thread) ----------------------------------------------
+    def wake(self) -> None:
+        """New records may be in the journal."""
+        with self._cond:
+            self._woken = True
+            self._cond.notify()
+
+    def state_changed(self) -> None:
+        """The table's state changed: publish ``state`` again."""
+        with self._cond:
+            self._state_dirty = True
+            self._woken = True
+            self._cond.notify()
+
+    def status(self) -> dict[str, Any]:
+        """``status --json`` ``floor``: connected, cursor, backlog, last error."""
+        return {
+            "enabled": True,
+            "broker": self.floor.broker,
+            "connected": self.connected,
+            "cursor": self.cursor.record,
+            "backlog": max(0, self.head - self.cursor.record),
+            "published": self.published,
+            "last_error": self.last_error,
+            "last_error_at": self.last_error_at,
+            "commands_refused": self.commands_refused,
+        }
+
+    @staticmethod
+    def disabled_status() -> dict[str, Any]:
+        """``floor`` in ``status --json`` of a table without a floor link."""
+        return {
+            "enabled": False,
+            "broker": "",
+            "connected": False,
+            "cursor": None,
+            "backlog": None,
+            "published": 0,
+            "last_error": None,
+            "last_error_at": None,
+            "commands_refused": 0,
+        }
+
+    # life cycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the publisher thread (it connects and reconnects on its own)."""
+        self._thread = threading.Thread(target=self._run, name="floor link", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Say ``{"online": false}``, disconnect and end the threads."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _error(self, text: str) -> None:
+        if text != self.last_error:
+            log.warning("floor link: %s", text)
+        self.last_error, self.last_error_at = text, now_iso()
+
+    # paho's thread: only queue what was heard -------------------------------------------
+    def _on_connect(
+        self, client: mqtt.Client, userdata: Any, flags: Any, reason: ReasonCode, props: Any
+    ) -> None:
+        with self._cond:
+            if reason.is_failure:
+                self._error(f"the broker {self.floor.broker} refused the connection: {reason}")
+            else:
+                self.connected = True
+                self._announce = True
+                self._woken = True
+                self._cond.notify()
+
+    def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
+        self._error(f"cannot reach the broker {self.floor.broker}")
+
+    def _on_disconnect(
+        self, client: mqtt.Client, userdata: Any, flags: Any, reason: ReasonCode, props: Any
+    ) -> None:
+        with self._cond:
+            was = self.connected
+            self.connected = False
+            if was and not self._stopping:
+                self._error(f"lost the broker {self.floor.broker}: {reason}")
+            self._woken = True
+            self._cond.notify()
+
+    def _on_publish(
+        self, client: mqtt.Client, userdata: Any, mid: int, reason: ReasonCode, props: Any
+    ) -> None:
+        with self._cond:
+            self._acks.append((mid, reason))
+            self._woken = True
+            self._cond.notify()
+
+    def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
+        with self._cond:
+            self._commands.append(bytes(message.payload))
+            self._woken = True
+            self._cond.notify()
+
+    # the publisher thread --------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._serve()
+        except Exception as exc:  # never die silently: say why in status and the log
+            log.exception("floor link stopped")
+            self._error(f"the floor link stopped: {exc!r}")
+
+    def _connect(self) -> mqtt.Client | None:
+        try:
+            client = make_client(self.floor, self.client_id)
+        except FirebetError as exc:
+            self._error(str(exc))
+            return None
+        client.will_set(self.topics["online"], '{"online":false}', qos=1, retain=True)
+        client.max_inflight_messages_set(self.window + 2)
+        client.reconnect_delay_set(1, 30)
+        client.on_connect = self._on_connect
+        client.on_connect_fail = self._on_connect_fail
+        client.on_disconnect = self._on_disconnect
+        client.on_publish = self._on_publish
+        client.on_message = self._on_message
+        _, host, port = self.floor.endpoint()
+        client.connect_async(host, port, keepalive=KEEPALIVE_S, clean_start=True)
+        client.loop_start()
+        return client
+
+    def _serve(self) -> None:
+        reader = Journal(self.journal_path, read_only=True)
+        try:
+            reader.attach()
+            self.cursor = self._checked_cursor(reader)
+            self._next = self.cursor.record + 1
+            self.head = self._head(reader)
+            self._client = client = self._connect()
+            if client is None:
+                return
+            try:
+                while self._step(reader, client):
+                    pass
+            finally:
+                self._goodbye(client)
+        finally:
+            reader.close()
+
+    def _checked_cursor(self, reader: Journal) -> Cursor:
+        try:
+            cursor = self.cursor_file.load()
+        except CursorError as exc:
+            self._error(f"{exc}; publishing from record 1 again")
+            return Cursor()
+        if cursor.record == 0:
+            return cursor
+        found = reader.batch(cursor.record - 1, 1)
+        if not found or found[0].record != cursor.record or found[0].hash != cursor.chain:
+            self._error(
+                f"the journal has no record {cursor.record} with the chain hash the floor "
+                "cursor remembers (a new journal?): publishing from record 1 again"
+            )
+            return Cursor()
+        return cursor
+
+    @staticmethod
+    def _head(reader: Journal) -> int:
+        last = reader.last()
+        return last.record if last is not None else 0
+
+    def _step(self, reader: Journal, client: mqtt.Client) -> bool:
+        """One turn: wait for news, take acks and commands, publish what fits."""
+        with self._cond:
+            if not self._woken and not self._stopping:
+                self._cond.wait(IDLE_POLL_S)
+            self._woken = False
+            if self._stopping:
+                return False
+            acks = list(self._acks)
+            self._acks.clear()
+            commands = list(self._commands)
+            self._commands.clear()
+            announce, self._announce = self._announce, False
+            state_dirty = self._state_dirty
+        self._take_acks(acks)
+        for payload in commands:
+            self._take_command(payload)
+        self.head = max(self.head, self._head(reader))
+        if not self.connected:
+            return True
+        if announce:
+            client.subscribe(self.topics["command"], qos=1)
+            online = {"online": True, "program": self._program, "record": self.head}
+            client.publish(self.topics["online"], json.dumps(online), qos=1, retain=True)
+            state_dirty = True
+        if state_dirty and self._state_mid is None:
+            self._publish_state(client)
+        if time.monotonic() >= self._paused_until:
+            self._top_up(reader, client)
+        return True
+
+    def _publish_state(self, client: mqtt.Client) -> None:
+        with self._cond:
+            self._state_dirty = False
+        try:
+            text = json.dumps(dict(self._status()), separators=(",", ":"))
+        except Exception as exc:  # a status that cannot be read must not stop the records
+            self._error(f"cannot read the table's status: {exc!r}")
+            return
+        info = client.publish(self.topics["state"], text, qos=1, retain=True)
+        self._state_mid = info.mid
+
+    def _top_up(self, reader: Journal, client: mqtt.Client) -> None:
+        room = self.window - len(self._inflight)
+        if room <= 0 or self._next > self.head:
+            return
+        for record in reader.batch(self._next - 1, room):
+            info = client.publish(self.topics["event"], event_message(self.table, record), qos=1)
+            if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
+                self._error(f"cannot publish record {record.record}: {mqtt.error_string(info.rc)}")
+                return
+            entry = _InFlight(info.mid, record.record, record.hash)
+            self._inflight.append(entry)
+            self._by_mid[info.mid] = entry
+            self._next = record.record + 1
+            self.published += 1
+
+    def _take_acks(self, acks: list[tuple[int, ReasonCode]]) -> None:
+        refused: tuple[int, ReasonCode] | None = None
+        for mid, reason in acks:
+            if mid == self._state_mid:
+                self._state_mid = None
+                if reason.is_failure:
+                    self._error(f"the broker refused the table's state: {reason}")
+                continue
+            entry = self._by_mid.pop(mid, None)
+            if entry is None:
+                continue  # the online message, or a record given up after a refusal
+            if reason.is_failure:
+                refused = refused or (entry.record, reason)
+                continue
+            entry.acked = True
+        moved = None
+        while self._inflight and self._inflight[0].acked:
+            entry = self._inflight.popleft()
+            if entry.record > (moved or self.cursor).record:
+                moved = Cursor(entry.record, entry.chain)
+        if refused is not None:
+            # not delivered: give up what is in flight and try again from the cursor later
+            record, reason = refused
+            self._error(
+                f"the broker refused record {record}: {reason} (is the ACL right for "
+                f"{self.floor.username or 'this user'}?); trying again in {REFUSED_BACKOFF_S:g} s"
+            )
+            self._inflight.clear()
+            self._by_mid.clear()
+            self._paused_until = time.monotonic() + REFUSED_BACKOFF_S
+        if moved is not None:
+            try:
+                self.cursor_file.save(moved)
+            except OSError as exc:
+                self._error(f"cannot save the floor cursor {self.cursor_file.path}: {exc}")
+            self.cursor = moved
+        if refused is not None:
+            self._next = self.cursor.record + 1
+
+    def _take_command(self, payload: bytes) -> None:
+        try:
+            command = parse_command(payload, at=now_iso())
+        except CommandError as exc:
+            self.commands_refused += 1
+            self._error(f"floor command refused: {exc}")
+            return
+        if isinstance(command, Resend):
+            log.info("floor asks for the records from %d again", command.start)
+            self._next = min(self._next, command.start)
+            return
+        self._post(command)  # the engine decides, journals it (or its refusal), lights up
+
+    def _goodbye(self, client: mqtt.Client) -> None:
+        """A clean stop: ``{"online": false}`` (the broker keeps the will for cuts)."""
+        try:
+            if self.connected:
+                info = client.publish(self.topics["online"], '{"online":false}', qos=1, retain=True)
+                with contextlib.suppress(RuntimeError, ValueError):
+                    info.wait_for_publish(timeout=2.0)
+            client.disconnect()
+        finally:
+            client.loop_stop()
+            self.connected = False

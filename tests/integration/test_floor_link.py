@@ -1,0 +1,253 @@
+"""The floor link against a real mosquitto: records in order, outages, retained state,
+the confirm round trip, resend, and the ACL refusing a command from the wrong identity."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.core.config import Config, load_config
+from controller.core.lamps import Effect
+from controller.journal.store import Journal
+from tests import support
+from tests.broker import Mosquitto, Subscriber, one_shot
+from tests.support import RunningTable, wait_for
+
+pytestmark = pytest.mark.slow
+
+EVENT, STATE, ONLINE = "firebet/CR-07/event", "firebet/CR-07/state", "firebet/CR-07/online"
+COMMAND = "firebet/CR-07/command"
+
+
+def floor_config(tmp: Path, broker: Mosquitto, **extra: str) -> Config:
+    lines = [
+        "[table]",
+        'id = "CR-07"',
+        "[floor]",
+        f'broker = "{broker.url}"',
+        'username = "CR-07"',
+        f'password_file = "{broker.password_file("CR-07")}"',
+        *(f'{k} = "{v}"' for k, v in extra.items()),
+    ]
+    path = tmp / "table.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return load_config(path)
+
+
+@pytest.fixture
+def floor(mosquitto: Mosquitto) -> Iterator[Subscriber]:
+    subscriber = Subscriber(mosquitto)
+    yield subscriber
+    subscriber.close()
+
+
+@pytest.fixture
+def table(tmp_path: Path, mosquitto: Mosquitto, floor: Subscriber) -> Iterator[RunningTable]:
+    config = floor_config(tmp_path, mosquitto)
+    running, thread = support.start_table(tmp_path / "state", tmp_path / "control.sock", config)
+    try:
+        yield running
+    finally:
+        running.controller.stop()
+        thread.join(timeout=support.PROCESS_DEADLINE_S)
+        running.controller.close()
+        running.device.stop()
+        running.factory.close()
+
+
+def journal_records(table: RunningTable) -> list[tuple[int, str, str]]:
+    """(record, kind, chain) of every record of the table's journal."""
+    assert table.controller.journal is not None
+    with Journal(table.controller.journal.path, read_only=True) as journal:
+        journal.attach()
+        return [(r.record, r.kind, r.hash) for r in journal.records()]
+
+
+def all_published(table: RunningTable, floor: Subscriber) -> bool:
+    head = journal_records(table)[-1][0]
+    return set(floor.records()) >= set(range(1, head + 1))
+
+
+def test_every_record_arrives_once_in_order_with_the_spec_payload(
+    table: RunningTable, floor: Subscriber
+) -> None:
+    assert table.ask("bet", position=3, amount=5)["ok"]
+    table.make(4, 5)
+    table.throw(2, 2)  # point 4
+    table.throw(3, 4)  # seven-out: settles hand 1
+    wait_for(lambda: all_published(table, floor), what="every record at the floor")
+    wait_for(lambda: table.status()["floor"]["backlog"] == 0, what="the cursor to catch up")
+    journal = journal_records(table)
+    events = floor.on(EVENT)
+    assert [e["record"] for e in events] == [r for r, _, _ in journal]  # once each, in order
+    for event, (_, kind, chain) in zip(events, journal, strict=True):
+        assert set(event) == {"table", "record", "at", "kind", "actor", "payload", "chain"}
+        assert (event["table"], event["kind"], event["chain"]) == ("CR-07", kind, chain)
+    kinds = [e["kind"] for e in events]
+    assert kinds[:3] == ["start", "start", "rules"]  # genesis, this start, its rules
+    rules = events[2]["payload"]
+    assert rules["table"]["id"] == "CR-07" and rules["firebet"]["pays"] == {
+        "4": 24,
+        "5": 249,
+        "6": 999,
+    }
+    assert len(rules["program"]) == 64
+    settled = [
+        ev
+        for e in events
+        if e["kind"] == "command"
+        for ev in e["payload"]["events"]
+        if ev["event"] == "settlement"
+    ]
+    assert settled and settled[0]["payouts"] == {"3": 0}
+    status = table.status()["floor"]
+    assert status["connected"] and status["cursor"] == journal[-1][0]
+    assert status["last_error"] is None
+
+
+def test_retained_state_and_online_reach_a_late_subscriber(
+    table: RunningTable, mosquitto: Mosquitto
+) -> None:
+    table.make(6)
+    late = Subscriber(mosquitto, "firebet/CR-07/+", client_id="late-floor")
+    try:
+        wait_for(lambda: late.on(ONLINE) and late.on(STATE), what="the retained messages")
+        online = late.on(ONLINE)[-1]
+        assert online["online"] is True and len(online["program"]) == 64
+        assert isinstance(online["record"], int)
+        wait_for(lambda: late.on(STATE)[-1]["points"] == [6], what="the state after point 6")
+        state = late.on(STATE)[-1]
+        assert state["table"] == "CR-07" and state["mode"] == "running"
+        assert state["floor"]["enabled"] is True
+    finally:
+        late.close()
+    # a clean stop says offline (retained) in place of the will
+    table.controller.floor.stop()  # type: ignore[union-attr]
+    wait_for(lambda: late_online(mosquitto) == {"online": False}, what="online false")
+
+
+def late_online(broker: Mosquitto) -> object:
+    probe = Subscriber(broker, ONLINE, client_id="probe")
+    try:
+        wait_for(lambda: probe.on(ONLINE), what="a retained online message")
+        return probe.on(ONLINE)[-1]
+    finally:
+        probe.close()
+
+
+def test_broker_stopped_and_restarted_mid_stream_loses_nothing(
+    table: RunningTable, floor: Subscriber, mosquitto: Mosquitto
+) -> None:
+    table.make(4)
+    wait_for(lambda: all_published(table, floor), what="the first records")
+    mosquitto.stop()
+    wait_for(lambda: not table.status()["floor"]["connected"], what="the link to notice")
+    for point in (5, 6, 8):  # the table plays on meanwhile, ACKing every roll
+        table.make(point)
+    backlog = table.status()["floor"]["backlog"]
+    assert backlog >= 6
+    assert "lost the broker" in (table.status()["floor"]["last_error"] or "")
+    mosquitto.start()
+    wait_for(lambda: all_published(table, floor), what="the backlog at the floor")
+    wait_for(lambda: table.status()["floor"]["backlog"] == 0, what="the cursor to catch up")
+    heard = floor.records()
+    journal = [r for r, _, _ in journal_records(table)]
+    assert sorted(set(heard)) == journal  # nothing skipped
+    first_seen = list(dict.fromkeys(heard))
+    assert first_seen == journal  # in record order
+    assert len(heard) - len(journal) <= table.controller.floor.window  # type: ignore[union-attr]
+
+
+def test_confirm_round_trip_and_refusals(
+    table: RunningTable, floor: Subscriber, mosquitto: Mosquitto
+) -> None:
+    relay = table.pin(table.controller.config.lights.surveillance)
+    assert table.ask("bet", position=2, amount=5)["ok"]
+    table.make(4, 5, 6, 8, 9)  # the 5th different point raises the alert
+    status = table.status()
+    assert status["surveillance_alert"] and status["alert_hand"] == 1
+    assert status["surveillance_confirmed"] is None
+    assert table.controller.lights is not None
+    assert table.controller.lights._applied["relay"] == Effect.BLINK  # blinking: not confirmed
+    wait_for(lambda: len(relay.states) >= 3, what="the relay blinking")
+
+    floor.publish(COMMAND, {"op": "confirm", "hand": 2, "by": "alice", "id": "u-1"})
+    floor.publish(COMMAND, {"op": "confirm", "hand": 1, "by": "alice", "id": "u-2"})
+    wait_for(lambda: table.status()["surveillance_confirmed"] is not None, what="the confirm")
+    assert table.status()["surveillance_confirmed"] == {"hand": 1, "by": "alice"}
+    assert table.status()["surveillance_alert"] is True  # still up until acknowledged
+    assert table.controller.lights._applied["relay"] == Effect.ON  # steady
+    assert relay.state == 1
+
+    def confirms() -> list[dict[str, object]]:
+        return [
+            e for e in floor.on(EVENT) if e["kind"] == "command"
+            and e["payload"]["command"]["command"] == "confirm"
+        ]  # fmt: skip
+
+    wait_for(lambda: len(confirms()) == 2, what="both confirms in the event stream")
+    refused, accepted = confirms()
+    assert refused["payload"]["events"] == [
+        {
+            "event": "refused",
+            "command": "confirm",
+            "reason": "hand 2 has no surveillance alert to confirm (the alert is for hand 1)",
+        }
+    ]
+    assert accepted["actor"] == "floor:alice"
+    (confirmed,) = accepted["payload"]["events"]
+    assert confirmed == {
+        "event": "surveillance_confirmed",
+        "hand": 1,
+        "by": "alice",
+        "id": "u-2",
+        "actor": "floor:alice",
+        "at": confirmed["at"],
+    }
+    # again: refused, already confirmed
+    floor.publish(COMMAND, {"op": "confirm", "hand": 1, "by": "bob", "id": "u-3"})
+    wait_for(lambda: len(confirms()) == 3, what="the second confirm")
+    assert "already confirmed by alice" in confirms()[2]["payload"]["events"][0]["reason"]
+    # history shows who confirmed, in hand 1's actions
+    (hand,) = table.ask("history", hands=1)["hands"]
+    actions = [a for a in hand["actions"] if a["action"] == "surveillance_confirmed"]
+    assert [(a["by"], a["actor"]) for a in actions] == [("alice", "floor:alice")]
+    # not JSON, unknown op: refused by the link, counted, the table plays on
+    floor.publish(COMMAND, {"op": "pay-everyone"})
+    wait_for(lambda: table.status()["floor"]["commands_refused"] == 1, what="the refusal")
+    assert "unknown command op" in table.status()["floor"]["last_error"]
+
+
+def test_resend_publishes_again_from_the_record_asked(
+    table: RunningTable, floor: Subscriber
+) -> None:
+    table.make(4)
+    wait_for(lambda: all_published(table, floor), what="the records")
+    count = len(floor.records())
+    floor.publish(COMMAND, {"op": "resend", "from": 2})
+    wait_for(lambda: len(floor.records()) >= 2 * count - 1, what="the records again")
+    assert floor.records()[count:] == list(range(2, count + 1))
+
+
+def test_a_command_from_an_identity_without_the_right_is_refused_by_the_broker(
+    table: RunningTable, floor: Subscriber, mosquitto: Mosquitto
+) -> None:
+    table.make(4, 5, 6, 8, 9)
+    confirm = {"op": "confirm", "hand": 1, "by": "mallory", "id": "x"}
+    not_authorized = 0x87
+    # another table may not command this one, nor may this table command itself
+    assert one_shot(mosquitto, "CR-08", COMMAND, confirm) == not_authorized
+    assert one_shot(mosquitto, "CR-07", COMMAND, confirm) == not_authorized
+    # nor write another table's records or state
+    assert one_shot(mosquitto, "CR-08", EVENT, {"record": 999}) == not_authorized
+    assert one_shot(mosquitto, "CR-08", STATE, {"mode": "running"}, retain=True) == 0x87
+    # the floor may
+    assert one_shot(mosquitto, "floor", COMMAND, confirm) == 0
+    wait_for(lambda: table.status()["surveillance_confirmed"] is not None, what="the confirm")
+    assert table.status()["surveillance_confirmed"] == {"hand": 1, "by": "mallory"}
+    wait_for(lambda: all_published(table, floor), what="every record at the floor")
+    confirms = [e for e in floor.on(EVENT) if '"confirm"' in json.dumps(e)]
+    assert len(confirms) == 1  # only the floor's reached the table
