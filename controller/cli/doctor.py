@@ -24,6 +24,8 @@ from controller.control.client import ControlClient
 from controller.core.config import Config
 from controller.core.engine import Engine
 from controller.core.errors import ConfigError, FirebetError, ServiceUnreachable
+from controller.floor.cursor import CursorError, CursorFile
+from controller.floor.probe import probe_broker
 from controller.journal.store import Journal, parse_time
 from controller.service.integrity import check_program
 
@@ -73,6 +75,7 @@ class Doctor:
             self.check_journal,
             self.check_disk,
             self.check_clock,
+            self.check_floor,
         ]
         for step in steps:
             if step != self.check_config and self.config is None:
@@ -234,6 +237,7 @@ class Doctor:
             report = journal.verify(Engine(self.config.firebet))
             last = journal.last()
             self.last_record_at = parse_time(last.at) if last is not None else None
+            self.last_record = last.record if last is not None else 0
         self.add(
             "journal",
             report.ok,
@@ -241,6 +245,40 @@ class Doctor:
             f"firebet journal verify --state-dir {self.state_dir}; after dealing with the cause: "
             "firebet clear-halt",
         )
+
+    def check_floor(self) -> None:
+        """The floor link: the broker takes the table's login; the publish cursor and backlog."""
+        assert self.config is not None
+        floor = self.config.floor
+        if not floor.enabled:
+            self.add("floor", True, "no floor link ([floor] broker is empty)")
+            return
+        fix = (
+            "check [floor] broker, username and password_file, the network and the broker's "
+            "log on the floor server (docs/floor.md)"
+        )
+        problem = probe_broker(floor, f"firebet-{self.config.table.id}-doctor-{os.getpid()}")
+        try:
+            cursor: Any = CursorFile(self.state_dir).load().record
+        except CursorError as exc:
+            cursor = f"unreadable ({exc})"
+        link = (self.service or {}).get("floor") or {}
+        if link.get("enabled"):  # the running service's own view is the fresher one
+            cursor, backlog = link.get("cursor"), link.get("backlog")
+            service = f"; service connected {link.get('connected')}"
+            if link.get("last_error"):
+                service += f", last error: {link['last_error']}"
+        else:
+            head = getattr(self, "last_record", None)
+            backlog = head - cursor if isinstance(head, int) and isinstance(cursor, int) else "?"
+            service = ""
+        where = f"{floor.broker} as {floor.username or '(no user)'}"
+        if problem is not None:
+            self.add("floor", False, f"{where}: {problem}; cursor {cursor}, backlog {backlog}", fix)
+            return
+        ok = not link.get("enabled") or bool(link.get("connected"))
+        detail = f"{where}: login accepted; publish cursor {cursor}, backlog {backlog}{service}"
+        self.add("floor", ok, detail, "" if ok else fix)
 
     def check_disk(self) -> None:
         where = self.state_dir if self.state_dir.exists() else Path(".")

@@ -32,6 +32,7 @@ from rich.live import Live
 from controller.cli import options as paths
 from controller.cli.display import render_status
 from controller.core.commands import Ack, Bet, Command, Roll, Surrender, Void
+from controller.core.config import with_broker
 from controller.core.errors import UsageError
 from controller.core.script import parse_script
 from controller.core.state import Phase
@@ -51,6 +52,8 @@ class Bench:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.config = paths.load(args)
+        if getattr(args, "broker", None):
+            self.config = with_broker(self.config, args.broker)
         self.state_dir = paths.state_dir(args.state_dir)
         self.seed = args.seed if args.seed is not None else random.randrange(1_000_000)
         self.players = random.Random(self.seed + 1)
@@ -273,6 +276,17 @@ def _read_keys(n: int, timeout: float) -> str:
     return out
 
 
+def _floor_line(status: dict[str, Any]) -> list[str]:
+    floor = status.get("floor") or {}
+    if not floor.get("enabled"):
+        return []
+    error = f", last error: {floor['last_error']}" if floor.get("last_error") else ""
+    return [
+        f"  floor: {floor['broker']} connected {floor['connected']}, published "
+        f"{floor['published']}, cursor {floor['cursor']}, backlog {floor['backlog']}{error}"
+    ]
+
+
 def summary(bench: Bench, seconds: float) -> str:
     """The closing summary: rolls, hands, wagers, payouts, reader counters."""
     assert bench.controller is not None
@@ -291,6 +305,7 @@ def summary(bench: Bench, seconds: float) -> str:
             f"(${meters['bets_taken']['amount']}), winning wagers by tier: {wins}; "
             f"paid ${paid}; lost ${meters['lost']['amount']}",
             "  reader frames: " + ", ".join(f"{k} {v}" for k, v in counters.items()),
+            *_floor_line(status),
             f"  journal: {bench.state_dir / bench.config.journal.path} "
             f"(firebet history --state-dir {bench.state_dir}); log: {bench.state_dir / 'sim.log'}",
         ]
@@ -385,5 +400,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--script", metavar="F", help="replay-format script: rolls through the reader")
     p.add_argument("--no-bets", action="store_true", help="no simulated players' fire bets")
     p.add_argument("--plain", action="store_true", help="plain lines instead of the live table")
+    p.add_argument(
+        "--broker",
+        metavar="URL",
+        help="publish to the floor broker at mqtt://host:port (overrides [floor] broker)",
+    )
     paths.add_location_options(p)
     p.set_defaults(func=run)

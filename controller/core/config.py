@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -226,7 +226,7 @@ class FloorConfig:
         return f"{self.topic_prefix}/{table}/{leaf}"
 
 
-def _broker_problem(url: str) -> str | None:
+def broker_problem(url: str) -> str | None:
     """Why ``url`` is not a broker address firebet can use (None: it is)."""
     try:
         parts = urlsplit(url)
@@ -405,7 +405,7 @@ def _floor(values: dict[str, dict[str, tuple[Any, str]]]) -> FloorConfig:
 
     if not floor.broker:
         return floor
-    problem = _broker_problem(floor.broker)
+    problem = broker_problem(floor.broker)
     if problem:
         raise fail("broker", f"{problem} (got {floor.broker!r})")
     if floor.tls_ca and not floor.broker.startswith("mqtts://"):
@@ -584,3 +584,22 @@ def rules_from_settings(settings: Mapping[str, Any]) -> FireBetRules:
         surveillance_at=int(firebet["surveillance_at"]),
         betting_closes=str(firebet["betting_closes"]),
     )
+
+
+def with_broker(config: Config, url: str, source: str = "--broker") -> Config:
+    """``config`` publishing to the broker at ``url`` (``firebet sim --broker``), checked."""
+    problem = broker_problem(url)
+    if problem:
+        raise ConfigError(source, "", f"{problem} (got {url!r})")
+    if not TOPIC_LEVEL.fullmatch(config.table.id):
+        raise ConfigError(
+            config.source, "table.id", f"{config.table.id!r} is not a plain topic level"
+        )
+    floor = FloorConfig(
+        url,
+        config.floor.username,
+        config.floor.password_file,
+        config.floor.tls_ca if url.startswith("mqtts://") else "",
+        config.floor.topic_prefix,
+    )
+    return replace(config, floor=floor)

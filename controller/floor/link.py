@@ -51,6 +51,7 @@ WINDOW = 256  # records published and not yet acknowledged, at most
 IDLE_POLL_S = 0.5  # the journal's head is read at least this often
 REFUSED_BACKOFF_S = 5.0  # after the broker refused a record, wait before trying again
 KEEPALIVE_S = 15  # the broker sends the will this long (x1.5) after a silent cut
+DRAIN_S = 2.0  # a clean stop waits this long at most for the last acks
 MAX_COMMAND_BYTES = 4096
 MAX_COMMANDS_QUEUED = 1000
 
@@ -342,6 +343,7 @@ class FloorLink:
             try:
                 while self._step(reader, client):
                     pass
+                self._drain(reader, client)
             finally:
                 self._goodbye(client)
         finally:
@@ -477,6 +479,21 @@ class FloorLink:
             self._next = min(self._next, command.start)
             return
         self._post(command)  # the engine decides, journals it (or its refusal), lights up
+
+    def _drain(self, reader: Journal, client: mqtt.Client, timeout: float = DRAIN_S) -> None:
+        """A clean stop: publish what is left and take the acks, for ``timeout`` at most."""
+        deadline = time.monotonic() + timeout
+        self.head = max(self.head, self._head(reader))
+        while self.connected and (self._inflight or self._next <= self.head):
+            if time.monotonic() >= deadline:
+                return
+            self._top_up(reader, client)
+            with self._cond:
+                if not self._acks:
+                    self._cond.wait(0.05)
+                acks = list(self._acks)
+                self._acks.clear()
+            self._take_acks(acks)
 
     def _goodbye(self, client: mqtt.Client) -> None:
         """A clean stop: ``{"online": false}`` (the broker keeps the will for cuts)."""

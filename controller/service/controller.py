@@ -270,7 +270,7 @@ class Controller:
         """The engine thread: take commands one at a time until :meth:`stop`."""
         tick = min(self._watchdog_s / 2, 1.0) if self._watchdog_s else 1.0
         last_ping = 0.0
-        while True:
+        while not self.stopping.is_set():  # checked each turn: a busy queue never empties
             now = time.monotonic()
             if self._watchdog_s and now - last_ping >= tick:
                 notify.watchdog()

@@ -56,7 +56,7 @@ def test_doctor_lists_each_check_with_its_fix(tmp_path: Path) -> None:
     assert proc.returncode == 1
     checks = {c["check"]: c for c in map(json.loads, proc.stdout.splitlines())}
     assert list(checks) == [
-        "config", "program", "service", "serial", "gpio", "journal", "disk", "clock",
+        "config", "program", "service", "serial", "gpio", "journal", "disk", "clock", "floor",
     ]  # fmt: skip
     assert checks["program"]["ok"] and "running from a checkout" in checks["program"]["detail"]
     assert checks["config"]["ok"] and checks["gpio"]["ok"] and checks["journal"]["ok"]
