@@ -41,13 +41,15 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rolls", type=int, default=2000)
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
+def measure(
+    rolls: int, seed: int = 1, config: Path | None = None, work: Path | None = None
+) -> tuple[list[float], float, float]:
+    """Run ``firebet run`` on a pty and time ``rolls`` ROLL -> ACK round trips.
 
-    work = Path(tempfile.mkdtemp(prefix="firebet-bench-"))
+    Returns (latencies in ms, start-up to READY in s, resident memory in MB after).
+    ``config``: a table configuration for the service (e.g. one with a floor broker).
+    """
+    work = work or Path(tempfile.mkdtemp(prefix="firebet-bench-"))
     master, slave = os.openpty()
     tty.setraw(slave)
     termios.tcflush(master, termios.TCIOFLUSH)
@@ -55,12 +57,13 @@ def main() -> None:
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(work / "notify.sock"))
     env = dict(os.environ, NOTIFY_SOCKET=str(work / "notify.sock"))
+    extra = ["--config", str(config)] if config is not None else []
     started = time.monotonic()
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "controller", "run", "--serial", port,
             "--pin-factory", "mock", "--state-dir", str(work / "state"),
-            "--socket", str(work / "control.sock"),
+            "--socket", str(work / "control.sock"), *extra,
         ],
         env=env, stdout=subprocess.DEVNULL, stderr=open(work / "service.log", "w"),  # noqa: SIM115
     )  # fmt: skip
@@ -84,16 +87,14 @@ def main() -> None:
                     return True
         return False
 
-    rng = random.Random(args.seed)
+    rng = random.Random(seed)
     os.write(master, codec.encode_hello(0, "BENCH", "1.0"))
     time.sleep(0.2)
     latencies: list[float] = []
-    frame_ms: list[float] = []
     seq = 0
-    for _ in range(args.rolls):
+    for _ in range(rolls):
         seq = (seq + 1) % 65536
         frame = codec.encode_roll(seq, rng.randint(1, 6), rng.randint(1, 6))
-        frame_ms.append(wire_ms(frame))
         t0 = time.perf_counter()
         os.write(master, frame)
         if not read_ack(seq, time.monotonic() + 5):
@@ -107,8 +108,24 @@ def main() -> None:
             os.write(master, codec.encode_hb(seq))
     memory = rss_mb(proc.pid)
     proc.terminate()
-    proc.wait(timeout=10)
+    proc.wait(timeout=30)
+    notify.close()
+    os.close(master)
+    os.close(slave)
+    return latencies, ready_s, memory
 
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rolls", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    latencies, ready_s, memory = measure(args.rolls, args.seed)
+    rng = random.Random(args.seed)
+    frame_ms = [
+        wire_ms(codec.encode_roll(i % 65536, rng.randint(1, 6), rng.randint(1, 6)))
+        for i in range(1, len(latencies) + 1)
+    ]
     latencies.sort()
     p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]  # noqa: E731
     wire = statistics.mean(frame_ms)

@@ -28,6 +28,7 @@ import collections
 import contextlib
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -146,6 +147,12 @@ def make_client(floor: FloorConfig, client_id: str) -> mqtt.Client:
     if tls:
         client.tls_set(ca_certs=floor.tls_ca or None)
     return client
+
+
+def _no_delay(client: mqtt.Client, userdata: Any, sock: Any) -> None:
+    """Send each message at once (Nagle's algorithm holds small writes back for an ACK)."""
+    with contextlib.suppress(OSError, AttributeError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class FloorLink:
@@ -318,13 +325,15 @@ class FloorLink:
             self._error(str(exc))
             return None
         client.will_set(self.topics["online"], '{"online":false}', qos=1, retain=True)
-        client.max_inflight_messages_set(self.window + 2)
+        # the window is ours: paho's own limit re-scans every queued message at each ack
+        client.max_inflight_messages_set(0)
         client.reconnect_delay_set(1, 30)
         client.on_connect = self._on_connect
         client.on_connect_fail = self._on_connect_fail
         client.on_disconnect = self._on_disconnect
         client.on_publish = self._on_publish
         client.on_message = self._on_message
+        client.on_socket_open = _no_delay
         _, host, port = self.floor.endpoint()
         client.connect_async(host, port, keepalive=KEEPALIVE_S, clean_start=True)
         client.loop_start()
