@@ -72,11 +72,30 @@ def render_status(
         parts.append(
             Text(f"JOURNAL CANNOT BE WRITTEN: {status['storage_fault']}", style="bold red")
         )
-    if status.get("surveillance_alert"):
+    confirmed = status.get("surveillance_confirmed")
+    if status.get("surveillance_alert") and confirmed:
+        parts.append(
+            Text(
+                f" SURVEILLANCE: hand {confirmed['hand']} confirmed by {confirmed['by']} (ack) ",
+                style="bold black on yellow",
+            )
+        )
+    elif status.get("surveillance_alert"):
         parts.append(
             Text(
                 " SURVEILLANCE: 5 different points - confirm fire bets and payouts (ack) ",
                 style="bold white on red",
+            )
+        )
+    floor = status.get("floor") or {}
+    if floor.get("enabled"):
+        link = "connected" if floor.get("connected") else "NOT CONNECTED"
+        error = f" - {floor['last_error']}" if floor.get("last_error") else ""
+        parts.append(
+            Text(
+                f"floor {floor.get('broker')}: {link}, cursor {floor.get('cursor')}, "
+                f"backlog {floor.get('backlog')}{error}",
+                style="" if floor.get("connected") else "yellow",
             )
         )
     parts.append(render_markers(status))

@@ -273,14 +273,14 @@ class FloorLink:
     def _on_connect(
         self, client: mqtt.Client, userdata: Any, flags: Any, reason: ReasonCode, props: Any
     ) -> None:
+        if reason.is_failure:
+            self._error(f"the broker {self.floor.broker} refused the connection: {reason}")
+            return
         with self._cond:
-            if reason.is_failure:
-                self._error(f"the broker {self.floor.broker} refused the connection: {reason}")
-            else:
-                self.connected = True
-                self._announce = True
-                self._woken = True
-                self._cond.notify()
+            self.connected = True
+            self._announce = True
+            self._woken = True
+            self._cond.notify()
 
     def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
         self._error(f"cannot reach the broker {self.floor.broker}")
@@ -289,12 +289,11 @@ class FloorLink:
         self, client: mqtt.Client, userdata: Any, flags: Any, reason: ReasonCode, props: Any
     ) -> None:
         with self._cond:
-            was = self.connected
-            self.connected = False
-            if was and not self._stopping:
-                self._error(f"lost the broker {self.floor.broker}: {reason}")
+            was, self.connected = self.connected, False
             self._woken = True
             self._cond.notify()
+        if was and not self._stopping:  # logged outside the lock the engine may want
+            self._error(f"lost the broker {self.floor.broker}: {reason}")
 
     def _on_publish(
         self, client: mqtt.Client, userdata: Any, mid: int, reason: ReasonCode, props: Any
