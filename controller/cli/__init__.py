@@ -9,6 +9,7 @@ reachable, 4 journal integrity failure.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import select
@@ -42,7 +43,51 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    for sub in _walk(parser):
+        _plain_help(sub)
+        sub.set_defaults(_parser=sub)  # the deepest parser's wins: unknown options name it
     return parser
+
+
+def _walk(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """``parser`` and every subcommand's parser under it, depth first."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {c.dest: c.help for c in action._choices_actions}
+            for name, sub in action.choices.items():
+                if sub.description is None and helps.get(name):
+                    sub.description = helps[name]  # `firebet X --help` says what X does
+            for sub in dict.fromkeys(action.choices.values()):
+                found.extend(_walk(sub))
+    return found
+
+
+def _plain_help(parser: argparse.ArgumentParser) -> None:
+    """No reST markup (````name````) in what ``--help`` prints."""
+    if parser.description:
+        parser.description = parser.description.replace("``", "")
+    if parser.epilog:
+        parser.epilog = parser.epilog.replace("``", "")
+    for action in parser._actions:
+        if isinstance(action.help, str):
+            action.help = action.help.replace("``", "")
+        for choice in getattr(action, "_choices_actions", []):
+            if isinstance(choice.help, str):
+                choice.help = choice.help.replace("``", "")
+
+
+def _unknown(parser: argparse.ArgumentParser, extras: list[str]) -> None:
+    """Refuse arguments the subcommand does not know, with its usage (exit 2)."""
+    options = [o for a in parser._actions for o in a.option_strings]
+    hints = []
+    for extra in extras:
+        close = difflib.get_close_matches(extra.split("=", 1)[0], options, n=1)
+        if close:
+            hints.append(f"{extra} (did you mean {close[0]}?)")
+        else:
+            hints.append(extra)
+    parser.error("unrecognized arguments: " + " ".join(hints))
 
 
 def _stdout_closed() -> bool:
@@ -85,7 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        _unknown(getattr(args, "_parser", parser), extras)
     try:
         code: int = args.func(args)
         return code

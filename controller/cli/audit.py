@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 from controller.cli import options as paths
 from controller.cli.dealer import call
+from controller.cli.display import count
 from controller.control.protocol import identify
 from controller.core.engine import Engine
 from controller.core.errors import (
@@ -64,7 +65,8 @@ def _print_history(lines: list[dict[str, Any]], out: TextIO) -> None:
         else:
             verdict = "lose"
         print(
-            f"hand {h['hand']}: {h['unique_points']} different points ({points}) - {verdict}",
+            f"hand {h['hand']}: {count(h['unique_points'], 'different point')} ({points}) "
+            f"- {verdict}",
             file=out,
         )
         rolls = " ".join(f"{a}-{b}" for a, b in h["rolls"]) or "none"
@@ -202,7 +204,12 @@ def register(subparsers: Any) -> None:
     history.set_defaults(func=run_history)
 
     export = subparsers.add_parser("export", help="every journal record, for auditors")
-    export.add_argument("--format", choices=("csv", "jsonl"), required=True)
+    export.add_argument(
+        "--format",
+        choices=("csv", "jsonl"),
+        required=True,
+        help="csv: one row a record; jsonl: one JSON object a line",
+    )
     export.add_argument("--since", metavar="T", help="only records at or after T (ISO 8601)")
     _common(export)
     export.set_defaults(func=run_export)

@@ -15,8 +15,9 @@ import sys
 from typing import Any
 
 from controller.cli import options as paths
-from controller.cli.display import render_status
+from controller.cli.display import count, render_status
 from controller.control.client import ControlClient
+from controller.control.protocol import ROLES, Role
 
 
 def client_for(args: argparse.Namespace) -> ControlClient:
@@ -47,10 +48,17 @@ def _finish(reply: dict[str, Any], done: str) -> int:
         return refused_exit(reply)
     print(done)
     for event in reply.get("events", []):
+        reversed_settlement = (
+            event.get("reversed_settlement") if event.get("event") == "void" else None
+        )
+        if reversed_settlement:
+            hand = reversed_settlement["hand"]
+            print(f"settlement of hand {hand} reversed: hand {hand} is back in play")
         if event.get("event") == "settlement":
             won = ", ".join(f"position {p} wins ${a}" for p, a in event["payouts"].items())
             print(
-                f"settled hand {event['hand']}: {event['unique_points']} different points, "
+                f"settled hand {event['hand']}: "
+                f"{count(event['unique_points'], 'different point')}, "
                 f"{event['result']}" + (f" - {won}" if won else "")
             )
     return 0
@@ -71,6 +79,24 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
+def whoami(args: argparse.Namespace) -> int:
+    """The caller's user, groups and role on the control socket, and what the role may do."""
+    reply = call(args, "whoami")
+    if not reply.get("ok"):
+        print(f"firebet: {reply.get('error', 'refused')}", file=sys.stderr)
+        return 1
+    reply.pop("ok", None)
+    role = Role(reply["role"])
+    reply["may"] = sorted(op for op, needed in ROLES.items() if role.permits(needed))
+    if args.json:
+        print(json.dumps(reply))
+        return 0
+    print(f"{reply['user']} (uid {reply['uid']}): {role.value}")
+    print(f"  groups: {', '.join(reply['groups']) or 'none'}")
+    print(f"  may: {', '.join(reply['may'])}")
+    return 0
+
+
 def roll(args: argparse.Namespace) -> int:
     return _finish(call(args, "roll", d1=args.d1, d2=args.d2), f"roll {args.d1} {args.d2} entered")
 
@@ -86,7 +112,9 @@ def surrender(args: argparse.Namespace) -> int:
 
 def bet(args: argparse.Namespace) -> int:
     reply = call(args, "bet", position=args.position, amount=args.amount)
-    return _finish(reply, f"position {args.position}: ${args.amount} fire bet taken")
+    riding = reply.get("status", {}).get("bets", {}).get(str(args.position), args.amount)
+    added = "taken" if riding == args.amount else f"added: ${riding} riding"
+    return _finish(reply, f"position {args.position}: ${args.amount} fire bet {added}")
 
 
 def cancel(args: argparse.Namespace) -> int:
@@ -110,14 +138,20 @@ def diagnostics(args: argparse.Namespace) -> int:
 
 
 def _die(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 6:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 6:
         raise argparse.ArgumentTypeError(f"a die shows 1 to 6, not {text!r}")
     return int(text)
 
 
-def _whole(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}")
+def _position(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a position is a number from 1, not {text!r}")
+    return int(text)
+
+
+def _amount(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a wager is whole dollars, at least 1, not {text!r}")
     return int(text)
 
 
@@ -132,17 +166,21 @@ def register(subparsers: Any) -> None:
 
     p = add("status", status, "current state of the table, from the running service")
     p.add_argument("--json", action="store_true", help="one JSON object")
+    p = add("whoami", whoami, "your role on the control socket and what it lets you do")
+    p.add_argument("--json", action="store_true", help="one JSON object")
     p = add("roll", roll, "manual roll entry while the dice reader is in fault")
-    p.add_argument("d1", type=_die, metavar="D1")
-    p.add_argument("d2", type=_die, metavar="D2")
+    p.add_argument("d1", type=_die, metavar="D1", help="the first die, 1 to 6")
+    p.add_argument("d2", type=_die, metavar="D2", help="the second die, 1 to 6")
     add("void", void, "void the last accepted roll (a misread)")
     p = add("surrender", surrender, "the shooter gives up the dice: new shooter")
     p.add_argument("--compulsory", action="store_true", help="ordered by the boxperson")
     p = add("bet", bet, "take a fire bet of AMOUNT dollars on position POS")
-    p.add_argument("position", type=_whole, metavar="POS")
-    p.add_argument("amount", type=_whole, metavar="AMOUNT")
+    p.add_argument("position", type=_position, metavar="POS", help="the player's position")
+    p.add_argument(
+        "amount", type=_amount, metavar="AMOUNT", help="whole dollars; adds to a wager riding"
+    )
     p = add("cancel", cancel, "take back the fire bet on position POS while betting is open")
-    p.add_argument("position", type=_whole, metavar="POS")
+    p.add_argument("position", type=_position, metavar="POS", help="the player's position")
     add("ack", ack, "acknowledge the surveillance alert")
     p = add("diagnostics", diagnostics, "technician: pause the game for tests (on) or resume (off)")
-    p.add_argument("switch", choices=("on", "off"))
+    p.add_argument("switch", choices=("on", "off"), help="on: pause the game; off: resume")

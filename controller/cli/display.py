@@ -23,6 +23,24 @@ MODE_STYLE = {
 }
 
 
+def count(n: int, noun: str) -> str:
+    """``1 different point``, ``2 different points``: a number with its noun agreeing."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def paid_line(settlement: dict[str, Any]) -> str:
+    """Each wager of a settlement: ``#3 wins $120, #5 lost $2`` (``no wagers`` without)."""
+    wagers: dict[str, int] = settlement.get("wagers", {})
+    parts = []
+    for pos, won in settlement["payouts"].items():
+        if won:
+            parts.append(f"#{pos} wins ${won}")
+        else:
+            stake = wagers.get(pos)
+            parts.append(f"#{pos} lost ${stake}" if stake else f"#{pos} lost")
+    return ", ".join(parts) or "no wagers"
+
+
 def _marker(point: int, status: dict[str, Any]) -> RenderableType:
     marker = status.get("markers", {}).get(str(point), {})
     ordinal = marker.get("ordinal")
@@ -63,7 +81,8 @@ def render_status(
     where = f"point {status['point']}" if status.get("point") else phase
     head.append(
         f"   hand {status.get('hand')}  shooter {status.get('shooter')}  {where}  "
-        f"different points {status.get('unique_points', 0)}  rolls {status.get('rolls', 0)}"
+        f"{count(status.get('unique_points', 0), 'different point')}  "
+        f"{count(status.get('rolls', 0), 'roll')}"
     )
     parts: list[RenderableType] = [head]
     if status.get("halted"):
@@ -101,11 +120,11 @@ def render_status(
     parts.append(render_markers(status))
 
     bets = status.get("bets", {})
-    window = "open" if status.get("betting_open") else "closed"
+    window = "betting open" if status.get("betting_open") else "betting closed"
     if status.get("surrender_pending"):
-        window = "closed (surrendered hand pending)"
+        window = "betting closed: a surrendered hand is pending"
     wagers = "  ".join(f"#{p}: ${a}" for p, a in bets.items()) or "none"
-    parts.append(Text(f"fire bets ({window}): {wagers}"))
+    parts.append(Text(f"fire bets: {wagers} ({window})"))
     last = status.get("last_roll")
     rolls = [f"{a}+{b}={a + b}" for a, b in recent_rolls] or (
         [f"{last[0]}+{last[1]}={last[0] + last[1]}"] if last else []
@@ -117,12 +136,12 @@ def render_status(
     )
     for s in shown:
         verdict = f"WIN {s['odds_to_one']} to 1" if s["result"] == "win" else "lose"
-        paid = ", ".join(f"#{p} ${a}" for p, a in s["payouts"].items()) or "no wagers"
+        paid = paid_line(s)
         pts = ", ".join(map(str, s["points"])) or "none"
         parts.append(
             Text(
-                f"settled hand {s['hand']}: {s['unique_points']} different points ({pts}) "
-                f"- {verdict} - {paid}",
+                f"settled hand {s['hand']}: {count(s['unique_points'], 'different point')} "
+                f"({pts}) - {verdict} - {paid}",
                 style="green" if s["result"] == "win" else "",
             )
         )

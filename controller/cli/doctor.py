@@ -2,7 +2,7 @@
 
 Config, serial device and permissions, GPIO with the configured pin factory,
 pins not used twice, journal, free disk, clock, and the service itself. Exit 0
-when every check passes, 1 when any fails.
+when every check passes, 2 when the configuration is bad, 1 when any other fails.
 """
 
 from __future__ import annotations
@@ -45,11 +45,30 @@ class Check:
         return {"check": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
 
 
+SERVICE_USER = "firebet"  # User= of systemd/firebet.service
+
+
 def _user() -> str:
     try:
         return pwd.getpwuid(os.geteuid()).pw_name
     except KeyError:
         return str(os.geteuid())
+
+
+def _group_fix(group: str) -> str:
+    """Who to add to ``group``: the caller, or the service's user when root asks (root needs
+    no group, the service does)."""
+    who = SERVICE_USER if os.geteuid() == 0 else _user()
+    return f"sudo usermod -aG {group} {who}" + (
+        "" if who == SERVICE_USER else " (then log in again)"
+    )
+
+
+def _frames(counters: dict[str, int]) -> str:
+    """``ok 107, bad 3 (bad_checksum 2, overlong 1)``: the reader's counters in words."""
+    bad = {k: v for k, v in counters.items() if k != "ok" and v}
+    text = f"ok {counters.get('ok', 0)}, bad {sum(bad.values())}"
+    return text + (" (" + ", ".join(f"{k} {v}" for k, v in bad.items()) + ")" if bad else "")
 
 
 class Doctor:
@@ -156,7 +175,7 @@ class Doctor:
                 "serial",
                 ok,
                 f"{reader.get('port')}: the service reads it: connected {reader.get('connected')}, "
-                f"fault {reader.get('fault')}, frames {counters}",
+                f"fault {reader.get('fault') or 'none'}; frames {_frames(counters)}",
                 "check the reader's cable and power; firebet diag reader (with the service "
                 "stopped) shows every frame",
             )
@@ -178,7 +197,7 @@ class Doctor:
                 "serial",
                 False,
                 f"{port}: no read/write permission for {_user()}",
-                f"sudo usermod -aG dialout {_user()}   (then log in again)",
+                _group_fix("dialout"),
             )
             return
         try:
@@ -201,7 +220,7 @@ class Doctor:
         try:
             factory = make_pin_factory(name)
         except FirebetError as exc:
-            self.add("gpio", False, str(exc), f"sudo usermod -aG gpio {_user()}; or --pin-factory")
+            self.add("gpio", False, str(exc), f"{_group_fix('gpio')}; or --pin-factory")
             return
         from gpiozero import LED
 
@@ -322,6 +341,8 @@ def run(args: argparse.Namespace) -> int:
     failed = [c for c in checks if not c.ok]
     if failed and not args.json:
         print(f"{len(failed)} check(s) failed", file=sys.stderr)
+    if any(c.name == "config" for c in failed):
+        return 2  # a bad configuration is bad input, as for every command
     return 1 if failed else 0
 
 

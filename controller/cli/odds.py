@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     p = exact_distribution()
     sim = data.get("simulation")
-    print(f"Fire bet odds ({config.preset}, {config.source})")
+    print(f"Fire bet odds: preset {config.preset}, configuration {config.source}")
     header = f"{'different points':<18}{'probability':>14}{'1 in':>12}{'pays':>14}"
     if sim:
         header += f"{'simulated':>14}{'± std err':>12}"
@@ -41,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
             line += f"{sim['p'][k]:>14.8f}{sim['p_stderr'][k]:>12.8f}"
         print(line)
     edge = house_edge(rules, p)
-    print(f"house edge: {float(edge):.4%} (exactly {edge})")
+    # computed exactly; the fraction itself (80 digits) is in --json under "exact"
+    print(f"house edge: {float(edge):.4%}")
     if sim:
         print(
             f"simulated house edge over {sim['hands']:,} hands (seed {sim['seed']}): "

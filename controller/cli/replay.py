@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from controller.cli import options
+from controller.cli.display import count
 from controller.core.engine import Engine
-from controller.core.errors import ScriptError
+from controller.core.errors import UsageError
 from controller.core.events import Refused
 from controller.core.script import ReplayResult, parse_script, replay
 
@@ -26,7 +27,8 @@ def _print_table(result: ReplayResult, out: TextIO) -> None:
         verdict = f"WIN {s.odds_to_one} to 1" if s.result == "win" else "lose"
         when = " (paid at the 6th point)" if s.immediate else ""
         print(
-            f"hand {s.hand}: {s.unique_points} different points ({points}) - {verdict}{when}",
+            f"hand {s.hand}: {count(s.unique_points, 'different point')} ({points}) "
+            f"- {verdict}{when}",
             file=out,
         )
         for pos, won in sorted(s.payouts.items()):
@@ -49,8 +51,12 @@ def run(args: argparse.Namespace) -> int:
     source = str(path)
     try:
         text = sys.stdin.read() if args.file == "-" else path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScriptError(source, 0, "", f"cannot read the script: {exc}") from exc
+    except OSError as exc:
+        raise UsageError(f"{source}: cannot read the script: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{source}: cannot read the script: not UTF-8 text (byte {exc.start})"
+        ) from exc
     commands = list(parse_script(text.splitlines(), source))  # a bad line stops before any output
 
     def refusal(no: int, event: Refused) -> None:

@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.live import Live
 
 from controller.cli import options as paths
-from controller.cli.display import render_status
+from controller.cli.display import count, paid_line, render_status
 from controller.core.commands import Ack, Bet, Command, Roll, Surrender, Void
 from controller.core.config import with_broker
 from controller.core.errors import UsageError
@@ -74,7 +74,9 @@ class Bench:
             heartbeat_s=0.5,
         )
         self.recent: list[tuple[int, int]] = []
-        self.settlements: list[dict[str, Any]] = []
+        self.settlements: list[dict[str, Any]] = []  # this session's, reversed ones taken out
+        self._before_latest: dict[str, Any] | None = None
+        self.lines: list[str] = []  # what --plain prints: settlements and their reversals
         self.session_rolls = 0
         self.faulted = False
         self.plugged = True
@@ -134,12 +136,21 @@ class Bench:
         if self._last_rolls is not None and state.rolls > self._last_rolls and state.last_roll:
             self.recent.append(state.last_roll)
             self.session_rolls += 1
+        elif self._last_rolls is not None and state.rolls < self._last_rolls and self.recent:
+            self.recent.pop()  # voided: it never counted
+            self.session_rolls -= 1
         self._last_rolls = state.rolls
         settlement = published.last_settlement
-        if settlement is not None and (
-            not self.settlements or self.settlements[-1] is not settlement
-        ):
+        latest = self.settlements[-1] if self.settlements else None
+        if latest is not None and settlement is not latest and settlement is self._before_latest:
+            # a void reversed the seven-out: that hand plays on, nothing was settled
+            self.settlements.pop()
+            self._before_latest = None
+            self.lines.append(f"hand {latest['hand']}: settlement reversed by a void; it plays on")
+        elif settlement is not None and settlement is not latest:
+            self._before_latest = latest
             self.settlements.append(settlement)
+            self.lines.append(_settlement_line(settlement))
         if (
             self.bets_on
             and not self.script
@@ -245,8 +256,8 @@ class Bench:
 
 def _settlement_line(s: dict[str, Any]) -> str:
     verdict = f"win {s['odds_to_one']} to 1" if s["result"] == "win" else "lose"
-    paid = ", ".join(f"#{p} ${a}" for p, a in s["payouts"].items()) or "no wagers"
-    points = f"{s['unique_points']} different points {s['points']}"
+    paid = paid_line(s)
+    points = f"{count(s['unique_points'], 'different point')} {s['points']}"
     return f"hand {s['hand']}: {points} - {verdict} - {paid}"
 
 
@@ -288,22 +299,30 @@ def _floor_line(status: dict[str, Any]) -> list[str]:
 
 
 def summary(bench: Bench, seconds: float) -> str:
-    """The closing summary: rolls, hands, wagers, payouts, reader counters."""
+    """The closing summary: this session's play, then the journal's meters over every session."""
     assert bench.controller is not None
     status = bench.controller.status()
     meters = status["meters"]
-    paid = sum(t["amount"] for t in meters["paid"].values())
-    wins = ", ".join(f"{t} points: {m['count']}" for t, m in meters["paid"].items()) or "none"
+    settled = bench.settlements
+    won = [s for s in settled if s["result"] == "win"]
+    wagered = sum(sum(s.get("wagers", {}).values()) for s in settled)
+    paid = sum(sum(s["payouts"].values()) for s in settled)
+    lost = sum(
+        a for s in settled for p, a in s.get("wagers", {}).items() if not s["payouts"].get(p)
+    )
+    journal_paid = sum(t["amount"] for t in meters["paid"].values())
     counters = status["reader"]["counters"]
     return "\n".join(
         [
             f"firebet sim: seed {bench.seed}, {bench.session_rolls} rolls in {seconds:.1f} s",
-            f"  hands settled {len(bench.settlements)}; now hand {status['hand']} "
-            f"({status['phase']}, point {status['point'] or '-'}, "
-            f"{status['unique_points']} different points)",
-            f"  fire bets taken {meters['bets_taken']['count']} "
-            f"(${meters['bets_taken']['amount']}), winning wagers by tier: {wins}; "
-            f"paid ${paid}; lost ${meters['lost']['amount']}",
+            f"  this session: {count(len(settled), 'hand')} settled, {len(won)} won; "
+            f"fire bets settled ${wagered}, paid ${paid}, lost ${lost}",
+            f"  now: hand {status['hand']} ({status['phase']}, point {status['point'] or '-'}, "
+            f"{count(status['unique_points'], 'different point')})",
+            f"  journal meters, every session in {bench.state_dir}: "
+            f"{count(meters['hands'], 'hand')}, {count(meters['rolls'], 'roll')}, "
+            f"fire bets {meters['bets_taken']['count']} (${meters['bets_taken']['amount']}), "
+            f"paid ${journal_paid}, lost ${meters['lost']['amount']}",
             "  reader frames: " + ", ".join(f"{k} {v}" for k, v in counters.items()),
             *_floor_line(status),
             f"  journal: {bench.state_dir / bench.config.journal.path} "
@@ -320,6 +339,13 @@ def run(args: argparse.Namespace) -> int:
     if args.rolls is not None and args.rolls <= 0:
         raise UsageError(f"--rolls must be at least 1, not {args.rolls}")
     bench = Bench(args)
+    if args.fresh and bench.state_dir.exists():
+        aside = bench.state_dir.with_name(
+            f"{bench.state_dir.name}.{time.strftime('%Y%m%d-%H%M%S')}"
+        )
+        bench.state_dir.rename(aside)
+        print(f"firebet sim: the old table's state moved aside to {aside}", file=sys.stderr)
+    resuming = (bench.state_dir / bench.config.journal.path).exists()
     bench.state_dir.mkdir(parents=True, exist_ok=True)
     log_file = bench.state_dir / "sim.log"
     # the drivers' log lines go to a file: on the terminal they would tear the live table
@@ -338,6 +364,14 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     started = time.monotonic()
     controller = bench.start()
+    if resuming:
+        now = controller.status()
+        print(
+            f"firebet sim: resuming the table journaled in {bench.state_dir} (hand {now['hand']}, "
+            f"{count(now['rolls'], 'roll')} so far); firebet sim --fresh starts a new one",
+            file=sys.stderr,
+            flush=True,
+        )
     console = Console()
     live = console.is_terminal and args.rolls is None and not args.plain
     try:
@@ -371,9 +405,9 @@ def run(args: argparse.Namespace) -> int:
                 finished = stop.is_set() or bench.done()
                 bench.changed.wait(0.2)
                 bench.changed.clear()
-                for s in bench.settlements[printed:]:
-                    print(_settlement_line(s), flush=True)
-                printed = len(bench.settlements)
+                for line in bench.lines[printed:]:
+                    print(line, flush=True)
+                printed = len(bench.lines)
                 if finished:
                     break
     finally:
@@ -404,6 +438,11 @@ def register(subparsers: Any) -> None:
         "--broker",
         metavar="URL",
         help="publish to the floor broker at mqtt://host:port (overrides [floor] broker)",
+    )
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="a new table: move the state directory's old journal aside (to DIR.<time>)",
     )
     paths.add_location_options(p)
     p.set_defaults(func=run)

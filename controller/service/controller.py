@@ -41,7 +41,13 @@ from controller.core.commands import (
 from controller.core.config import Config, rules_settings
 from controller.core.engine import Engine, Outcome
 from controller.core.errors import FirebetError, TableHalted, UsageError
-from controller.core.events import DuplicateRoll, Refused, RollAccepted, Settlement
+from controller.core.events import (
+    DuplicateRoll,
+    Refused,
+    RollAccepted,
+    RollVoided,
+    Settlement,
+)
 from controller.core.lamps import (
     LightsView,
     Mode,
@@ -154,6 +160,7 @@ class Controller:
         self.diagnostics = False
         self.storage_fault: str | None = None
         self.last_settlement: dict[str, Any] | None = None
+        self._settlement_before: dict[str, Any] | None = None  # shown again if a void reverses
         self.started_at = time.monotonic()
         self.ready_after_s: float | None = None
         self._published: Published | None = None
@@ -384,7 +391,14 @@ class Controller:
         self.storage_fault = None
         for event in outcome.events:
             if isinstance(event, Settlement):
-                self.last_settlement = event.report() | {"immediate": event.immediate}
+                self._settlement_before = self.last_settlement
+                self.last_settlement = event.report() | {
+                    "immediate": event.immediate,
+                    "wagers": {str(p): a for p, a in sorted(event.wagers.items())},
+                }
+            elif isinstance(event, RollVoided) and event.reversed_settlement is not None:
+                # the seven-out is undone: its hand is back in play, nothing was settled
+                self.last_settlement, self._settlement_before = self._settlement_before, None
         return outcome
 
     # outputs ---------------------------------------------------------------------------
@@ -588,7 +602,11 @@ class Controller:
     def _reply_to(self, command: Command) -> dict[str, Any]:
         """Apply a dealer's command (journal first, then outputs) and say what it did."""
         if self.mode == Mode.DIAGNOSTICS:
-            return {"ok": False, "error": "diagnostics mode: game input is paused"}
+            return {
+                "ok": False,
+                "error": "diagnostics mode: game input is paused until a technician ends it "
+                "(firebet diagnostics off)",
+            }
         outcome = self._record(command)
         self._refresh()
         refused = outcome.refused
@@ -603,7 +621,8 @@ class Controller:
     def _dealer_command(self, op: str, args: Mapping[str, Any], actor: str) -> Command:
         at = now_iso()
         if op == "roll":
-            if self.reader_fault is None:
+            # halted or in diagnostics the refusal names that mode (see _reply_to, _record)
+            if self.mode is Mode.RUNNING:
                 raise UsageError(
                     "the dice reader is working: rolls come from the reader; manual entry is "
                     "taken only while the reader is in fault"

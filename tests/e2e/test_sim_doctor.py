@@ -68,5 +68,5 @@ def test_doctor_names_a_bad_config(tmp_path: Path) -> None:
     bad = tmp_path / "t.toml"
     bad.write_text("[lights]\nstatus = 22\n")
     proc = firebet("doctor", "--config", str(bad), "--state-dir", str(tmp_path))
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # bad config is bad input, as the README's exit codes say
     assert "✗ config" in proc.stdout and "pin 22 is already used" in proc.stdout

@@ -1,0 +1,59 @@
+"""Words on the screen (issue 14.9, 14.13): counts agree with their noun, a lost wager
+shows what was lost, the betting window reads as English, doctor prints no Python."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+
+from controller.cli import doctor
+from controller.cli.display import count, paid_line, render_status
+
+
+def screen(status: dict) -> str:  # type: ignore[type-arg]
+    console = Console(width=100, record=True, color_system=None)
+    console.print(render_status(status))
+    return console.export_text()
+
+
+def test_counts_agree_with_their_noun() -> None:
+    assert count(1, "different point") == "1 different point"
+    assert count(0, "different point") == "0 different points"
+    assert count(2, "roll") == "2 rolls"
+
+
+def test_a_lost_wager_shows_the_amount_lost() -> None:
+    settlement = {"payouts": {"3": 120, "5": 0}, "wagers": {"3": 5, "5": 2}}
+    assert paid_line(settlement) == "#3 wins $120, #5 lost $2"
+    assert paid_line({"payouts": {}, "wagers": {}}) == "no wagers"
+
+
+def test_the_table_reads_as_english() -> None:
+    text = screen(
+        {
+            "mode": "running", "table": "T1", "phase": "point", "point": 6, "hand": 2,
+            "shooter": 3, "unique_points": 1, "rolls": 1, "betting_open": False,
+            "surrender_pending": True, "bets": {"4": 5},
+            "last_settlement": {
+                "hand": 1, "points": [4], "unique_points": 1, "result": "lose",
+                "odds_to_one": 0, "payouts": {"5": 0}, "wagers": {"5": 3},
+            },
+        }
+    )  # fmt: skip
+    assert "1 different point " in text and "1 roll " in text
+    assert "fire bets: #4: $5 (betting closed: a surrendered hand is pending)" in text
+    assert "settled hand 1: 1 different point (4) - lose - #5 lost $3" in text
+    assert "((" not in text and "$0" not in text
+
+
+def test_doctor_prints_reader_counters_as_words() -> None:
+    assert doctor._frames({"ok": 107, "bad_checksum": 2, "overlong": 0}) == (
+        "ok 107, bad 2 (bad_checksum 2)"
+    )
+
+
+def test_doctor_asks_root_to_add_the_service_user_to_a_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(doctor.os, "geteuid", lambda: 0)
+    assert doctor._group_fix("gpio") == "sudo usermod -aG gpio firebet"
