@@ -43,7 +43,7 @@ def test_a_void_of_the_seven_out_takes_its_settlement_out_of_status(
 def test_a_roll_in_diagnostics_mode_names_the_mode(running_table: RunningTable) -> None:
     t = running_table
     code, _, err = cli(t, "roll", "2", "2")
-    assert code == 1 and "the dice reader is working" in err  # the reader is fine: no roll
+    assert code != 0 and "the dice reader is working" in err  # the reader is fine: no roll
     assert t.ask("diagnostics-on")["ok"]
     code, _, err = cli(t, "roll", "2", "2")
     assert code == 1 and "diagnostics mode" in err and "reader is working" not in err
