@@ -69,7 +69,7 @@ def test_a_bench_service_is_driven_from_the_command_line(bench: Bench) -> None:
     assert s["reader"]["port"] == str(bench.state / "sim-reader.tty")
 
     # a reader fault lets the dealer enter a roll by hand, as at a live table
-    assert bench.firebet("roll", "3", "3").returncode == 1
+    assert bench.firebet("roll", "3", "3").returncode != 0  # the reader works: no manual roll
     assert bench.firebet("sim-reader", "fault", "camera").returncode == 0
     wait_for(lambda: bench.status()["reader"]["fault"] == "CAMERA", what="the CAMERA fault")
     assert bench.status()["mode"] == "reader_fault"
