@@ -20,6 +20,9 @@ from drivers.sim_reader import SimulatedReader
 log = logging.getLogger("firebet")
 
 UMASK = 0o027  # state directory 0750, journal 0640, whoever started the service (SPEC §6)
+# how long the engine thread may wait for the interpreter while a reading client keeps
+# another thread busy (Python's default is 5 ms, more than the whole roll budget)
+SWITCH_INTERVAL_S = 0.0005
 
 # the simulated reader's port: a symlink in the state directory kept pointing at its
 # pseudo-terminal, stable across unplug/replug as /dev/serial/by-id/... is
@@ -39,6 +42,7 @@ def install_signal_handlers(controller: Controller) -> None:
 
 def run(args: argparse.Namespace) -> int:
     os.umask(UMASK)  # before any file is made: outside systemd nobody else sets it
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     logging.basicConfig(
         level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )

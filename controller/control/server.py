@@ -16,6 +16,11 @@ no request for ``idle_timeout`` (30 s) is closed, and when the connection cap is
 reached the longest-idle connection of the user holding the most is closed to
 make room.
 
+Reading requests are paced per user (``read_rate`` a second, a second's burst; the
+rest wait their turn), and the reading lane rests after each request so that it
+takes at most ``lane_duty`` of a CPU: a flood of reading clients cannot take the
+processor, or the interpreter, from the engine thread for long.
+
 A request that changes the table and carries an ``id`` is applied at most once
 per user and id: a retry (same id) gets the first reply again, or waits for it
 while it is being done. A request not started within its ``deadline_ms`` of
@@ -41,7 +46,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import heapq
+import itertools
 import logging
+import math
 import os
 import queue
 import resource
@@ -82,6 +90,7 @@ log = logging.getLogger("firebet.control")
 LISTEN_BACKLOG = 512  # connections the kernel holds until the selector accepts them
 MAX_CONNECTIONS = 1000  # open connections at once (fewer if the file limit is lower)
 LANE_SIZE = 64  # requests waiting in one lane; more are answered "busy"
+READ_RATE = 20.0  # reading requests (status, history) a second per user; more wait their turn
 SEEN_IDS = 4096  # state-changing request ids remembered for retries
 IDENTITY_TTL_S = 10.0  # how long a peer's user and groups are taken from the cache
 SOCKET_MODE = 0o660
@@ -89,6 +98,9 @@ _AF_UNIX_PATH_MAX = 107  # sun_path is 108 bytes with the terminating NUL
 _RESERVED_FDS = 64  # file descriptors left for the journal, the reader, the lamps
 # the lane of each op the handler answers; every other op goes to "write"
 LANES: dict[str, str] = {"status": "status", "history": "read"}
+# the CPU share a lane may take (the rest of the time it rests): a long history never
+# keeps the interpreter from the engine thread for long
+LANE_DUTY: dict[str, float] = {"read": 0.25}
 _LISTEN, _WAKE = object(), object()
 
 
@@ -120,8 +132,8 @@ class _Seen:
 
     op: str
     args: dict[str, Any]
-    reply: dict[str, Any] | None = None
-    waiters: list[tuple[_Conn, str | int | None]] = field(default_factory=list)
+    line: bytes | None = None  # the reply, as sent
+    waiters: list[_Conn] = field(default_factory=list)
 
 
 _Key = tuple[int, str | int]
@@ -131,9 +143,10 @@ _Item = tuple[_Conn, Request, "_Key | None"]
 class _Lane:
     """A queue and one worker thread for one kind of request."""
 
-    def __init__(self, name: str, server: ControlServer, size: int) -> None:
+    def __init__(self, name: str, server: ControlServer, size: int, duty: float = 1.0) -> None:
         self.name = name
         self.size = size
+        self.duty = duty  # the share of one CPU the lane may take; it rests the remainder
         self.queue: queue.Queue[_Item | None] = queue.Queue(size)
         self.thread = threading.Thread(
             target=self._work, args=(server,), name=f"control-{name}", daemon=True
@@ -144,7 +157,11 @@ class _Lane:
             item = self.queue.get()
             if item is None:
                 return
+            spent = time.thread_time()
             server._run(*item)
+            spent = time.thread_time() - spent
+            if self.duty < 1.0 and spent > 0:
+                time.sleep(spent * (1.0 / self.duty - 1.0))
 
 
 class ControlServer:
@@ -172,6 +189,8 @@ class ControlServer:
         idle_timeout: float = IDLE_TIMEOUT_S,
         lanes: Mapping[str, str] = LANES,
         lane_size: int = LANE_SIZE,
+        read_rate: float = READ_RATE,
+        lane_duty: Mapping[str, float] = LANE_DUTY,
     ) -> None:
         self.path = Path(path)
         self.handler = handler
@@ -184,6 +203,11 @@ class ControlServer:
         self.idle_timeout = idle_timeout
         self.lane_of = dict(lanes)
         self.lane_size = lane_size
+        self.read_rate = read_rate
+        self.lane_duty = dict(lane_duty)
+        self._reading: dict[int, float] = {}  # uid -> when its last paced reading starts
+        self._paced: list[tuple[float, int, _Conn, Request]] = []  # a heap, by start time
+        self._order = itertools.count()
         self._listener: socket.socket | None = None
         self._listening = False
         self._resume_at = 0.0
@@ -196,7 +220,7 @@ class ControlServer:
         self._conns: dict[_Conn, None] = {}  # insertion-ordered set
         self._seen: OrderedDict[_Key, _Seen] = OrderedDict()
         self._identities: dict[tuple[int, int], tuple[float, Identity]] = {}
-        self._done: list[tuple[_Conn, Request, _Key | None, dict[str, Any]]] = []
+        self._done: list[tuple[_Conn, _Key | None, bytes, bool]] = []
         self._done_lock = threading.Lock()
         self._stopping = threading.Event()
 
@@ -262,7 +286,7 @@ class ControlServer:
         self._sel.register(listener, selectors.EVENT_READ, _LISTEN)
         self._listening = True
         for name in {"status", "read", "write", *self.lane_of.values()}:
-            self._lanes[name] = _Lane(name, self, self.lane_size)
+            self._lanes[name] = _Lane(name, self, self.lane_size, self.lane_duty.get(name, 1.0))
             self._lanes[name].thread.start()
         self._thread = threading.Thread(target=self._loop, name="control-socket", daemon=True)
         self._thread.start()
@@ -353,8 +377,9 @@ class ControlServer:
         tick = max(0.01, min(0.5, self.idle_timeout / 4))
         next_sweep = 0.0
         try:
+            wait = tick
             while not self._stopping.is_set():
-                for key, mask in sel.select(tick):
+                for key, mask in sel.select(wait):
                     if key.data is _LISTEN:
                         self._accept()
                     elif key.data is _WAKE:
@@ -367,6 +392,7 @@ class ControlServer:
                             self._read(conn)
                 self._deliver()
                 now = time.monotonic()
+                wait = min(tick, self._release_paced(now))
                 if now >= next_sweep:
                     self._sweep(now)
                     next_sweep = now + tick
@@ -584,17 +610,56 @@ class ControlServer:
                 if (seen.op, seen.args) != (op, message.args):
                     error = f"id {clip(str(rid))} was already used for another request"
                     self._send(conn, {"ok": False, "error": error}, rid)
-                elif seen.reply is not None:
+                elif seen.line is not None:
                     log.info("%s repeated %s (id %s): sent the first reply", who.actor, op, rid)
-                    self._send(conn, seen.reply, rid)
+                    self._send_line(conn, seen.line)
                 else:
-                    seen.waiters.append((conn, rid))
+                    seen.waiters.append(conn)
                     conn.pending = True
                 return
             self._seen[key] = _Seen(op, message.args)
             while len(self._seen) > SEEN_IDS:
                 self._seen.popitem(last=False)
-        lane = self._lanes[self.lane_of.get(op, "write")]
+        if needed is Role.READER:  # reading: each user gets its fair share, no more
+            start = self._pace(who.uid, request)
+            if start is None:
+                busy = (
+                    f"the service is busy: {who.user} asks for more than "
+                    f"{self.read_rate:g} readings a second; nothing was done, try again"
+                )
+                self._send(conn, {"ok": False, "busy": True, "error": busy}, rid)
+                return
+            if start > time.monotonic():
+                heapq.heappush(self._paced, (start, next(self._order), conn, request))
+                conn.pending = True
+                return
+        self._dispatch(conn, request, key)
+
+    def _pace(self, uid: int, request: Request) -> float | None:
+        """When ``uid``'s next reading request may start (a token bucket: ``read_rate`` a
+        second, bursts of as many); None when that is past the request's deadline."""
+        now = time.monotonic()
+        floor = now - 1.0  # a second's worth of burst
+        start = max(self._reading.get(uid, floor), floor) + 1.0 / self.read_rate
+        if start > request.deadline:
+            return None
+        self._reading[uid] = start
+        if len(self._reading) > 4096:
+            self._reading = {u: t for u, t in self._reading.items() if t > now}
+        return start
+
+    def _release_paced(self, now: float) -> float:
+        """Dispatch the paced requests whose time came; seconds until the next one."""
+        while self._paced and self._paced[0][0] <= now:
+            _, _, conn, request = heapq.heappop(self._paced)
+            if conn.open:
+                self._dispatch(conn, request, None)
+        return self._paced[0][0] - now if self._paced else math.inf
+
+    def _dispatch(self, conn: _Conn, request: Request, key: _Key | None) -> None:
+        """Hand ``request`` to its lane; a full lane answers "busy" at once."""
+        lane = self._lanes[self.lane_of.get(request.op, "write")]
+        rid = request.id
         try:
             lane.queue.put_nowait((conn, request, key))
         except queue.Full:
@@ -621,14 +686,17 @@ class ControlServer:
 
     def _send(self, conn: _Conn, reply: Mapping[str, Any], rid: str | int | None) -> None:
         """Queue one reply line on ``conn`` and send what the socket takes now."""
-        if not conn.open:
-            return
         body = dict(reply)
         if rid is not None:
             body["id"] = rid
         else:
             body.pop("id", None)
-        conn.outbuf += encode(body)
+        self._send_line(conn, encode(body))
+
+    def _send_line(self, conn: _Conn, line: bytes) -> None:
+        if not conn.open:
+            return
+        conn.outbuf += line
         self._write(conn)
 
     def _write(self, conn: _Conn) -> None:
@@ -677,27 +745,39 @@ class ControlServer:
     def _complete(
         self, conn: _Conn, request: Request, key: _Key | None, reply: dict[str, Any]
     ) -> None:
-        """Any thread: hand a reply to the selector thread."""
+        """Any thread: encode the reply (here, not on the selector thread) and hand it over."""
+        body = dict(reply)
+        if request.id is not None:
+            body["id"] = request.id
+        try:
+            line = encode(body)
+        except (TypeError, ValueError) as exc:
+            log.error("control handler reply to %s is not JSON: %s", request.op, exc)
+            error = f"internal error handling {request.op}: reply is not JSON"
+            line = encode({"ok": False, "error": error, "id": request.id})
+        retry = bool(reply.get("busy") or reply.get("expired"))  # nothing was done
         with self._done_lock:
-            self._done.append((conn, request, key, reply))
+            self._done.append((conn, key, line, retry))
         self._wake()
 
     def _deliver(self) -> None:
         with self._done_lock:
             done, self._done = self._done, []
-        for conn, request, key, reply in done:
+        for conn, key, line, retry in done:
             waiters = []
             if key is not None:
                 seen = self._seen.get(key)
                 if seen is not None:
                     waiters, seen.waiters = seen.waiters, []
-                    if reply.get("busy") or reply.get("expired"):
+                    if retry:
                         del self._seen[key]  # not done: a retry with this id may do it
                     else:
-                        seen.reply = reply
-            for who, rid in [(conn, request.id), *waiters]:
+                        seen.line = line
+            now = time.monotonic()
+            for who in [conn, *waiters]:  # the waiters sent the same id
                 who.pending = False
-                self._send(who, reply, rid)
+                who.last_request = now  # idle from its answer on, not from its question
+                self._send_line(who, line)
                 self._process(who)
 
 
@@ -715,11 +795,6 @@ def _expired(request: Request) -> dict[str, Any]:
 def _checked(request: Request, result: Mapping[str, Any]) -> dict[str, Any]:
     reply = dict(result)
     reply.setdefault("ok", True)
-    try:
-        encode(reply)
-    except (TypeError, ValueError) as exc:
-        log.error("control handler reply to %s is not JSON: %s", request.op, exc)
-        return {"ok": False, "error": f"internal error handling {request.op}: reply is not JSON"}
     return reply
 
 

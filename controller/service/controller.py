@@ -167,6 +167,8 @@ class Controller:
         self._recall = Recall()  # game recall; used on the socket's reading lane only
         self._recall_conn: sqlite3.Connection | None = None
         self._recall_inode: tuple[int, int] | None = None
+        # the last answer, by (last record, hands): asked again with nothing new, it stands
+        self._recall_cache: tuple[tuple[int, int], list[dict[str, Any]]] | None = None
         self._watchdog_s = notify.watchdog_interval()
 
     # start-up ---------------------------------------------------------------------------
@@ -548,9 +550,15 @@ class Controller:
         if not 1 <= hands <= MAX_HANDS:
             raise UsageError(f"hands must be from 1 to {MAX_HANDS}, not {hands}")
         assert self.journal is not None
+        key = (self.journal.last_record, hands)
+        cached = self._recall_cache
+        if cached is not None and cached[0] == key:  # nothing new: the same answer, no reading
+            return {"ok": True, "hands": cached[1]}
         try:
             db = self._recall_db()
-            return {"ok": True, "hands": self._recall.history(db, hands, request.deadline)}
+            lines = self._recall.history(db, hands, request.deadline)
+            self._recall_cache = (key, lines)
+            return {"ok": True, "hands": lines}
         except sqlite3.Error as exc:
             self._close_recall()
             raise FirebetError(f"the journal cannot be read for history: {exc}") from exc
@@ -569,6 +577,7 @@ class Controller:
         if self._recall_conn is not None:
             self._recall_conn.close()
         self._recall_conn, self._recall_inode, self._recall = None, None, Recall()
+        self._recall_cache = None
 
     def _answer(self, request: Request) -> dict[str, Any]:
         op, args, actor = request.op, request.args, request.actor
