@@ -15,6 +15,9 @@ PREFIX="${FIREBET_PREFIX:-/opt/firebet}"
 ETC="${FIREBET_ETC:-/etc/firebet}"
 UNIT_DIR="${FIREBET_UNIT_DIR:-/etc/systemd/system}"
 BIN_LINK="${FIREBET_BIN_LINK:-/usr/local/bin/firebet}"
+BASH_COMPLETION_DIR="${FIREBET_BASH_COMPLETION_DIR:-/usr/share/bash-completion/completions}"
+ZSH_COMPLETION_DIR="${FIREBET_ZSH_COMPLETION_DIR:-/usr/local/share/zsh/site-functions}"
+MAN_DIR="${FIREBET_MAN_DIR:-/usr/local/share/man/man1}"
 PYTHON="${PYTHON:-python3}"
 SERVICE_USER=firebet
 GROUPS_NEEDED=(firebet firebet-dealer firebet-tech gpio dialout)
@@ -50,6 +53,19 @@ run() {
         printf '\n'
     else
         "$@"
+    fi
+}
+
+# run a command and write what it prints to FILE; with --dry-run only print it
+run_to() {
+    local file="$1"
+    shift
+    if [ "$DRY_RUN" = 1 ]; then
+        printf '+'
+        printf ' %q' "$@"
+        printf ' > %q\n' "$file"
+    else
+        "$@" >"$file"
     fi
 }
 
@@ -115,6 +131,19 @@ install_code() {
     run ln -sfn "$VENV/bin/firebet" "$BIN_LINK"
 }
 
+# shell completion and the man page, generated from the installed version's own parser
+install_shell_help() {
+    say "installing shell completion (bash, zsh) and the man page firebet(1)"
+    local gen=("$VENV/bin/python" -m controller.cli.generated)
+    run install -d -m 0755 "$BASH_COMPLETION_DIR" "$ZSH_COMPLETION_DIR" "$MAN_DIR"
+    run_to "$BASH_COMPLETION_DIR/firebet" "${gen[@]}" completion bash
+    run_to "$ZSH_COMPLETION_DIR/_firebet" "${gen[@]}" completion zsh
+    run_to "$MAN_DIR/firebet.1" "${gen[@]}" man
+    if [ "$DRY_RUN" = 0 ] && command -v mandb >/dev/null 2>&1; then
+        mandb --quiet >/dev/null 2>&1 || true
+    fi
+}
+
 install_config() {
     run install -d -m 0750 -o root -g firebet "$ETC"
     if [ -e "$ETC/table.toml" ]; then
@@ -169,6 +198,7 @@ main() {
     fi
     create_groups_and_user
     install_code
+    install_shell_help
     install_config
     write_manifest
     install_unit

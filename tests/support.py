@@ -6,6 +6,7 @@ Fixtures that wrap these live in ``tests/conftest.py``.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -175,3 +176,35 @@ def table_running(
         table.controller.close()
         table.device.stop()
         table.factory.close()
+
+
+class Tmux:
+    """A program on an 80x24 terminal in its own tmux server, read as a person sees it."""
+
+    def __init__(self, name: str, command: str, width: int = 80, height: int = 24) -> None:
+        self.server = f"firebet-test-{name}-{os.getpid()}"
+        # the shell stays after the program, to say how it ended
+        shell = f"cd {ROOT} && {command}; echo EXIT=$?; sleep 600"
+        self._tmux("new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), shell)
+
+    def _tmux(self, *args: str) -> str:
+        out = subprocess.run(
+            ["tmux", "-L", self.server, *args], capture_output=True, text=True, check=True
+        )
+        return out.stdout
+
+    def screen(self) -> str:
+        """The visible screen, one line of text a row."""
+        return self._tmux("capture-pane", "-p", "-t", "t")
+
+    def keys(self, *keys: str) -> None:
+        """Type keys (tmux names: "q", "C-c", "Enter", "3 5" types three characters)."""
+        self._tmux("send-keys", "-t", "t", *keys)
+
+    def wait(self, text: str, timeout: float = 30.0) -> str:
+        """Wait until ``text`` is on the screen; the screen then."""
+        wait_for(lambda: text in self.screen(), timeout, what=f"{text!r} on the screen")
+        return self.screen()
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.server, "kill-server"], capture_output=True)

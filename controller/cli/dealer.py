@@ -16,6 +16,7 @@ from typing import Any
 
 from controller.cli import options as paths
 from controller.cli.display import count, render_status
+from controller.cli.watch import watch
 from controller.control.client import ControlClient
 from controller.control.protocol import ROLES, Role
 
@@ -65,6 +66,8 @@ def _finish(reply: dict[str, Any], done: str) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
+    if args.watch is not None:
+        return watch(args)
     reply = call(args, "status")
     if not reply.get("ok", True):
         print(f"firebet: {reply.get('error')}", file=sys.stderr)
@@ -166,6 +169,14 @@ def register(subparsers: Any) -> None:
 
     p = add("status", status, "current state of the table, from the running service")
     p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument(
+        "--watch",
+        nargs="?",
+        const=0.5,
+        type=float,
+        metavar="S",
+        help="draw the table live, asking every S seconds (0.5); read-only, Ctrl-C to stop",
+    )
     p = add("whoami", whoami, "your role on the control socket and what it lets you do")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p = add("roll", roll, "manual roll entry while the dice reader is in fault")

@@ -75,14 +75,13 @@ def render_status(
     """The whole table: mode, hand, markers, wagers, rolls, settlements, reader, meters."""
     mode = str(status.get("mode", "?"))
     head = Text()
-    head.append(f"table {status.get('table', '?')}  ", style="bold")
+    head.append(f"table {status.get('table', '?')} ", style="bold")
     head.append(f" {mode.replace('_', ' ').upper()} ", style=MODE_STYLE.get(mode, "bold"))
     phase = str(status.get("phase", "?")).replace("_", " ")
     where = f"point {status['point']}" if status.get("point") else phase
     head.append(
-        f"   hand {status.get('hand')}  shooter {status.get('shooter')}  {where}  "
-        f"{count(status.get('unique_points', 0), 'different point')}  "
-        f"{count(status.get('rolls', 0), 'roll')}"
+        f"  hand {status.get('hand')}  shooter {status.get('shooter')}  {where}  "
+        f"{count(status.get('unique_points', 0), 'different point')}"
     )
     parts: list[RenderableType] = [head]
     if status.get("halted"):
@@ -129,7 +128,8 @@ def render_status(
     rolls = [f"{a}+{b}={a + b}" for a, b in recent_rolls] or (
         [f"{last[0]}+{last[1]}={last[0] + last[1]}"] if last else []
     )
-    parts.append(Text("last rolls: " + ("  ".join(rolls[-12:]) or "none")))
+    rolled = count(status.get("rolls", 0), "roll")
+    parts.append(Text(f"{rolled}; last: " + ("  ".join(rolls[-10:]) or "none")))
 
     shown = list(settlements[-3:]) or (
         [status["last_settlement"]] if status.get("last_settlement") else []

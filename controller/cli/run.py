@@ -10,6 +10,7 @@ import sys
 from types import FrameType
 from typing import Any
 
+from controller.cli import logs
 from controller.cli import options as paths
 from controller.core.errors import UsageError
 from controller.service.controller import Controller
@@ -43,10 +44,6 @@ def install_signal_handlers(controller: Controller) -> None:
 def run(args: argparse.Namespace) -> int:
     os.umask(UMASK)  # before any file is made: outside systemd nobody else sets it
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    logging.basicConfig(
-        level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
-    logging.getLogger("transitions").setLevel(logging.WARNING)  # a line per callback otherwise
     if args.simulated_reader and args.serial:
         raise UsageError("--serial and --simulated-reader exclude each other: give one")
     if args.sim_interval is not None and not args.simulated_reader:
@@ -54,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if args.sim_interval is not None and not args.sim_interval > 0:
         raise UsageError(f"--sim-interval must be more than 0 seconds, not {args.sim_interval}")
     config = paths.load(args)
+    logs.configure(table=config.table.id)  # time-stamped lines, or journald's fields
     state = paths.state_dir(args.state_dir)
     device: SimulatedReader | None = None
     if args.simulated_reader:
@@ -85,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
                 f"simulated on {port} (firebet sim-reader ACTION)" if device else port,
                 controller.socket_path,
                 state,
+                extra={"fields": {"event": "ready", "state_dir": state}},
             )
             controller.serve()
         finally:

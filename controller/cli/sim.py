@@ -41,6 +41,7 @@ from drivers.pins import make_pin_factory
 from drivers.serial_reader import SerialDiceReader
 from drivers.sim_reader import SimulatedReader
 
+MANUAL_PROMPT = "manual roll (Esc cancels), type the two dice:"
 HELP = (
     "keys: [v]oid  [s]urrender  [a]ck  [t]hrow  [f]ault on/off  [g]arbage  "
     "[u]nplug/replug  [m]anual roll D1 D2  [q]uit"
@@ -78,8 +79,7 @@ class Bench:
         self._before_latest: dict[str, Any] | None = None
         self.lines: list[str] = []  # what --plain prints: settlements and their reversals
         self.session_rolls = 0
-        self.faulted = False
-        self.plugged = True
+        self.manual: str | None = None  # the dice typed so far while entering a manual roll
         self.changed = threading.Event()
         self.script_done = threading.Event()
         self.controller: Controller | None = None
@@ -211,10 +211,16 @@ class Bench:
         return self.device.rolls_left == 0 and self.device.rolls_waiting == 0
 
     # keys -------------------------------------------------------------------------------
-    def key(self, ch: str, read_more: Any) -> str:
-        """Act on one key; returns a line for the footer."""
+    def key(self, ch: str) -> str:
+        """Act on one key; returns a line for the footer.
+
+        ``m`` starts a manual roll: the next keys are its two dice (spaces ignored,
+        Esc cancels), read by :meth:`manual_key` while the table keeps drawing.
+        """
         c = self.controller
         assert c is not None
+        if self.manual is not None:
+            return self.manual_key(ch)
         if ch == "v":
             return _said(c.submit(Void(actor="sim-dealer")), "last roll voided")
         if ch == "s":
@@ -226,32 +232,46 @@ class Bench:
             self.device.throw(rng.randint(1, 6), rng.randint(1, 6))
             return "dice thrown"
         if ch == "f":
-            self.faulted = not self.faulted
-            if self.faulted:
+            if not self.device.plugged:
+                return "the reader is unplugged: plug it back in (u) before a fault"
+            # the toggle follows the reader itself, not a count of presses
+            if c.status()["reader"]["fault"] is None:
                 self.device.fault("CAMERA")
-                return "reader fault injected (CAMERA): manual rolls allowed"
+                return "reader fault injected (CAMERA): manual rolls allowed (m)"
             self.device.clear_fault()
-            return "reader fault cleared"
+            return "reader fault cleared (OK frame)"
         if ch == "g":
             self.device.send_garbage(48)
             self.device.send_bad_checksum()
             return "garbage and a bad checksum sent"
         if ch == "u":
-            if self.plugged:
+            if self.device.plugged:
                 self.device.unplug()
-            else:
-                self.device.replug()
-            self.plugged = not self.plugged
-            return "reader unplugged" if not self.plugged else "reader plugged back in"
+                return "reader unplugged"
+            self.device.replug()
+            return "reader plugged back in"
         if ch == "m":
-            dice = read_more(2)
-            if len(dice) == 2 and all(d in "123456" for d in dice):
-                reply = c.submit(
-                    Roll(int(dice[0]), int(dice[1]), source="manual", actor="sim-dealer")
-                )
-                return _said(reply, f"manual roll {dice[0]} {dice[1]}")
-            return "manual roll: type two dice 1-6 after m"
+            self.manual = ""
+            return MANUAL_PROMPT
         return HELP
+
+    def manual_key(self, ch: str) -> str:
+        """One key of a manual roll's entry; the roll goes in at its second die."""
+        assert self.controller is not None and self.manual is not None
+        if ch in ("\x1b", "q"):
+            self.manual = None
+            return "manual roll cancelled"
+        if ch in " ,\r\n":
+            return f"{MANUAL_PROMPT} {self.manual}"
+        if ch not in "123456":
+            return f"{MANUAL_PROMPT} {self.manual}  (dice show 1 to 6, not {ch!r})"
+        self.manual += ch
+        if len(self.manual) < 2:
+            return f"{MANUAL_PROMPT} {self.manual}"
+        d1, d2 = int(self.manual[0]), int(self.manual[1])
+        self.manual = None
+        reply = self.controller.submit(Roll(d1, d2, source="manual", actor="sim-dealer"))
+        return _said(reply, f"manual roll {d1} {d2} entered")
 
 
 def _settlement_line(s: dict[str, Any]) -> str:
@@ -379,22 +399,23 @@ def run(args: argparse.Namespace) -> int:
             threading.Thread(target=bench.run_script, name="sim script", daemon=True).start()
         if live:
             footer = HELP
+            # whole frames on the alternate screen, drawn by this loop only: never half a frame
             with (
                 _cbreak() as keys,
-                Live(console=console, refresh_per_second=8, screen=False) as view,
+                Live(console=console, screen=True, auto_refresh=False) as view,
             ):
                 while not stop.is_set():
                     view.update(
-                        render_status(controller.status(), bench.recent, bench.settlements, footer)
+                        render_status(controller.status(), bench.recent, bench.settlements, footer),
+                        refresh=True,
                     )
                     if keys:
                         ch = _read_keys(1, 0.12)
-                        if ch == "q":
+                        if ch == "q" and bench.manual is None:
                             break
                         if ch:
-                            footer = (
-                                bench.key(ch.lower(), lambda n: _read_keys(n, 5.0)) + "\n" + HELP
-                            )
+                            said = bench.key(ch.lower())
+                            footer = said if bench.manual is not None else said + "\n" + HELP
                     else:
                         stop.wait(0.12)
                     if bench.done():

@@ -108,9 +108,23 @@ class _Recall:
             {"action": what, **detail, "actor": who, "at": when, "record": record}
         )
 
+    def cleared(self, hand: int, record: int, at: str, actor: str, payload: str) -> None:
+        """A technician's clear-halt, on the hand it resumed, with who and why."""
+        detail: dict[str, Any] = {}
+        try:
+            body = json.loads(payload)
+            detail = {"was": body["cleared"]["reason"], "note": body.get("note", "")}
+        except (ValueError, KeyError, TypeError):
+            pass
+        self.hand(hand).actions.append(
+            {"action": "clear_halt", **detail, "actor": actor, "at": at, "record": record}
+        )
+
     def event(self, before: TableState, e: Event, after: TableState, record: int, at: str) -> None:
         if isinstance(e, RollAccepted):
             self.hand(before.hand).rolls.append([e.d1, e.d2])
+            if e.source == "manual":  # entered by a dealer while the reader was down: who
+                self.action(before.hand, "manual_roll", record, at, e, dice=[e.d1, e.d2])
         elif isinstance(e, Settlement):
             self.hand(e.hand).settlement = e.report()
         elif isinstance(e, RollVoided):
@@ -236,8 +250,8 @@ class Recall:
 
     def _rows(
         self, db: sqlite3.Connection, after: int, upto: int | None, budget: _Budget
-    ) -> Iterable[tuple[int, str, str, str]]:
-        query = "SELECT record, at, kind, payload FROM records WHERE record > ?"
+    ) -> Iterable[tuple[int, str, str, str, str]]:
+        query = "SELECT record, at, kind, payload, actor FROM records WHERE record > ?"
         params: tuple[int, ...] = (after,)
         if upto is not None:
             query += " AND record <= ?"
@@ -252,14 +266,14 @@ class Recall:
 
     def _fold(
         self,
-        rows: Iterable[tuple[int, str, str, str]],
+        rows: Iterable[tuple[int, str, str, str, str]],
         state: TableState,
         recall: _Recall | None,
         *,
         follow: bool = False,
     ) -> TableState:
         """Fold ``rows`` from ``state``, noting where hands began (and what they did)."""
-        for number, at, kind, payload in rows:
+        for number, at, kind, payload, actor in rows:
             if follow:
                 self._seen = number
             effect = _decode(kind, payload)
@@ -269,7 +283,7 @@ class Recall:
                 state = effect
                 self._forget(state.hand, number)
                 if recall is not None:
-                    recall.hand(state.hand)
+                    recall.cleared(state.hand, number, at, actor, payload)
                 continue
             began = False
             for e in effect:

@@ -5,6 +5,7 @@ silence, all through the real driver, engine and journal."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -103,6 +104,10 @@ def test_a_bench_service_is_driven_from_the_command_line(bench: Bench) -> None:
     random_throw = bench.firebet("sim-reader", "throw", "--json")
     reply = json.loads(random_throw.stdout)
     assert reply["acked"] is True and bench.status()["last_roll"] == reply["dice"]
+
+    # the service's log lines carry the time in the foreground (issue 14)
+    logged = bench.log.read_text().splitlines()
+    assert logged and all(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}", x) for x in logged)
 
     history = bench.firebet("history", "--json")
     # (the random throw may have been a seven-out that ended the hand)

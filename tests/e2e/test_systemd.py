@@ -188,6 +188,9 @@ def dry_run(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
         "FIREBET_ETC": str(tmp_path / "etc"),
         "FIREBET_UNIT_DIR": str(tmp_path / "units"),
         "FIREBET_BIN_LINK": str(tmp_path / "bin" / "firebet"),
+        "FIREBET_BASH_COMPLETION_DIR": str(tmp_path / "bash-completion"),
+        "FIREBET_ZSH_COMPLETION_DIR": str(tmp_path / "zsh"),
+        "FIREBET_MAN_DIR": str(tmp_path / "man1"),
     }
     return subprocess.run(
         ["bash", str(INSTALL), "--dry-run", *flags],
@@ -208,6 +211,10 @@ def test_install_dry_run_changes_nothing_and_says_everything(tmp_path: Path) -> 
     assert f"config/table.toml {etc}/table.toml" in out
     assert f"-m controller.service.integrity write {etc}/program.manifest" in out
     assert f"systemd/firebet.service {tmp_path}/units/firebet.service" in out
+    gen = f"+ {opt}/.venv/bin/python -m controller.cli.generated"
+    assert f"{gen} completion bash > {tmp_path}/bash-completion/firebet" in out
+    assert f"{gen} completion zsh > {tmp_path}/zsh/_firebet" in out
+    assert f"{gen} man > {tmp_path}/man1/firebet.1" in out
     lines = out.splitlines()
     order = [
         lines.index(line)

@@ -9,7 +9,8 @@ import os
 import pwd
 from pathlib import Path
 
-from tests.support import RunningTable, run_firebet, start_table
+from controller.service.controller import _Halt
+from tests.support import RunningTable, run_firebet, start_table, wait_for
 
 
 def cli(table: RunningTable, *args: str) -> tuple[int, str, str]:
@@ -85,3 +86,41 @@ def test_whoami_names_the_callers_role(running_table: RunningTable) -> None:
     code, out, _ = cli(running_table, "whoami", "--json")
     reply = json.loads(out)
     assert reply["role"] == "technician" and reply["user"] == me and "sim-reader" in reply["may"]
+
+
+def test_history_names_who_entered_a_manual_roll(running_table: RunningTable) -> None:
+    t = running_table
+    t.device.fault("CAMERA")
+    wait_for(lambda: t.status()["mode"] == "reader_fault", what="the reader fault")
+    code, _, err = cli(t, "roll", "3", "5")
+    assert code == 0, err
+    me = f"{pwd.getpwuid(os.getuid()).pw_name}({os.getuid()})"
+    code, out, _ = cli(t, "history", "--json")
+    hand = json.loads(out.splitlines()[-1])
+    assert hand["rolls"] == [[3, 5]]
+    (manual,) = [a for a in hand["actions"] if a["action"] == "manual_roll"]
+    assert manual["actor"] == me and manual["dice"] == [3, 5]
+    code, out, _ = cli(t, "history")
+    assert f"{me} manual_roll dice=[3, 5]" in " ".join(out.split())
+
+
+def test_history_shows_the_clear_halt_with_who_and_why(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    t, thread = start_table(state, tmp_path / "c.sock")
+    try:
+        t.throw(2, 2)
+        t.controller.queue.put(_Halt(None, "a test halt"))
+        wait_for(lambda: t.status()["mode"] == "halted", what="the halt")
+        cleared = t.ask("clear-halt", note="checked the cable")
+        assert cleared["ok"], cleared
+        hand = t.ask("history", hands=1)["hands"][-1]
+    finally:
+        t.controller.stop()
+        thread.join(timeout=5)
+        t.controller.close()
+        t.device.stop()
+        t.factory.close()
+    (clear,) = [a for a in hand["actions"] if a["action"] == "clear_halt"]
+    assert clear["note"] == "checked the cable" and "a test halt" in clear["was"]
+    assert clear["actor"].endswith(f"({os.getuid()})")
+    assert hand["rolls"] == [[2, 2]]

@@ -40,7 +40,7 @@ def test_the_table_reads_as_english() -> None:
             },
         }
     )  # fmt: skip
-    assert "1 different point " in text and "1 roll " in text
+    assert "1 different point" in text and "1 roll; last: none" in text
     assert "fire bets: #4: $5 (betting closed: a surrendered hand is pending)" in text
     assert "settled hand 1: 1 different point (4) - lose - #5 lost $3" in text
     assert "((" not in text and "$0" not in text

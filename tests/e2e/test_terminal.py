@@ -1,0 +1,101 @@
+"""Terminal programs as a person sees them: an 80x24 tmux pane, read back as text."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support import RunningTable, Tmux
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
+
+
+@pytest.fixture
+def terminal() -> Iterator[list[Tmux]]:
+    opened: list[Tmux] = []
+    try:
+        yield opened
+    finally:
+        for t in opened:
+            t.close()
+
+
+def test_status_watch_draws_the_table_live_and_ends_on_ctrl_c(
+    running_table: RunningTable, terminal: list[Tmux]
+) -> None:
+    cmd = f"{sys.executable} -m controller status --watch 0.2 --socket {running_table.socket}"
+    tty = Tmux("watch", cmd)
+    terminal.append(tty)
+    first = tty.wait("Ctrl-C to stop")
+    assert "RUNNING" in first and "0 rolls" in first
+    assert all(len(row) <= 80 for row in first.splitlines())
+    running_table.throw(2, 2)
+    screen = tty.wait("point 4")
+    assert "1 roll; last: 2+2=4" in screen
+    running_table.throw(2, 2)
+    screen = tty.wait("1 different point")
+    assert "● 1" in screen  # the marker of 4 lit with its ordinal
+    tty.keys("C-c")
+    assert "EXIT=0" in tty.wait("EXIT=")
+    assert "Traceback" not in tty.screen()
+
+
+def test_status_watch_says_when_the_service_is_gone(terminal: list[Tmux], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    cmd = f"{sys.executable} -m controller status --watch 0.2 --socket {tmp_path / 'none.sock'}"
+    tty = Tmux("gone", cmd)
+    terminal.append(tty)
+    screen = tty.wait("retrying")
+    assert "firebet service is not running" in screen
+    tty.keys("C-c")
+    assert "EXIT=0" in tty.wait("EXIT=")
+
+
+def test_sim_keys_manual_roll_prompt_and_fault_toggle(terminal: list[Tmux], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    cmd = (
+        f"{sys.executable} -m controller sim --seed 3 --interval 3600 --no-bets "
+        f"--state-dir {tmp_path / 'var'}"
+    )
+    tty = Tmux("sim", cmd)
+    terminal.append(tty)
+    screen = tty.wait("[q]uit")
+    rows = screen.splitlines()
+    assert len(rows) <= 24 and all(len(row) <= 80 for row in rows)
+    assert "RUNNING" in screen
+
+    tty.keys("f")
+    tty.wait("READER FAULT")
+    tty.keys("m")  # a prompt at once, and the table still drawn under it
+    screen = tty.wait("manual roll (Esc cancels), type the two dice:")
+    assert "READER FAULT" in screen
+    tty.keys("3", " ", "5")  # a space between the dice is fine
+    screen = tty.wait("manual roll 3 5 entered")
+    assert "1 roll; last: 3+5=8" in screen and "point 8" in screen
+    tty.keys("m", "7")
+    tty.wait("(dice show 1 to 6, not '7')")
+    tty.keys("Escape")
+    tty.wait("manual roll cancelled")
+
+    # fault, unplug, replug: the reader is well again, so f raises a fault (not clears one)
+    tty.keys("f")
+    tty.wait("reader fault cleared")
+    tty.wait("RUNNING")
+    tty.keys("f")
+    tty.wait("reader fault injected")
+    tty.keys("u")
+    tty.wait("reader unplugged")
+    tty.keys("u")
+    tty.wait("reader plugged back in")
+    tty.wait("RUNNING")
+    tty.keys("f")
+    assert "reader fault injected" in tty.wait("READER FAULT")
+
+    tty.keys("q")
+    screen = tty.wait("EXIT=")
+    assert "EXIT=0" in screen and "firebet sim: seed 3" in screen
+    assert "Traceback" not in screen
