@@ -50,6 +50,7 @@ log = logging.getLogger("firebet.floor")
 
 WINDOW = 256  # records published and not yet acknowledged, at most
 IDLE_POLL_S = 0.5  # the journal's head is read at least this often
+STATE_EVERY_S = 0.1  # the retained state at most this often (the latest one always goes)
 REFUSED_BACKOFF_S = 5.0  # after the broker refused a record, wait before trying again
 KEEPALIVE_S = 15  # the broker sends the will this long (x1.5) after a silent cut
 DRAIN_S = 2.0  # a clean stop waits this long at most for the last acks
@@ -205,6 +206,8 @@ class FloorLink:
         self._by_mid: dict[int, _InFlight] = {}
         self._state_dirty = True
         self._state_mid: int | None = None
+        self._state_at = 0.0  # when the last state was published (monotonic)
+        self._state_due = 0.0  # when the state held back by STATE_EVERY_S is due
         self._paused_until = 0.0
 
     # the engine's side (cheap, any thread) ----------------------------------------------
@@ -215,11 +218,12 @@ class FloorLink:
             self._cond.notify()
 
     def state_changed(self) -> None:
-        """The table's state changed: publish ``state`` again."""
-        with self._cond:
-            self._state_dirty = True
-            self._woken = True
-            self._cond.notify()
+        """The table's state changed: publish ``state`` again at the next :meth:`wake`.
+
+        Only a flag: the engine wakes the link once its outputs (lamps, reader ACK,
+        client reply) are out, so the link's work never sits between a roll and its ACK.
+        """
+        self._state_dirty = True
 
     def status(self) -> dict[str, Any]:
         """``status --json`` ``floor``: connected, cursor, backlog, last error."""
@@ -383,7 +387,10 @@ class FloorLink:
         """One turn: wait for news, take acks and commands, publish what fits."""
         with self._cond:
             if not self._woken and not self._stopping:
-                self._cond.wait(IDLE_POLL_S)
+                timeout = IDLE_POLL_S
+                if self._state_dirty and self._state_due:
+                    timeout = min(timeout, max(0.0, self._state_due - time.monotonic()))
+                self._cond.wait(timeout)
             self._woken = False
             if self._stopping:
                 return False
@@ -405,14 +412,19 @@ class FloorLink:
             client.publish(self.topics["online"], json.dumps(online), qos=1, retain=True)
             state_dirty = True
         if state_dirty and self._state_mid is None:
-            self._publish_state(client)
+            wait = self._state_at + STATE_EVERY_S - time.monotonic()
+            if wait <= 0:
+                self._publish_state(client)
+            else:  # a burst of changes: the retained state only needs the latest
+                self._state_due = time.monotonic() + wait
         if time.monotonic() >= self._paused_until:
             self._top_up(reader, client)
         return True
 
     def _publish_state(self, client: mqtt.Client) -> None:
-        with self._cond:
-            self._state_dirty = False
+        self._state_dirty = False
+        self._state_at = time.monotonic()
+        self._state_due = 0.0
         try:
             text = json.dumps(dict(self._status()), separators=(",", ":"))
         except Exception as exc:  # a status that cannot be read must not stop the records

@@ -305,6 +305,8 @@ class Controller:
                 log.exception("command failed: %r", item)
                 if isinstance(item, _Job):
                     item.finish({"ok": False, "error": "internal error; see the service log"})
+            if self.floor is not None:  # only now, after the lamps, the ACK and the reply
+                self.floor.wake()
 
     def close(self) -> None:
         """Stop the drivers and release pins, socket and journal."""
@@ -425,7 +427,7 @@ class Controller:
         )
         self._notify_status()
         if self.floor is not None:
-            self.floor.state_changed()  # a flag for the link's own thread
+            self.floor.state_changed()  # a flag only: the link wakes after the outputs
         if self.on_change is not None:
             self.on_change(self._published)
 
