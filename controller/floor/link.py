@@ -491,8 +491,8 @@ class FloorLink:
         try:
             command = parse_command(payload, at=now_iso())
         except CommandError as exc:
-            self.commands_refused += 1
             self._error(f"floor command refused: {exc}")
+            self.commands_refused += 1  # after the reason: a reader of both sees it
             return
         if isinstance(command, Resend):
             log.info("floor asks for the records from %d again", command.start)
