@@ -18,7 +18,7 @@ from controller.cli.display import count
 from controller.core.engine import Engine
 from controller.core.errors import UsageError
 from controller.core.events import Refused
-from controller.core.script import ReplayResult, parse_script, replay
+from controller.core.script import ReplayResult, parse_script, replay, script_lines
 
 
 def _print_table(result: ReplayResult, out: TextIO) -> None:
@@ -50,14 +50,19 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     source = str(path)
     try:
-        text = sys.stdin.read() if args.file == "-" else path.read_text(encoding="utf-8")
+        # newline="": no universal-newline translation, so only "\n" ends a line
+        if args.file == "-":
+            text = sys.stdin.buffer.read().decode("utf-8")
+        else:
+            with path.open(encoding="utf-8", newline="") as f:
+                text = f.read()
     except OSError as exc:
         raise UsageError(f"{source}: cannot read the script: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise UsageError(
             f"{source}: cannot read the script: not UTF-8 text (byte {exc.start})"
         ) from exc
-    commands = list(parse_script(text.splitlines(), source))  # a bad line stops before any output
+    commands = list(parse_script(script_lines(text), source))  # a bad line stops before any output
 
     def refusal(no: int, event: Refused) -> None:
         print(f"{source}:{no}: refused: {event.reason}", file=sys.stderr)

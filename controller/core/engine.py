@@ -411,16 +411,23 @@ class Engine:
             return [
                 Refused("surrender", f"a surrender is voluntary or compulsory, not {cmd.kind!r}")
             ]
-        return [
+        # with wagers riding and betting closed the hand waits for the successor's loser 7;
+        # with betting still open the window stays as it was (SPEC §2, settled questions)
+        pending = bool(state.bets) and not state.betting_open
+        events: list[Event] = [
             Surrendered(
                 surrender=cmd.kind,
                 shooter=state.shooter + 1,
-                pending=not state.betting_open,
+                pending=pending,
                 carries_points=self.rules.surrender_carries_points,
                 actor=cmd.actor,
                 at=cmd.at,
             )
         ]
+        if not state.bets and not state.betting_open:
+            # no fire bet riding: nothing carries, the successor starts a new fire-bet hand
+            events.append(NewHand(state.hand + 1, state.shooter + 1))
+        return events
 
     def _void(self, state: TableState, cmd: Void) -> list[Event]:
         if state.undo is None or state.last_roll is None:

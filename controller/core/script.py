@@ -25,13 +25,15 @@ from controller.core.commands import (
 from controller.core.engine import Engine
 from controller.core.errors import ScriptError
 from controller.core.events import Refused, RollVoided, Settlement
+from controller.core.numbers import WHOLE_NUMBER, whole_number
 from controller.core.state import TableState
 
 
 def _whole(word: str, what: str, source: str, no: int, line: str) -> int:
-    if not word.isdigit():
-        raise ScriptError(source, no, line, f"{what} must be a whole number, not {word!r}")
-    return int(word)
+    value = whole_number(word)
+    if value is None:
+        raise ScriptError(source, no, line, f"{what} must be {WHOLE_NUMBER}, not {word!r}")
+    return value
 
 
 def parse_line(line: str, source: str = "<script>", no: int = 1) -> Command | None:
@@ -41,7 +43,7 @@ def parse_line(line: str, source: str = "<script>", no: int = 1) -> Command | No
         return None
     words = body.split()
     verb = words[0].lower()
-    if verb.isdigit() or (verb.startswith("-") and verb[1:].isdigit()):
+    if verb[0].isnumeric() or verb[0] in "-+":  # a roll, or meant as one
         if len(words) != 2:
             raise ScriptError(source, no, line, "a roll is two dice, like '3 4'")
         d1 = _whole(words[0], "die 1", source, no, line)
@@ -75,6 +77,15 @@ def parse_line(line: str, source: str = "<script>", no: int = 1) -> Command | No
         line,
         "not a script item (expected 'D1 D2', void, surrender, bet POS AMOUNT, cancel POS, ack)",
     )
+
+
+def script_lines(text: str) -> list[str]:
+    """The lines of a script held in memory: line N is its N-th ``\\n``-terminated line.
+
+    ``str.splitlines`` also splits at form feeds, ``\\r``, U+2028 and more, which would
+    shift every later line number; a file is read with ``newline="\\n"`` for the same reason.
+    """
+    return text.split("\n")
 
 
 def parse_script(lines: Iterable[str], source: str = "<script>") -> Iterator[tuple[int, Command]]:

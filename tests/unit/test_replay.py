@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from controller.core.errors import ScriptError
-from controller.core.script import parse_line
+from controller.core.script import parse_line, parse_script, script_lines
 
 
 def replay(tmp_path: Path, script: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -153,3 +153,42 @@ def test_missing_script_file_exits_2(tmp_path: Path) -> None:
         text=True,
     )
     assert proc.returncode == 2 and "nope.txt" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("line", "word"),
+    [
+        ("٣ ١", "'٣'"),  # Arabic-Indic digits: int() would take them as 3 and 1
+        ("3 ²", "'²'"),  # superscript: isdigit() is true, int() raises
+        ("① 2", "'①'"),
+        ("bet ³ 5", "'³'"),
+        ("bet 3 ５", "'５'"),  # fullwidth
+        ("cancel ٣", "'٣'"),
+        ("-1 3", "'-1'"),
+    ],
+)
+def test_only_ascii_digits_are_numbers_in_a_script(tmp_path: Path, line: str, word: str) -> None:
+    proc = replay(tmp_path, f"bet 1 5\n{line}\n3 4\n", "--json")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "hand.txt:2:" in proc.stderr and word in proc.stderr
+    assert "digits 0-9" in proc.stderr
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("odd", ["\f", "\v", "\u2028", "\u2029", "\x85", "\x1c", "\r"])
+def test_line_n_is_the_nth_newline_terminated_line(tmp_path: Path, odd: str) -> None:
+    # the odd character sits inside a comment, so the lines themselves are good ...
+    script = f"# a note{odd}with a line separator in it\n3 4\n2 2\nbet 1 5\n"
+    proc = replay(tmp_path, script, "--json")
+    assert proc.returncode == 0, proc.stderr
+    # ... and the refusal of line 4 is reported as line 4, not 5
+    assert "hand.txt:4: refused: position 1: betting is closed" in proc.stderr
+    proc = replay(tmp_path, f"3 4{odd}\n2 2\nbogus\n", "--json")
+    assert "hand.txt:3:" in proc.stderr and proc.returncode == 2
+
+
+def test_script_lines_split_at_newline_only() -> None:
+    text = "1 1\f\n2 2\u2028# x\n\r\n3 3"
+    assert script_lines(text) == ["1 1\f", "2 2\u2028# x", "\r", "3 3"]
+    assert [no for no, _ in parse_script(script_lines(text))] == [1, 2, 4]
