@@ -51,6 +51,8 @@ def test_decimal_number_is_ascii_digits_and_one_point(text: str) -> None:
         ("sim", "--rolls", "٣"),
         ("sim", "--interval", "٣"),
         ("diag", "reader", "--count", "٣"),
+        ("run", "--sim-seed", "٣"),
+        ("run", "--sim-interval", "٣"),
     ],
 )
 def test_command_arguments_take_ascii_digits_only(
