@@ -393,3 +393,28 @@ def test_property_replay_is_deterministic(rules: FireBetRules, cmds: list[Comman
     a = Engine(rules).run(cmds)
     b = Engine(replace(rules)).run(cmds)
     assert a.to_dict() == b.to_dict()
+
+
+@settings(max_examples=100, deadline=None)
+@given(rules_strategy, st.lists(commands, max_size=120))
+def test_property_an_engine_that_has_seen_the_rolls_decides_as_a_fresh_one(
+    rules: FireBetRules, cmds: list[Command]
+) -> None:
+    warm = Engine(rules)
+    warm.run(cmds)  # the common rolls' events are now looked up, not made
+    fresh = Engine(rules)
+    a = b = TableState()
+    for c in cmds:
+        out_warm, out_fresh = warm.apply(a, c), fresh.apply(b, c)
+        assert out_warm.events == out_fresh.events
+        assert out_warm.state.to_dict() == out_fresh.state.to_dict()
+        a, b = out_warm.state, out_fresh.state
+    timed = [replace(c, at="2026-11-30T09:00:00") if isinstance(c, Roll) else c for c in cmds]
+    assert fresh.run(timed) == warm.run(cmds)  # a time is never looked up, same game
+
+
+def test_a_roll_of_floats_or_bools_is_refused_even_when_its_event_was_made_before() -> None:
+    engine = Engine()
+    s = engine.apply(engine.apply(TableState(), Roll(2, 2)).state, Roll(3, 3)).state
+    for bad in (Roll(3.0, 3), Roll(3, 3.0), Roll(True, 1)):  # type: ignore[arg-type]
+        assert engine.apply(s, bad).refused is not None
