@@ -41,23 +41,23 @@ def write_script(path: Path, lines: int, seed: int) -> None:
 
 def replay(path: Path) -> tuple[float, int, int, int]:
     """(seconds, settled hands printed, refusals, peak RSS in kB) of one replay process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "controller", "replay", str(path), "--json"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    hands = refusals = 0
-    assert proc.stdout is not None and proc.stderr is not None
-    for _ in proc.stdout:
-        hands += 1
-    refusals = proc.stderr.read().count(b"refused")
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        raise SystemExit(f"replay failed with exit {proc.returncode}")
+    with tempfile.TemporaryFile() as refusals_file:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "controller", "replay", str(path), "--json"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=refusals_file,  # a file, not a pipe: nothing blocks while stdout is read
+        )
+        assert proc.stdout is not None
+        hands = sum(1 for _ in proc.stdout)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            raise SystemExit(f"replay failed with exit {proc.returncode}")
+        refusals_file.seek(0)
+        refusals = refusals_file.read().count(b"refused")
     return seconds, hands, refusals, usage.ru_maxrss
 
 
