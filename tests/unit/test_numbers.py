@@ -52,6 +52,7 @@ def test_decimal_number_is_ascii_digits_and_one_point(text: str) -> None:
         ("sim", "--interval", "٣"),
         ("diag", "reader", "--count", "٣"),
         ("run", "--sim-seed", "٣"),
+        ("status", "--watch", "٣"),
         ("run", "--sim-interval", "٣"),
     ],
 )
