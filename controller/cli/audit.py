@@ -198,7 +198,7 @@ def register(subparsers: Any) -> None:
     verify.set_defaults(func=run_verify)
 
     history = subparsers.add_parser("history", help="last hands: rolls, points, settlement")
-    history.add_argument("--hands", type=int, metavar="N", help="hands to show")
+    history.add_argument("--hands", type=paths.whole, metavar="N", help="hands to show")
     history.add_argument("--json", action="store_true", help="one JSON object a line per hand")
     _common(history)
     history.set_defaults(func=run_history)

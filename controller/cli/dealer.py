@@ -173,7 +173,7 @@ def register(subparsers: Any) -> None:
         "--watch",
         nargs="?",
         const=0.5,
-        type=float,
+        type=paths.seconds,
         metavar="S",
         help="draw the table live, asking every S seconds (0.5); read-only, Ctrl-C to stop",
     )

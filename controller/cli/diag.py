@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
         t = tests.add_parser(name, help=help_text, description=help_text)
         t.add_argument("--config", metavar="F", help="table configuration file (TOML)")
         t.add_argument("--json", action="store_true", help="one JSON object a line")
-        t.add_argument("--count", type=_positive_int, metavar="N", help=_COUNT_HELP[name])
+        t.add_argument("--count", type=options.positive, metavar="N", help=_COUNT_HELP[name])
         if name == "reader":
             t.add_argument("--serial", metavar="URL", help="port or pyserial URL (reader.port)")
             t.add_argument("--ack", action="store_true", help="ACK every good ROLL")
@@ -64,7 +64,11 @@ def register(subparsers: Any) -> None:
             )
         if name == "leds":
             t.add_argument(
-                "--step", type=float, default=1.0, metavar="S", help="seconds per lamp (1.0)"
+                "--step",
+                type=options.seconds,
+                default=1.0,
+                metavar="S",
+                help="seconds per lamp (1.0)",
             )
             t.add_argument("--relay", action="store_true", help="also click the relay")
         t.set_defaults(func=func)
@@ -75,16 +79,6 @@ _COUNT_HELP = {
     "buttons": "stop after N presses",
     "reader": "stop after N frames of any verdict",
 }
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 @contextlib.contextmanager

@@ -58,9 +58,11 @@ On top of the machine the engine keeps the fire bet: a point made that the shoot
 not made before lights its marker with the next ordinal; the 5th different point raises
 the surveillance alert; the seven-out settles by the number of different points and the
 pay table. Betting closes when the first come-out roll is accepted (or at the first point
-with `betting_closes = "first_point"`). A surrender leaves the fire bets pending for the
-successor shooter's loser 7. `firebet void` puts the table back exactly as it was before
-the last accepted roll, seven-out and settlement included.
+with `betting_closes = "first_point"`). A surrender with wagers riding after betting
+closed leaves the fire bets pending for the successor shooter's loser 7; with no wager
+riding the successor starts a new fire-bet hand with betting open, and a surrender while
+betting is still open leaves the window as it was. `firebet void` puts the table back
+exactly as it was before the last accepted roll, seven-out and settlement included.
 
 ## Diagram
 

@@ -61,7 +61,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--config", metavar="F", help="table configuration file (TOML)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
-        "--simulate", type=int, metavar="N", help="also simulate N hands with the engine"
+        "--simulate", type=options.whole, metavar="N", help="also simulate N hands with the engine"
     )
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="seed for --simulate")
+    p.add_argument("--seed", type=options.whole, default=0, metavar="S", help="seed for --simulate")
     p.set_defaults(func=run)

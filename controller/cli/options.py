@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from controller.core.config import Config, load_config
+from controller.core.numbers import WHOLE_NUMBER, decimal_number, whole_number
 
 SYSTEM_CONFIG = Path("/etc/firebet/table.toml")
 DEFAULT_STATE_DIR = Path("var")
@@ -59,3 +60,27 @@ def add_location_options(parser: argparse.ArgumentParser, *, state: bool = True)
     parser.add_argument("--socket", metavar="P", help="control socket path")
     if state:
         parser.add_argument("--state-dir", metavar="D", help="state directory (default ./var)")
+
+
+def whole(text: str) -> int:
+    """argparse type: a whole number in ASCII digits (``٣`` or ``²`` is refused, exit 2)."""
+    value = whole_number(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"must be {WHOLE_NUMBER}, not {text!r}")
+    return value
+
+
+def positive(text: str) -> int:
+    """argparse type: a whole number of at least 1, in ASCII digits."""
+    value = whole(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {text!r}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """argparse type: seconds as ASCII digits with an optional decimal point (``0.5``)."""
+    value = decimal_number(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds like 0.5, not {text!r}")
+    return value

@@ -119,12 +119,15 @@ def register(subparsers: Any) -> None:
     )
     bench.add_argument(
         "--sim-interval",
-        type=float,
+        type=paths.seconds,
         metavar="S",
         help="the simulated reader also throws random dice every S seconds (default: only "
         "when told)",
     )
     bench.add_argument(
-        "--sim-seed", type=int, metavar="N", help="seed for the simulated reader's random dice"
+        "--sim-seed",
+        type=paths.whole,
+        metavar="N",
+        help="seed for the simulated reader's random dice",
     )
     p.set_defaults(func=run)

@@ -34,7 +34,7 @@ from controller.cli.display import count, paid_line, render_status
 from controller.core.commands import Ack, Bet, Command, Roll, Surrender, Void
 from controller.core.config import with_broker
 from controller.core.errors import UsageError
-from controller.core.script import parse_script
+from controller.core.script import parse_script, script_lines
 from controller.core.state import Phase
 from controller.service.controller import Controller, Published
 from drivers.pins import make_pin_factory
@@ -62,10 +62,12 @@ class Bench:
         script: list[tuple[int, Command]] = []
         if args.script:
             try:
-                text = Path(args.script).read_text(encoding="utf-8")
-            except OSError as exc:
-                raise UsageError(f"{args.script}: cannot read the script: {exc.strerror}") from exc
-            script = list(parse_script(text.splitlines(), args.script))
+                with Path(args.script).open(encoding="utf-8", newline="") as f:
+                    text = f.read()  # newline="": only "\n" ends a script line
+            except (OSError, UnicodeDecodeError) as exc:
+                why = getattr(exc, "strerror", None) or exc
+                raise UsageError(f"{args.script}: cannot read the script: {why}") from exc
+            script = list(parse_script(script_lines(text), args.script))
         self.script = script
         self.target = args.rolls
         self.device = SimulatedReader(
@@ -444,14 +446,16 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--seed", type=int, metavar="N", help="seed for dice and players")
+    p.add_argument("--seed", type=paths.whole, metavar="N", help="seed for dice and players")
     p.add_argument(
         "--interval",
-        type=float,
+        type=paths.seconds,
         metavar="S",
         help="seconds between rolls (default 1.0; with --rolls, as fast as the ACKs come)",
     )
-    p.add_argument("--rolls", type=int, metavar="N", help="stop after N rolls and print a summary")
+    p.add_argument(
+        "--rolls", type=paths.whole, metavar="N", help="stop after N rolls and print a summary"
+    )
     p.add_argument("--script", metavar="F", help="replay-format script: rolls through the reader")
     p.add_argument("--no-bets", action="store_true", help="no simulated players' fire bets")
     p.add_argument("--plain", action="store_true", help="plain lines instead of the live table")

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from controller.core.errors import ConfigError
+from controller.core.numbers import WHOLE_NUMBER, whole_number
 
 POINT_NUMBERS: tuple[int, ...] = (4, 5, 6, 8, 9, 10)
 BCM_PINS = range(0, 28)
@@ -322,12 +323,9 @@ def _typecheck(key: Key, value: Any, source: str) -> Any:
             raise bad("a table such as { 4 = 24 }")
         table: dict[int, int] = {}
         for k, v in value.items():
-            try:
-                ik = int(k)
-            except ValueError:
-                raise ConfigError(
-                    source, f"{key.dotted}.{k}", "key must be a whole number"
-                ) from None
+            ik = whole_number(k)
+            if ik is None:
+                raise ConfigError(source, f"{key.dotted}.{k}", f"key must be {WHOLE_NUMBER}")
             if isinstance(v, bool) or not isinstance(v, int):
                 raise ConfigError(source, f"{key.dotted}.{k}", f"must be a whole number, not {v!r}")
             table[ik] = v
@@ -382,6 +380,57 @@ def load_config(path: str | Path | None = None) -> Config:
     if missing:
         raise ConfigError("config/table.toml", missing[0], "has no default")
     return _build(values, source)
+
+
+# Presets whose limits and pay table are the regulation's: a table under one of them may
+# pay more and take a narrower range of wagers, never less (SPEC §2, settled questions).
+LAW_PRESETS = ("nj",)
+
+
+def _check_law(
+    preset: str,
+    pays: Mapping[int, int],
+    limits: tuple[int, int, int],
+    where: Callable[[str, str], str],
+    source: str,
+) -> None:
+    """Refuse a table that is looser than the law of ``preset`` (its bundled file)."""
+    parsed: dict[str, dict[str, tuple[Any, str]]] = {}
+    _merge(parsed, _read_toml(_preset_text(preset, source), f"preset {preset!r}"), preset)
+    law = {name: value for name, (value, _) in parsed["firebet"].items()}
+    lo, hi, step = limits
+    law_rules = FireBetRules(pays=law["pays"])
+    rules = FireBetRules(pays=pays)
+    tail = f'(use preset = "custom" for a house table outside {preset.upper()} law)'
+    is_law = f"preset {preset!r} is law:"
+    if lo < law["min_wager"]:
+        raise ConfigError(
+            where("firebet", "min_wager"),
+            "firebet.min_wager",
+            f"{is_law} the minimum wager is ${law['min_wager']} or more, not ${lo} {tail}",
+        )
+    if hi > law["max_wager"]:
+        raise ConfigError(
+            where("firebet", "max_wager"),
+            "firebet.max_wager",
+            f"{is_law} the maximum wager is ${law['max_wager']} or less, not ${hi} {tail}",
+        )
+    if step != law["wager_increment"]:
+        raise ConfigError(
+            where("firebet", "wager_increment"),
+            "firebet.wager_increment",
+            f"{is_law} wagers are in ${law['wager_increment']} increments, not ${step} {tail}",
+        )
+    for tier, least in sorted(law_rules.pay_table().items()):
+        paid = rules.odds_for(tier)[1]
+        if paid < least:
+            got = f"{paid} to 1" if paid else "nothing"
+            raise ConfigError(
+                where("firebet", "pays"),
+                f"firebet.pays.{tier}",
+                f"{is_law} {tier} different points pay at least {least} to 1, "
+                f"this table pays {got} {tail}",
+            )
 
 
 def _set_in(values: dict[str, dict[str, tuple[Any, str]]], dotted: str) -> str:
@@ -484,6 +533,9 @@ def _build(values: dict[str, dict[str, tuple[Any, str]]], source: str) -> Config
             "firebet.pay_six_immediately",
             "needs a 6-point tier in firebet.pays",
         )
+    preset = v("firebet", "preset")
+    if preset in LAW_PRESETS:
+        _check_law(preset, pays, (lo, hi, step), where, source)
     markers: dict[int, int] = v("lights", "markers")
     msrc = where("lights", "markers")
     if sorted(markers) != list(POINT_NUMBERS):
@@ -508,7 +560,7 @@ def _build(values: dict[str, dict[str, tuple[Any, str]]], source: str) -> Config
     config = Config(
         table=TableConfig(v("table", "id"), game, positions),
         firebet=rules,
-        preset=v("firebet", "preset"),
+        preset=preset,
         history_hands=v("firebet", "history_hands"),
         reader=ReaderConfig(
             v("reader", "port"), v("reader", "baud"), v("reader", "heartbeat_timeout_s")

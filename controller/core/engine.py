@@ -52,7 +52,7 @@ from controller.core.events import (
     SurveillanceAlert,
     SurveillanceConfirmed,
 )
-from controller.core.state import Phase, TableState, evolve
+from controller.core.state import Phase, TableState, fold_all
 
 
 class _QuietOverrides(logging.Filter):
@@ -193,6 +193,14 @@ class Outcome(NamedTuple):
         return None
 
 
+_MADE_MAX = 4096  # events kept: (8 hand situations x 36 dice) per source and actor
+
+
+def _outcome(pair: tuple[TableState, tuple[Event, ...]]) -> Outcome:
+    """An Outcome without NamedTuple's keyword-handling constructor (the roll path's cost)."""
+    return tuple.__new__(Outcome, pair)
+
+
 def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -203,14 +211,30 @@ class Engine:
     def __init__(self, rules: FireBetRules | None = None) -> None:
         self.rules = rules if rules is not None else FireBetRules()
         self._table = decision_table()
+        # (phase, point, die 1, die 2) -> (total, outcome, next phase, next point): the
+        # machine's table again, keyed the way rolls come, for every legal pair of dice
+        self._dice: dict[tuple[Phase, int | None, int, int], tuple[int, str, str, int | None]] = {}
+        for (phase, point, total), (outcome, after, next_point) in self._table.items():
+            for d1 in range(max(1, total - 6), min(6, total - 1) + 1):
+                self._dice[(phase, point, d1, total - d1)] = (total, outcome, after, next_point)
+        # the events of rolls that only move the hand, for rolls without a reader seq or a
+        # time (scripts, simulations): the same roll in the same situation makes equal events
+        self._made: dict[tuple[object, ...], tuple[RollAccepted, tuple[Event, ...]]] = {}
+        self._odds = [self.rules.odds_for(k) for k in range(7)]  # (tier, odds) by count
+        self._closing = BettingClosed(
+            "the come-out roll was thrown"
+            if self.rules.betting_closes == "first_roll"
+            else "the first point was established"
+        )
 
     # public API -------------------------------------------------------------
     def apply(self, state: TableState, command: Command) -> Outcome:
         """Decide what ``command`` does to ``state`` and fold it."""
-        events = self.decide(state, command)
-        for event in events:
-            state = evolve(state, event)
-        return Outcome(state, tuple(events))
+        if type(command) is Roll:
+            events = self._roll(state, command)
+        else:
+            events = tuple(self.decide(state, command))
+        return _outcome((fold_all(state, events), events))
 
     def run(self, commands: Sequence[Command], state: TableState | None = None) -> TableState:
         """Apply many commands in order; the final state."""
@@ -222,7 +246,7 @@ class Engine:
     def decide(self, state: TableState, command: Command) -> list[Event]:
         """The events ``command`` causes in ``state`` (a :class:`Refused` when it may not)."""
         if isinstance(command, Roll):
-            return self._roll(state, command)
+            return list(self._roll(state, command))
         if isinstance(command, Bet):
             return self._bet(state, command)
         if isinstance(command, Cancel):
@@ -256,41 +280,47 @@ class Engine:
         return "betting is closed: the come-out roll was thrown"
 
     # rolls ----------------------------------------------------------------------
-    def _roll(self, state: TableState, cmd: Roll) -> list[Event]:
-        d1, d2 = cmd.d1, cmd.d2
-        if type(d1) is not int or type(d2) is not int or not (1 <= d1 <= 6 and 1 <= d2 <= 6):
+    def _roll(self, state: TableState, cmd: Roll) -> tuple[Event, ...]:
+        c = cmd.__dict__
+        d1, d2, seq = c["d1"], c["d2"], c["seq"]
+        whole = type(d1) is int and type(d2) is int
+        # a roll without a reader seq or a time (scripts, simulations) that only moves the
+        # hand makes the same event in the same situation: made once, then looked up
+        batch = whole and seq is None and not c["at"] and not state.betting_open
+        if batch:
+            key = (state.phase, state.point, d1, d2, c["source"], c["actor"])
+            made = self._made.get(key)
+            if made is not None and (
+                made[0].outcome != "point_made" or state.point in state.points
+            ):
+                return made[1]
+        rule = self._dice.get((state.phase, state.point, d1, d2)) if whole else None
+        if rule is None:
             label, die = ("die 1", d1) if not (_is_int(d1) and 1 <= d1 <= 6) else ("die 2", d2)
-            return [Refused("roll", f"{label} shows {die!r}: a die shows 1 to 6")]
-        if cmd.source not in ROLL_SOURCES:
-            return [Refused("roll", f"unknown roll source {cmd.source!r}")]
-        if cmd.seq is not None:
-            if not _is_int(cmd.seq) or not 0 <= cmd.seq <= 65535:
-                return [Refused("roll", f"reader sequence {cmd.seq!r} is not 0..65535")]
-            if cmd.seq == state.reader_seq:
-                return [DuplicateRoll(cmd.seq)]
-        total = d1 + d2
-        outcome, phase, point = self._table[(state.phase, state.point, total)]
-        events: list[Event] = [
-            RollAccepted(
-                d1, d2, total, outcome, phase, point, cmd.source, cmd.seq, cmd.actor, cmd.at
-            )
-        ]
+            return (Refused("roll", f"{label} shows {die!r}: a die shows 1 to 6"),)
+        if c["source"] not in ROLL_SOURCES:
+            return (Refused("roll", f"unknown roll source {c['source']!r}"),)
+        if seq is not None:
+            if not _is_int(seq) or not 0 <= seq <= 65535:
+                return (Refused("roll", f"reader sequence {seq!r} is not 0..65535"),)
+            if seq == state.reader_seq:
+                return (DuplicateRoll(seq),)
+        total, outcome, phase, point = rule
+        accepted = RollAccepted(
+            d1, d2, total, outcome, phase, point, c["source"], seq, c["actor"], c["at"]
+        )
+        events: list[Event] = [accepted]
         rules = self.rules
         if state.betting_open and (
-            (rules.betting_closes == "first_roll")
+            rules.betting_closes == "first_roll"
             or (rules.betting_closes == "first_point" and outcome == "point_established")
         ):
-            reason = (
-                "the come-out roll was thrown"
-                if rules.betting_closes == "first_roll"
-                else "the first point was established"
-            )
-            events.append(BettingClosed(reason))
+            events.append(self._closing)
         if outcome == "point_made" and state.point not in state.points:
-            made = state.point
-            assert made is not None
-            points = (*state.points, made)
-            events.append(NewDifferentPoint(made, len(points)))
+            made_point = state.point
+            assert made_point is not None
+            points = (*state.points, made_point)
+            events.append(NewDifferentPoint(made_point, len(points)))
             if len(points) == rules.surveillance_at and not state.alert_raised:
                 events.append(SurveillanceAlert(state.hand, len(points)))
             if len(points) == 6 and rules.pay_six_immediately and not state.settled:
@@ -299,12 +329,17 @@ class Engine:
             if not state.settled:
                 events.append(self._settlement(state, state.points, immediate=False))
             events.append(NewHand(state.hand + 1, state.shooter + 1))
-        return events
+        if len(events) == 1:
+            one = (accepted,)
+            if batch and len(self._made) < _MADE_MAX:
+                self._made[key] = (accepted, one)
+            return one
+        return tuple(events)
 
     def _settlement(
         self, state: TableState, points: tuple[int, ...], *, immediate: bool
     ) -> Settlement:
-        tier, odds = self.rules.odds_for(len(points))
+        tier, odds = self._odds[len(points)]
         win = odds > 0
         return Settlement(
             hand=state.hand,
@@ -411,16 +446,23 @@ class Engine:
             return [
                 Refused("surrender", f"a surrender is voluntary or compulsory, not {cmd.kind!r}")
             ]
-        return [
+        # with wagers riding and betting closed the hand waits for the successor's loser 7;
+        # with betting still open the window stays as it was (SPEC §2, settled questions)
+        pending = bool(state.bets) and not state.betting_open
+        events: list[Event] = [
             Surrendered(
                 surrender=cmd.kind,
                 shooter=state.shooter + 1,
-                pending=not state.betting_open,
+                pending=pending,
                 carries_points=self.rules.surrender_carries_points,
                 actor=cmd.actor,
                 at=cmd.at,
             )
         ]
+        if not state.bets and not state.betting_open:
+            # no fire bet riding: nothing carries, the successor starts a new fire-bet hand
+            events.append(NewHand(state.hand + 1, state.shooter + 1))
+        return events
 
     def _void(self, state: TableState, cmd: Void) -> list[Event]:
         if state.undo is None or state.last_roll is None:

@@ -127,7 +127,7 @@ class SurveillanceConfirmed(Event):
     at: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Settlement(Event):
     """The fire bets of ``hand`` were settled (at the loser 7, or at the 6th point)."""
 
@@ -141,6 +141,24 @@ class Settlement(Event):
     payouts: dict[int, int] = field(default_factory=dict)
     wagers: dict[int, int] = field(default_factory=dict)
     immediate: bool = False
+
+    def __init__(  # written out: the generated frozen __init__ is the seven-out's slowest step
+        self,
+        hand: int,
+        points: tuple[int, ...],
+        unique_points: int,
+        result: str,
+        odds_to_one: int,
+        tier: int,
+        payouts: dict[int, int] | None = None,
+        wagers: dict[int, int] | None = None,
+        immediate: bool = False,
+    ) -> None:
+        self.__dict__.update(
+            hand=hand, points=points, unique_points=unique_points, result=result,
+            odds_to_one=odds_to_one, tier=tier, payouts={} if payouts is None else payouts,
+            wagers={} if wagers is None else wagers, immediate=immediate,
+        )  # fmt: skip
 
     def report(self) -> dict[str, Any]:
         """The SPEC §5 ``replay --json`` line for this settlement."""

@@ -24,14 +24,16 @@ from controller.core.commands import (
 )
 from controller.core.engine import Engine
 from controller.core.errors import ScriptError
-from controller.core.events import Refused, RollVoided, Settlement
+from controller.core.events import Refused, RollAccepted, RollVoided, Settlement
+from controller.core.numbers import WHOLE_NUMBER, whole_number
 from controller.core.state import TableState
 
 
 def _whole(word: str, what: str, source: str, no: int, line: str) -> int:
-    if not word.isdigit():
-        raise ScriptError(source, no, line, f"{what} must be a whole number, not {word!r}")
-    return int(word)
+    value = whole_number(word)
+    if value is None:
+        raise ScriptError(source, no, line, f"{what} must be {WHOLE_NUMBER}, not {word!r}")
+    return value
 
 
 def parse_line(line: str, source: str = "<script>", no: int = 1) -> Command | None:
@@ -41,7 +43,7 @@ def parse_line(line: str, source: str = "<script>", no: int = 1) -> Command | No
         return None
     words = body.split()
     verb = words[0].lower()
-    if verb.isdigit() or (verb.startswith("-") and verb[1:].isdigit()):
+    if verb[0].isnumeric() or verb[0] in "-+":  # a roll, or meant as one
         if len(words) != 2:
             raise ScriptError(source, no, line, "a roll is two dice, like '3 4'")
         d1 = _whole(words[0], "die 1", source, no, line)
@@ -77,12 +79,90 @@ def parse_line(line: str, source: str = "<script>", no: int = 1) -> Command | No
     )
 
 
+def script_lines(text: str) -> list[str]:
+    """The lines of a script held in memory: line N is its N-th ``\\n``-terminated line.
+
+    ``str.splitlines`` also splits at form feeds, ``\\r``, U+2028 and more, which would
+    shift every later line number; a file is read with ``newline="\\n"`` for the same reason.
+    """
+    return text.split("\n")
+
+
+def _common_lines() -> dict[str, Command]:
+    """The script lines most scripts are made of, each with its (immutable) command."""
+    common: dict[str, Command] = {}
+    for d1 in range(1, 7):
+        for d2 in range(1, 7):
+            common[f"{d1} {d2}"] = Roll(d1, d2, source="script", actor="script")
+    common["void"] = Void(actor="script")
+    common["ack"] = Ack(actor="script")
+    common["surrender"] = Surrender(kind="voluntary", actor="script")
+    common.update({f"{line}\n": command for line, command in common.items()})
+    return common
+
+
+_COMMON = _common_lines()
+
+
 def parse_script(lines: Iterable[str], source: str = "<script>") -> Iterator[tuple[int, Command]]:
-    """Every command of a script with its line number; raises ScriptError on a bad line."""
+    """Every command of a script with its line number; raises ScriptError on a bad line.
+
+    A line the way most lines are written (``3 4``, ``void``) is looked up, not parsed:
+    its command is the very value :func:`parse_line` would make.
+    """
+    common = _COMMON.get
     for no, line in enumerate(lines, start=1):
-        command = parse_line(line, source, no)
-        if command is not None:
-            yield no, command
+        command = common(line)
+        if command is None:
+            command = parse_line(line, source, no)
+            if command is None:
+                continue
+        yield no, command
+
+
+Item = tuple[int, Refused | Settlement]
+
+
+class Replayer:
+    """Folds a stream of commands through the engine, in memory that does not grow.
+
+    :meth:`run` yields each refusal at once and each settlement as soon as no later
+    ``void`` can take it back: only the settlement of the last roll can be reversed
+    (by a void before the next roll, wager or surrender), so one settlement is held
+    back at most. ``state`` is the table after the commands run so far.
+    """
+
+    def __init__(self, engine: Engine, state: TableState | None = None) -> None:
+        self.engine = engine
+        self.state = state if state is not None else TableState()
+
+    def run(self, commands: Iterable[tuple[int, Command]]) -> Iterator[Item]:
+        """Apply ``commands`` in order; yield ``(line, Refused)`` and ``(line, Settlement)``."""
+        apply = self.engine.apply
+        state = self.state
+        held: Item | None = None
+        try:
+            for no, command in commands:
+                state, events = apply(state, command)
+                if len(events) != 1 or type(events[0]) is not RollAccepted:
+                    for event in events:
+                        kind = type(event)
+                        if kind is Settlement:
+                            if held is not None:
+                                yield held
+                            held = (no, event)  # type: ignore[assignment]
+                        elif kind is RollVoided and event.reversed_settlement is not None:  # type: ignore[attr-defined]
+                            held = None  # the void took back the settlement it held
+                        elif kind is Refused:
+                            yield no, event  # type: ignore[misc]
+                if held is not None and state.last_settlement is not held[1]:
+                    yield held  # a later roll, wager or surrender: no void can reach it now
+                    held = None
+                self.state = state
+        finally:
+            self.state = state
+        if held is not None:
+            yield held
 
 
 @dataclass
@@ -100,18 +180,15 @@ def replay(
     state: TableState | None = None,
     on_refusal: Any = None,
 ) -> ReplayResult:
-    """Fold commands through the engine; a voided settlement is taken back off the list."""
-    result = ReplayResult(state if state is not None else TableState())
-    for no, command in commands:
-        outcome = engine.apply(result.state, command)
-        result.state = outcome.state
-        for event in outcome.events:
-            if isinstance(event, Settlement):
-                result.settlements.append(event)
-            elif isinstance(event, RollVoided) and event.reversed_settlement is not None:
-                result.settlements.remove(event.reversed_settlement)
-            elif isinstance(event, Refused):
-                result.refusals.append((no, event))
-                if on_refusal is not None:
-                    on_refusal(no, event)
+    """Fold commands through the engine and collect what :class:`Replayer` yields."""
+    replayer = Replayer(engine, state)
+    result = ReplayResult(replayer.state)
+    for no, event in replayer.run(commands):
+        if isinstance(event, Settlement):
+            result.settlements.append(event)
+        else:
+            result.refusals.append((no, event))
+            if on_refusal is not None:
+                on_refusal(no, event)
+    result.state = replayer.state
     return result

@@ -8,7 +8,7 @@ not wind them back, so equality ignores them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -237,128 +237,185 @@ def _meter_settlement(meters: Meters, s: Settlement, sign: int = 1) -> Meters:
     )
 
 
+_new = object.__new__
+_set = object.__setattr__
+Fields = dict[str, Any]
+
+
+# Each event's rule, as a change to the fields of the state it applies to. evolve(),
+# fold() and the engine all run these (fold_all) on a copy of the fields, so a command's
+# several events make one new state, and the engine folds exactly as a replay does.
+def _roll(f: Fields, e: RollAccepted) -> None:
+    before = f.copy()
+    before["undo"] = before["last_settlement"] = None
+    undo = _new(TableState)
+    _set(undo, "__dict__", before)
+    f["phase"] = _PHASE[e.phase]
+    f["point"] = e.point
+    f["last_roll"] = (e.d1, e.d2)
+    f["rolls"] += 1
+    if e.seq is not None:
+        f["reader_seq"] = e.seq
+    if e.outcome == "point_made":
+        m = f["meters"]
+        f["meters"] = _but(m, points_made=m.points_made + 1)
+    f["undo"] = undo
+    f["last_settlement"] = None
+
+
+def _unchanged(f: Fields, e: Event) -> None:
+    pass
+
+
+def _betting_closed(f: Fields, e: BettingClosed) -> None:
+    f["betting_open"] = False
+
+
+def _new_point(f: Fields, e: NewDifferentPoint) -> None:
+    f["points"] = (*f["points"], e.point)
+
+
+def _alert(f: Fields, e: SurveillanceAlert) -> None:
+    f["alert_raised"] = f["surveillance_alert"] = True
+    f["alert_hand"] = e.hand
+    f["confirmed_by"] = None
+
+
+def _confirmed(f: Fields, e: SurveillanceConfirmed) -> None:
+    # a void does not take a confirmation back (as it does not an acknowledgement)
+    undo = f["undo"]
+    if undo is not None and undo.alert_hand == e.hand:
+        f["undo"] = _but(undo, confirmed_by=e.by)
+    f["confirmed_by"] = e.by
+
+
+def _acknowledged(f: Fields, e: Acknowledged) -> None:
+    f["surveillance_alert"] = False
+    if f["undo"] is not None:
+        f["undo"] = _but(f["undo"], surveillance_alert=False)
+
+
+def _settlement(f: Fields, e: Settlement) -> None:
+    f["bets"] = {}
+    f["settled"] = f["settled"] or e.immediate
+    f["meters"] = _meter_settlement(f["meters"], e)
+    f["last_settlement"] = e
+
+
+def _new_hand(f: Fields, e: NewHand) -> None:
+    m = f["meters"]
+    f.update(
+        phase=Phase.NEW_SHOOTER,
+        point=None,
+        hand=e.hand,
+        shooter=e.shooter,
+        points=(),
+        bets={},
+        betting_open=True,
+        surrender_pending=False,
+        settled=False,
+        alert_raised=False,
+        meters=_but(m, hands=m.hands + 1),
+    )
+
+
+def _surrendered(f: Fields, e: Surrendered) -> None:
+    keep = e.carries_points or not e.pending
+    m = f["meters"]
+    f.update(
+        phase=Phase.NEW_SHOOTER,
+        point=None,
+        shooter=e.shooter,
+        points=f["points"] if keep else (),
+        alert_raised=f["alert_raised"] if keep else False,
+        betting_open=not e.pending,
+        surrender_pending=e.pending,
+        meters=_but(m, surrenders=m.surrenders + 1),
+        undo=None,
+        last_settlement=None,
+    )
+
+
+def _bet(f: Fields, e: BetAccepted) -> None:
+    m = f["meters"]
+    f["bets"] = {**f["bets"], e.position: e.total}
+    f["meters"] = _but(m, bets_taken=m.bets_taken + 1, bets_amount=m.bets_amount + e.amount)
+    f["undo"] = f["last_settlement"] = None
+
+
+def _cancelled(f: Fields, e: BetCancelled) -> None:
+    m = f["meters"]
+    f["bets"] = {p: a for p, a in f["bets"].items() if p != e.position}
+    f["meters"] = _but(
+        m, bets_cancelled=m.bets_cancelled + 1, cancelled_amount=m.cancelled_amount + e.amount
+    )
+    f["undo"] = f["last_settlement"] = None
+
+
+def _voided(f: Fields, e: RollVoided) -> None:
+    undo: TableState | None = f["undo"]
+    if undo is None:  # pragma: no cover - the engine never emits this
+        raise ValueError("a void with nothing to void")
+    # the meters go back with the roll (it never counted), but the void is metered,
+    # and so is a reversed settlement; faults seen since the roll stay counted
+    m = f["meters"]
+    meters = _but(undo.meters, voids=m.voids + 1, faults=m.faults)
+    if e.reversed_settlement is not None:
+        meters = _meter_settlement(meters, e.reversed_settlement, sign=-1)
+    seq = f["reader_seq"]
+    f.clear()
+    f.update(undo.__dict__)
+    f.update(meters=meters, reader_seq=seq, undo=None, last_settlement=None)
+
+
+def _reader_restarted(f: Fields, e: ReaderRestarted) -> None:
+    f["reader_seq"] = None
+
+
+def _fault(f: Fields, e: FaultRecorded) -> None:
+    m = f["meters"]
+    f["meters"] = _but(m, faults=m.faults + 1)
+
+
+_RULES: dict[type[Event], Callable[[Fields, Any], None]] = {
+    RollAccepted: _roll,
+    Refused: _unchanged,
+    DuplicateRoll: _unchanged,
+    BettingClosed: _betting_closed,
+    NewDifferentPoint: _new_point,
+    SurveillanceAlert: _alert,
+    SurveillanceConfirmed: _confirmed,
+    Acknowledged: _acknowledged,
+    Settlement: _settlement,
+    NewHand: _new_hand,
+    Surrendered: _surrendered,
+    BetAccepted: _bet,
+    BetCancelled: _cancelled,
+    RollVoided: _voided,
+    ReaderRestarted: _reader_restarted,
+    FaultRecorded: _fault,
+}
+
+
 def evolve(state: TableState, event: Event) -> TableState:
     """Apply one event to the state. The only place the state changes."""
-    m = state.meters
-    if type(event) is RollAccepted:  # the hot path: checked first, by exact type
-        fields = state.__dict__
-        before = fields.copy()
-        before["undo"] = before["last_settlement"] = None
-        after = fields.copy()
-        after["phase"] = _PHASE[event.phase]
-        after["point"] = event.point
-        after["last_roll"] = (event.d1, event.d2)
-        after["rolls"] = fields["rolls"] + 1
-        if event.seq is not None:
-            after["reader_seq"] = event.seq
-        if event.outcome == "point_made":
-            after["meters"] = _but(m, points_made=m.points_made + 1)
-        after["undo"] = _value(TableState, before)
-        after["last_settlement"] = None
-        return _value(TableState, after)
-    if isinstance(event, Refused | DuplicateRoll):
-        return state
-    if isinstance(event, BettingClosed):
-        return _but(state, betting_open=False)
-    if isinstance(event, NewDifferentPoint):
-        return _but(state, points=(*state.points, event.point))
-    if isinstance(event, SurveillanceAlert):
-        return _but(
-            state,
-            alert_raised=True,
-            surveillance_alert=True,
-            alert_hand=event.hand,
-            confirmed_by=None,
-        )
-    if isinstance(event, SurveillanceConfirmed):
-        # a void does not take a confirmation back (as it does not an acknowledgement)
-        undo = state.undo
-        if undo is not None and undo.alert_hand == event.hand:
-            undo = _but(undo, confirmed_by=event.by)
-        return _but(state, confirmed_by=event.by, undo=undo)
-    if isinstance(event, Acknowledged):
-        undo = _but(state.undo, surveillance_alert=False) if state.undo is not None else None
-        return _but(state, surveillance_alert=False, undo=undo)
-    if isinstance(event, Settlement):
-        return _but(
-            state,
-            bets={},
-            settled=state.settled or event.immediate,
-            meters=_meter_settlement(m, event),
-            last_settlement=event,
-        )
-    if isinstance(event, NewHand):
-        return _but(
-            state,
-            phase=Phase.NEW_SHOOTER,
-            point=None,
-            hand=event.hand,
-            shooter=event.shooter,
-            points=(),
-            bets={},
-            betting_open=True,
-            surrender_pending=False,
-            settled=False,
-            alert_raised=False,
-            meters=_but(m, hands=m.hands + 1),
-        )
-    if isinstance(event, Surrendered):
-        keep = event.carries_points or not event.pending
-        return _but(
-            state,
-            phase=Phase.NEW_SHOOTER,
-            point=None,
-            shooter=event.shooter,
-            points=state.points if keep else (),
-            alert_raised=state.alert_raised if keep else False,
-            betting_open=not event.pending,
-            surrender_pending=event.pending,
-            meters=_but(m, surrenders=m.surrenders + 1),
-            undo=None,
-            last_settlement=None,
-        )
-    if isinstance(event, BetAccepted):
-        return _but(
-            state,
-            bets={**state.bets, event.position: event.total},
-            meters=_but(m, bets_taken=m.bets_taken + 1, bets_amount=m.bets_amount + event.amount),
-            undo=None,
-            last_settlement=None,
-        )
-    if isinstance(event, BetCancelled):
-        bets = {p: a for p, a in state.bets.items() if p != event.position}
-        return _but(
-            state,
-            bets=bets,
-            meters=_but(
-                m,
-                bets_cancelled=m.bets_cancelled + 1,
-                cancelled_amount=m.cancelled_amount + event.amount,
-            ),
-            undo=None,
-            last_settlement=None,
-        )
-    if isinstance(event, RollVoided):
-        if state.undo is None:  # pragma: no cover - the engine never emits this
-            raise ValueError("a void with nothing to void")
-        # the meters go back with the roll (it never counted), but the void is metered,
-        # and so is a reversed settlement; faults seen since the roll stay counted
-        meters = _but(state.undo.meters, voids=m.voids + 1, faults=m.faults)
-        if event.reversed_settlement is not None:
-            meters = _meter_settlement(meters, event.reversed_settlement, sign=-1)
-        return _but(
-            state.undo, meters=meters, reader_seq=state.reader_seq, undo=None, last_settlement=None
-        )
-    if isinstance(event, ReaderRestarted):
-        return _but(state, reader_seq=None)
-    if isinstance(event, FaultRecorded):
-        return _but(state, meters=_but(m, faults=m.faults + 1))
-    raise TypeError(f"no rule to fold {event!r}")  # pragma: no cover
+    return fold_all(state, (event,))
+
+
+def fold_all(state: TableState, events: Sequence[Event]) -> TableState:
+    """The state after ``events``, each folded by its rule in turn on one copy of the fields."""
+    fields = state.__dict__.copy()
+    rules = _RULES
+    for event in events:
+        rule = rules.get(type(event))
+        if rule is None:
+            raise TypeError(f"no rule to fold {event!r}")
+        rule(fields, event)
+    new = _new(TableState)
+    _set(new, "__dict__", fields)
+    return new
 
 
 def fold(events: Iterable[Event], state: TableState | None = None) -> TableState:
     """Fold events into a state, starting from ``state`` (a fresh table by default)."""
-    current = state if state is not None else TableState()
-    for event in events:
-        current = evolve(current, event)
-    return current
+    return fold_all(state if state is not None else TableState(), tuple(events))

@@ -37,7 +37,7 @@ def test_every_declared_key_has_a_commented_default_and_nothing_else() -> None:
 
 
 def test_presets_exist_and_load(tmp_path: Path) -> None:
-    assert {"nj", "nv-25-250-1000", "three-tier", "mini-craps"} <= set(preset_names())
+    assert {"nj", "nv-25-250-1000", "three-tier", "mini-craps", "custom"} <= set(preset_names())
     nv = load_config(write(tmp_path, '[firebet]\npreset = "nv-25-250-1000"\n'))
     assert nv.firebet.max_wager == 10 and nv.firebet.pay_table() == {4: 24, 5: 249, 6: 999}
     three = load_config(write(tmp_path, '[firebet]\npreset = "three-tier"\n'))
@@ -103,3 +103,58 @@ def test_cli_bad_config_exits_2_naming_file_and_key(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert str(path) in proc.stderr and "firebet.pays.5" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "rule"),
+    [
+        ("[firebet]\nmax_wager = 10\n", "firebet.max_wager", "maximum wager is $5"),
+        ('[firebet]\npreset = "nj"\nmax_wager = 6\n', "firebet.max_wager", "maximum wager is $5"),
+        ("[firebet]\nmin_wager = 0\n", "firebet.min_wager", "must be greater than 0"),
+        ("[firebet]\nwager_increment = 5\nmin_wager = 5\n", "firebet.wager_increment", "$1"),
+        ("[firebet]\npays = { 4 = 20, 5 = 249, 6 = 999 }\n", "firebet.pays.4", "at least 24 to 1"),
+        ("[firebet]\npays = { 4 = 24, 5 = 249, 6 = 998 }\n", "firebet.pays.6", "999 to 1"),
+        ("[firebet]\npays = { 4 = 24, 5 = 249 }\n", "firebet.pays.6", "999 to 1"),
+        ("[firebet]\npays = { 5 = 249, 6 = 999 }\n", "firebet.pays.4", "at least 24 to 1"),
+    ],
+)
+def test_nj_preset_is_law_not_a_default(tmp_path: Path, text: str, key: str, rule: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text))
+    assert err.value.key == key
+    assert rule in str(err.value)
+    if "greater than 0" not in rule:
+        assert "preset 'nj' is law" in str(err.value) and "custom" in str(err.value)
+
+
+def test_nj_allows_richer_pays_and_tighter_limits(tmp_path: Path) -> None:
+    c = load_config(
+        write(tmp_path, "[firebet]\npays = { 3 = 2, 4 = 30, 5 = 300, 6 = 1200 }\nmax_wager = 3\n")
+    )
+    assert c.firebet.pay_table() == {3: 2, 4: 30, 5: 300, 6: 1200} and c.firebet.max_wager == 3
+    c = load_config(write(tmp_path, "[firebet]\nmin_wager = 2\n"))
+    assert (c.firebet.min_wager, c.firebet.max_wager) == (2, 5)
+
+
+def test_custom_preset_takes_any_consistent_values(tmp_path: Path) -> None:
+    text = (
+        '[firebet]\npreset = "custom"\nmin_wager = 5\nmax_wager = 100\nwager_increment = 5\n'
+        "pays = { 4 = 20, 5 = 200 }\n"
+    )
+    c = load_config(write(tmp_path, text))
+    assert c.preset == "custom" and c.firebet.pay_table() == {4: 20, 5: 200}
+    assert (c.firebet.min_wager, c.firebet.max_wager, c.firebet.wager_increment) == (5, 100, 5)
+    with pytest.raises(ConfigError, match="not increasing"):
+        load_config(write(tmp_path, '[firebet]\npreset = "custom"\npays = { 4 = 20, 5 = 10 }\n'))
+
+
+def test_cli_refuses_a_looser_nj_table_with_exit_2(tmp_path: Path) -> None:
+    path = write(tmp_path, "[firebet]\npays = { 4 = 20, 5 = 249, 6 = 999 }\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "controller", "odds", "--config", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert str(path) in proc.stderr and "firebet.pays.4" in proc.stderr
+    assert "24 to 1" in proc.stderr and "Traceback" not in proc.stderr

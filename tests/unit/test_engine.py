@@ -175,6 +175,43 @@ def test_surrender_before_any_roll_leaves_betting_open() -> None:
     assert t.state.shooter == 2
 
 
+def test_surrender_with_no_fire_bet_riding_does_not_block_the_next_shooter() -> None:
+    # SPEC §2 settled question: nothing rides, so nothing carries; a fresh hand, betting open
+    t = Table().do("3 4", "2 2", "2 2", "surrender", "bet 2 5")
+    assert t.refusal() is None
+    assert t.state.bets == {2: 5} and t.state.betting_open and not t.state.surrender_pending
+    assert t.state.points == () and t.state.hand == 2 and t.state.shooter == 2
+    t.do("2 2", "3 4")
+    (s,) = t.settlements
+    assert s.hand == 2 and s.points == () and s.payouts == {2: 0}
+
+
+def test_surrender_with_no_wager_after_a_natural_opens_betting() -> None:
+    for closes in ("first_roll", "first_point"):
+        t = Table(betting_closes=closes).do("3 4", "1 3", "surrender", "bet 1 1")
+        assert t.refusal() is None, closes
+        assert t.state.bets == {1: 1} and not t.state.surrender_pending
+
+
+def test_surrender_after_a_sixth_point_paid_immediately_starts_a_fresh_hand() -> None:
+    t = Table(pay_six_immediately=True).do("bet 1 1", make_points(4, 5, 6, 8, 9, 10))
+    assert t.state.settled and t.state.bets == {}
+    t.do("surrender", "bet 3 2")
+    assert t.refusal() is None and t.state.bets == {3: 2} and t.state.points == ()
+
+
+def test_surrender_before_any_point_leaves_the_betting_window_as_it_was() -> None:
+    t = Table(betting_closes="first_point").do("bet 1 5", "3 4", "surrender", "bet 2 5")
+    assert t.refusal() is None
+    assert t.state.bets == {1: 5, 2: 5} and t.state.betting_open
+    assert not t.state.surrender_pending and t.state.hand == 1
+    t = Table().do("surrender", "surrender", "bet 2 5")
+    assert t.refusal() is None and t.state.hand == 1 and t.state.shooter == 3
+    # with wagers riding and the window closed, the hand carries (SPEC §2)
+    t = Table().do("bet 1 5", "6 5", "surrender", "bet 2 5")
+    assert t.refusal() is not None and t.state.surrender_pending and t.state.bets == {1: 5}
+
+
 def test_surrender_records_voluntary_or_compulsory() -> None:
     engine = Engine()
     out = engine.apply(TableState(), Surrender(kind="compulsory", actor="box"))
@@ -338,6 +375,10 @@ def test_property_a_settlement_happens_exactly_at_each_loser_7(
         if seven_out:
             assert NewHand in kinds
             assert (Settlement in kinds) == (not state.settled)
+        elif isinstance(c, Surrender) and out.refused is None:
+            # a surrender starts a new hand exactly when no fire bet rides on a closed window
+            assert (NewHand in kinds) == (not state.bets and not state.betting_open)
+            assert Settlement not in kinds
         else:
             assert NewHand not in kinds
             assert (Settlement in kinds) == sixth
@@ -352,3 +393,28 @@ def test_property_replay_is_deterministic(rules: FireBetRules, cmds: list[Comman
     a = Engine(rules).run(cmds)
     b = Engine(replace(rules)).run(cmds)
     assert a.to_dict() == b.to_dict()
+
+
+@settings(max_examples=100, deadline=None)
+@given(rules_strategy, st.lists(commands, max_size=120))
+def test_property_an_engine_that_has_seen_the_rolls_decides_as_a_fresh_one(
+    rules: FireBetRules, cmds: list[Command]
+) -> None:
+    warm = Engine(rules)
+    warm.run(cmds)  # the common rolls' events are now looked up, not made
+    fresh = Engine(rules)
+    a = b = TableState()
+    for c in cmds:
+        out_warm, out_fresh = warm.apply(a, c), fresh.apply(b, c)
+        assert out_warm.events == out_fresh.events
+        assert out_warm.state.to_dict() == out_fresh.state.to_dict()
+        a, b = out_warm.state, out_fresh.state
+    timed = [replace(c, at="2026-11-30T09:00:00") if isinstance(c, Roll) else c for c in cmds]
+    assert fresh.run(timed) == warm.run(cmds)  # a time is never looked up, same game
+
+
+def test_a_roll_of_floats_or_bools_is_refused_even_when_its_event_was_made_before() -> None:
+    engine = Engine()
+    s = engine.apply(engine.apply(TableState(), Roll(2, 2)).state, Roll(3, 3)).state
+    for bad in (Roll(3.0, 3), Roll(3, 3.0), Roll(True, 1)):  # type: ignore[arg-type]
+        assert engine.apply(s, bad).refused is not None

@@ -5,12 +5,21 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from controller.cli.replay import json_line
+from controller.core.commands import Ack, Bet, Cancel, Command, Roll, Surrender, Void
+from controller.core.config import FireBetRules
+from controller.core.engine import Engine
 from controller.core.errors import ScriptError
-from controller.core.script import parse_line
+from controller.core.events import RollVoided, Settlement
+from controller.core.script import Replayer, parse_line, parse_script, script_lines
+from controller.core.state import TableState
 
 
 def replay(tmp_path: Path, script: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -153,3 +162,150 @@ def test_missing_script_file_exits_2(tmp_path: Path) -> None:
         text=True,
     )
     assert proc.returncode == 2 and "nope.txt" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("line", "word"),
+    [
+        ("٣ ١", "'٣'"),  # Arabic-Indic digits: int() would take them as 3 and 1
+        ("3 ²", "'²'"),  # superscript: isdigit() is true, int() raises
+        ("① 2", "'①'"),
+        ("bet ³ 5", "'³'"),
+        ("bet 3 ５", "'５'"),  # fullwidth
+        ("cancel ٣", "'٣'"),
+        ("-1 3", "'-1'"),
+    ],
+)
+def test_only_ascii_digits_are_numbers_in_a_script(tmp_path: Path, line: str, word: str) -> None:
+    proc = replay(tmp_path, f"bet 1 5\n{line}\n3 4\n", "--json")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "hand.txt:2:" in proc.stderr and word in proc.stderr
+    assert "digits 0-9" in proc.stderr
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("odd", ["\f", "\v", "\u2028", "\u2029", "\x85", "\x1c", "\r"])
+def test_line_n_is_the_nth_newline_terminated_line(tmp_path: Path, odd: str) -> None:
+    # the odd character sits inside a comment, so the lines themselves are good ...
+    script = f"# a note{odd}with a line separator in it\n3 4\n2 2\nbet 1 5\n"
+    proc = replay(tmp_path, script, "--json")
+    assert proc.returncode == 0, proc.stderr
+    # ... and the refusal of line 4 is reported as line 4, not 5
+    assert "hand.txt:4: refused: position 1: betting is closed" in proc.stderr
+    proc = replay(tmp_path, f"3 4{odd}\n2 2\nbogus\n", "--json")
+    assert "hand.txt:3:" in proc.stderr and proc.returncode == 2
+
+
+def test_script_lines_split_at_newline_only() -> None:
+    text = "1 1\f\n2 2\u2028# x\n\r\n3 3"
+    assert script_lines(text) == ["1 1\f", "2 2\u2028# x", "\r", "3 3"]
+    assert [no for no, _ in parse_script(script_lines(text))] == [1, 2, 4]
+
+
+# -- streaming --------------------------------------------------------------------------
+
+dice = st.integers(1, 6)
+script_commands = st.lists(
+    st.one_of(
+        st.builds(Roll, dice, dice, source=st.just("script")),
+        st.builds(Roll, dice, dice, source=st.just("script")),
+        st.builds(Roll, dice, dice, source=st.just("script")),
+        st.builds(Bet, st.integers(0, 17), st.integers(0, 7)),
+        st.builds(Cancel, st.integers(0, 17)),
+        st.builds(Void),
+        st.builds(Void),
+        st.builds(Surrender),
+        st.builds(Ack),
+    ),
+    max_size=150,
+)
+
+
+def _whole_history(engine: Engine, commands: list[Command]) -> list[Settlement]:
+    """The settlements that stand, by keeping them all and striking the reversed ones."""
+    state, kept = TableState(), []
+    for command in commands:
+        state, events = engine.apply(state, command)
+        for e in events:
+            if isinstance(e, Settlement):
+                kept.append(e)
+            elif isinstance(e, RollVoided) and e.reversed_settlement is not None:
+                kept.remove(e.reversed_settlement)
+    return kept
+
+
+@settings(max_examples=150, deadline=None)
+@given(script_commands, st.booleans())
+def test_streamed_settlements_are_those_that_stand(commands: list[Command], six_now: bool) -> None:
+    engine = Engine(FireBetRules(pay_six_immediately=six_now, surveillance_at=3))
+    replayer = Replayer(engine)
+    streamed = [e for _, e in replayer.run(enumerate(commands)) if isinstance(e, Settlement)]
+    assert streamed == _whole_history(engine, commands)
+    assert replayer.state == engine.run(commands)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 10**6),
+    st.lists(st.sampled_from([4, 5, 6, 8, 9, 10]), max_size=6, unique=True),
+    st.sampled_from([0, 24, 249, 999]),
+    st.dictionaries(st.integers(1, 16), st.integers(0, 5000), max_size=16),
+)
+def test_json_line_is_json_dumps_of_the_report(
+    hand: int, points: list[int], odds: int, payouts: dict[int, int]
+) -> None:
+    s = Settlement(
+        hand=hand,
+        points=tuple(points),
+        unique_points=len(points),
+        result="win" if odds else "lose",
+        odds_to_one=odds,
+        tier=len(points),
+        payouts=payouts,
+    )
+    assert json_line(s) == json.dumps(s.report())
+
+
+def test_replay_memory_does_not_grow_with_the_script() -> None:
+    engine = Engine()
+
+    def peak(lines: int) -> int:
+        script = (f"{1 + n % 6} {1 + n * 7 % 6}" for n in range(lines))
+        tracemalloc.start()
+        try:
+            for _ in Replayer(engine).run(parse_script(script)):
+                pass
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    small, large = peak(2_000), peak(40_000)
+    assert large < small + 64_000, (small, large)
+
+
+def test_replay_reads_standard_input(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "controller", "replay", "-", "--json"],
+        input=SPEC_EXAMPLE + "bogus\n",
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "-:14:" in proc.stderr and proc.stdout == ""
+    proc = subprocess.run(
+        [sys.executable, "-m", "controller", "replay", "-", "--json"],
+        input=SPEC_EXAMPLE,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0 and json.loads(proc.stdout)["payouts"] == {"3": 120}
+
+
+def test_a_script_that_is_not_utf8_exits_2_naming_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "hand.txt"
+    path.write_bytes(b"3 4\n2 2\n\xff\xfe 3\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "controller", "replay", str(path)], capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and "not UTF-8" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
