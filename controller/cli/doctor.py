@@ -200,12 +200,13 @@ class Doctor:
                 _group_fix("dialout"),
             )
             return
-        try:
-            import serial
+        from controller.core.errors import HardwareError
+        from drivers.serial_reader import open_port
 
-            serial.serial_for_url(port, baudrate=self.config.reader.baud, timeout=0.1).close()
-        except Exception as exc:
-            self.add("serial", False, f"{port} cannot be opened: {exc}", "firebet diag reader")
+        try:
+            open_port(port, self.config.reader.baud, timeout=0.1).close()
+        except HardwareError as exc:
+            self.add("serial", False, str(exc), "firebet diag reader")
             return
         self.add("serial", True, f"{port} opens at {self.config.reader.baud} baud")
 

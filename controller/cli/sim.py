@@ -73,6 +73,7 @@ class Bench:
             interval_s=None if script else args.interval,
             rolls=args.rolls,
             heartbeat_s=0.5,
+            protocol=self.config.reader.protocol,
         )
         self.recent: list[tuple[int, int]] = []
         self.settlements: list[dict[str, Any]] = []  # this session's, reversed ones taken out
@@ -90,7 +91,10 @@ class Bench:
     def start(self) -> Controller:
         self.device.start()
         reader = SerialDiceReader(
-            self.device.port, self.config.reader.baud, self.config.reader.heartbeat_timeout_s
+            self.device.port,
+            self.config.reader.baud,
+            self.config.reader.heartbeat_timeout_s,
+            protocol=self.config.reader.protocol,
         )
         controller = Controller(
             self.config,
