@@ -298,7 +298,13 @@ def watch_buttons(
     presses = 0
     started = time.monotonic()
     lock = threading.Lock()
-    pins = {"void": cfg.buttons.void, "surrender": cfg.buttons.surrender, "ack": cfg.buttons.ack}
+    pins = {
+        "void": cfg.buttons.void,
+        "surrender": cfg.buttons.surrender,
+        "ack": cfg.buttons.ack,
+        "apply_held": cfg.buttons.apply_held,
+        "discard_held": cfg.buttons.discard_held,
+    }
 
     def seen(name: str, what: str) -> None:
         nonlocal presses

@@ -161,6 +161,8 @@ class Doctor:
         fix = {
             "halted": "firebet journal verify, deal with the cause, then firebet clear-halt",
             "reader_fault": "see the serial check below; firebet diag reader",
+            "storage_fault": "free disk space in the state directory or fix the read-only "
+            "file system; play resumes by itself (runbook: Disk full or read-only)",
         }.get(str(mode), "")
         self.add("service", mode == "running", f"answering on {path}: mode {mode}", fix)
 

@@ -8,8 +8,8 @@ naming the file, the key and the reason.
 
 from __future__ import annotations
 
-import re
 import math
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -140,6 +140,8 @@ SCHEMA: tuple[Key, ...] = (
     Key("buttons", "void", "int", "BCM pin of the void button", _pin),
     Key("buttons", "surrender", "int", "BCM pin of the surrender button", _pin),
     Key("buttons", "ack", "int", "BCM pin of the acknowledge button", _pin),
+    Key("buttons", "apply_held", "int", "BCM pin: apply the oldest held reader roll", _pin),
+    Key("buttons", "discard_held", "int", "BCM pin: discard the oldest held reader roll", _pin),
     Key(
         "buttons",
         "hold_s",
@@ -220,6 +222,8 @@ class ButtonsConfig:
     surrender: int
     ack: int
     hold_s: float
+    apply_held: int = 23
+    discard_held: int = 24
 
 
 @dataclass(frozen=True)
@@ -304,6 +308,8 @@ class Config:
         pins["buttons.void"] = self.buttons.void
         pins["buttons.surrender"] = self.buttons.surrender
         pins["buttons.ack"] = self.buttons.ack
+        pins["buttons.apply_held"] = self.buttons.apply_held
+        pins["buttons.discard_held"] = self.buttons.discard_held
         return pins
 
 
@@ -573,6 +579,8 @@ def _build(values: dict[str, dict[str, tuple[Any, str]]], source: str) -> Config
             v("buttons", "surrender"),
             v("buttons", "ack"),
             v("buttons", "hold_s"),
+            v("buttons", "apply_held"),
+            v("buttons", "discard_held"),
         ),
         journal=JournalConfig(v("journal", "path"), v("journal", "snapshot_every")),
         control=ControlConfig(

@@ -20,10 +20,12 @@ from controller.core.commands import (
     ROLL_SOURCES,
     SURRENDER_KINDS,
     Ack,
+    ApplyHeld,
     Bet,
     Cancel,
     Command,
     Confirm,
+    DiscardHeld,
     ReaderFault,
     ReaderHello,
     ReaderOk,
@@ -41,18 +43,22 @@ from controller.core.events import (
     DuplicateRoll,
     Event,
     FaultRecorded,
+    HeldRollApplied,
+    HeldRollDiscarded,
     NewDifferentPoint,
     NewHand,
     ReaderRestarted,
     Refused,
     RollAccepted,
+    RollHeld,
     RollVoided,
+    SeqConflict,
     Settlement,
     Surrendered,
     SurveillanceAlert,
     SurveillanceConfirmed,
 )
-from controller.core.state import Phase, TableState, evolve
+from controller.core.state import HeldRoll, Phase, TableState, evolve
 
 
 class _QuietOverrides(logging.Filter):
@@ -231,6 +237,8 @@ class Engine:
             return self._void(state, command)
         if isinstance(command, Surrender):
             return self._surrender(state, command)
+        if isinstance(command, ApplyHeld | DiscardHeld):
+            return self._resolve_held(state, command)
         if isinstance(command, Ack):
             if not state.surveillance_alert:
                 return [Refused("ack", "there is no surveillance alert to acknowledge")]
@@ -263,11 +271,29 @@ class Engine:
             return [Refused("roll", f"{label} shows {die!r}: a die shows 1 to 6")]
         if cmd.source not in ROLL_SOURCES:
             return [Refused("roll", f"unknown roll source {cmd.source!r}")]
+        if cmd.source == "reader" and state.reader_conflict is not None:
+            return [
+                Refused(
+                    "roll",
+                    f"the dice reader is in fault (SEQ_CONFLICT at seq {state.reader_conflict}): "
+                    "its rolls are refused until it restarts (HELLO); enter rolls by hand",
+                )
+            ]
         if cmd.seq is not None:
             if not _is_int(cmd.seq) or not 0 <= cmd.seq <= 65535:
                 return [Refused("roll", f"reader sequence {cmd.seq!r} is not 0..65535")]
             if cmd.seq == state.reader_seq:
-                return [DuplicateRoll(cmd.seq)]
+                recorded = state.reader_dice
+                if recorded is None or recorded == (d1, d2):
+                    return [DuplicateRoll(cmd.seq)]
+                return [SeqConflict(cmd.seq, recorded[0], recorded[1], d1, d2, at=cmd.at)]
+        if cmd.source == "reader" and state.hold_reader:
+            return [RollHeld(state.held_next, cmd.seq, d1, d2, at=cmd.at)]
+        return self._roll_events(state, cmd)
+
+    def _roll_events(self, state: TableState, cmd: Roll) -> list[Event]:
+        """What an accepted roll does: the roll itself, then betting, points, settlement."""
+        d1, d2 = cmd.d1, cmd.d2
         total = d1 + d2
         outcome, phase, point = self._table[(state.phase, state.point, total)]
         events: list[Event] = [
@@ -317,6 +343,25 @@ class Engine:
             wagers=dict(sorted(state.bets.items())),
             immediate=immediate,
         )
+
+    # reader rolls held after manual entry ---------------------------------------
+    def _resolve_held(self, state: TableState, cmd: ApplyHeld | DiscardHeld) -> list[Event]:
+        """Apply (as a roll, now) or discard one held reader roll; the dealer decides."""
+        verb = "apply" if isinstance(cmd, ApplyHeld) else "discard"
+        if not state.held:
+            return [Refused(cmd.name, f"no reader roll is held: nothing to {verb}")]
+        held: HeldRoll | None = state.held[0]
+        if cmd.number is not None:
+            held = next((h for h in state.held if h.number == cmd.number), None)
+        if held is None:
+            waiting = ", ".join(str(h.number) for h in state.held)
+            return [Refused(cmd.name, f"no held roll {cmd.number!r} (held: {waiting})")]
+        n, seq, d1, d2 = held.number, held.seq, held.d1, held.d2
+        if isinstance(cmd, DiscardHeld):
+            return [HeldRollDiscarded(n, seq, d1, d2, actor=cmd.actor, at=cmd.at)]
+        roll = Roll(d1, d2, source="held", actor=cmd.actor, at=cmd.at)
+        applied = HeldRollApplied(n, seq, d1, d2, actor=cmd.actor, at=cmd.at)
+        return [applied, *self._roll_events(state, roll)]
 
     # wagers ---------------------------------------------------------------------
     def _position_problem(self, position: object) -> str | None:

@@ -1,9 +1,10 @@
 """The table state: a plain value, folded from events, serialised to JSON and back.
 
 Equality compares the game (phase, point, hand, points, wagers, alert, rolls).
-The meters, the void buffer and the reader's last sequence number are
-bookkeeping carried along with it; they are kept and serialised but a void does
-not wind them back, so equality ignores them.
+The meters, the void buffer, the reader's last sequence number and dice, a
+sequence conflict, and the reader rolls held after manual entry are bookkeeping
+carried along with it; they are kept and serialised but a void does not wind
+them back, so equality ignores them.
 """
 
 from __future__ import annotations
@@ -21,12 +22,16 @@ from controller.core.events import (
     DuplicateRoll,
     Event,
     FaultRecorded,
+    HeldRollApplied,
+    HeldRollDiscarded,
     NewDifferentPoint,
     NewHand,
     ReaderRestarted,
     Refused,
     RollAccepted,
+    RollHeld,
     RollVoided,
+    SeqConflict,
     Settlement,
     Surrendered,
     SurveillanceAlert,
@@ -108,6 +113,30 @@ class Meters:
 
 
 @dataclass(frozen=True)
+class HeldRoll:
+    """A reader roll held for the dealer after manual entry (SPEC §2)."""
+
+    number: int
+    seq: int | None
+    d1: int
+    d2: int
+    at: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """``status --json`` ``held_rolls`` item."""
+        return {
+            "number": self.number,
+            "seq": self.seq,
+            "dice": [self.d1, self.d2],
+            "at": self.at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> HeldRoll:
+        return cls(d["number"], d["seq"], d["dice"][0], d["dice"][1], d.get("at", ""))
+
+
+@dataclass(frozen=True)
 class TableState:
     """The fire-bet table at one instant. Never mutated: every change makes a new value."""
 
@@ -127,6 +156,11 @@ class TableState:
     last_roll: tuple[int, int] | None = None
     rolls: int = 0  # accepted rolls, all hands
     reader_seq: int | None = field(default=None, compare=False)
+    reader_dice: tuple[int, int] | None = field(default=None, compare=False)
+    reader_conflict: int | None = field(default=None, compare=False)  # seq, until HELLO
+    hold_reader: bool = field(default=False, compare=False)  # a roll was keyed by hand
+    held: tuple[HeldRoll, ...] = field(default=(), compare=False)
+    held_next: int = field(default=1, compare=False)
     meters: Meters = field(default_factory=Meters, compare=False)
     undo: TableState | None = field(default=None, compare=False, repr=False)
     last_settlement: Settlement | None = field(default=None, compare=False, repr=False)
@@ -159,12 +193,29 @@ class TableState:
             "last_roll": list(self.last_roll) if self.last_roll else None,
             "rolls": self.rolls,
             "reader_seq": self.reader_seq,
+            **self._reader_dict(),
             "meters": self.meters.to_dict(self.rolls),
             "undo": self.undo.to_dict() if self.undo is not None else None,
             "last_settlement": (
                 self.last_settlement.to_dict() if self.last_settlement is not None else None
             ),
         }
+
+    def _reader_dict(self) -> dict[str, Any]:
+        """The reader bookkeeping keys, only those not at their defaults (so a journal's
+        older snapshots, written before they existed, still match their records)."""
+        out: dict[str, Any] = {}
+        if self.reader_dice is not None:
+            out["reader_dice"] = list(self.reader_dice)
+        if self.reader_conflict is not None:
+            out["reader_conflict"] = self.reader_conflict
+        if self.hold_reader:
+            out["hold_reader"] = True
+        if self.held:
+            out["held"] = [h.to_dict() for h in self.held]
+        if self.held_next != 1:
+            out["held_next"] = self.held_next
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TableState:
@@ -187,6 +238,13 @@ class TableState:
             last_roll=(d["last_roll"][0], d["last_roll"][1]) if d["last_roll"] else None,
             rolls=d["rolls"],
             reader_seq=d["reader_seq"],
+            reader_dice=(d["reader_dice"][0], d["reader_dice"][1])
+            if d.get("reader_dice")
+            else None,
+            reader_conflict=d.get("reader_conflict"),
+            hold_reader=bool(d.get("hold_reader", False)),
+            held=tuple(HeldRoll.from_dict(h) for h in d.get("held", ())),
+            held_next=d.get("held_next", 1),
             meters=Meters.from_dict(d["meters"]),
             undo=cls.from_dict(d["undo"]) if d.get("undo") else None,
             last_settlement=last if isinstance(last, Settlement) else None,
@@ -251,6 +309,9 @@ def evolve(state: TableState, event: Event) -> TableState:
         after["rolls"] = fields["rolls"] + 1
         if event.seq is not None:
             after["reader_seq"] = event.seq
+            after["reader_dice"] = (event.d1, event.d2)
+        if event.source == "manual":  # from now on the reader's rolls wait for the dealer
+            after["hold_reader"] = True
         if event.outcome == "point_made":
             after["meters"] = _but(m, points_made=m.points_made + 1)
         after["undo"] = _value(TableState, before)
@@ -347,10 +408,33 @@ def evolve(state: TableState, event: Event) -> TableState:
         if event.reversed_settlement is not None:
             meters = _meter_settlement(meters, event.reversed_settlement, sign=-1)
         return _but(
-            state.undo, meters=meters, reader_seq=state.reader_seq, undo=None, last_settlement=None
+            state.undo,
+            meters=meters,
+            reader_seq=state.reader_seq,
+            reader_dice=state.reader_dice,
+            reader_conflict=state.reader_conflict,
+            hold_reader=state.hold_reader,
+            held=state.held,
+            held_next=state.held_next,
+            undo=None,
+            last_settlement=None,
         )
     if isinstance(event, ReaderRestarted):
-        return _but(state, reader_seq=None)
+        return _but(state, reader_seq=None, reader_dice=None, reader_conflict=None)
+    if isinstance(event, SeqConflict):
+        return _but(state, reader_conflict=event.seq)
+    if isinstance(event, RollHeld):
+        held = HeldRoll(event.number, event.seq, event.d1, event.d2, event.at)
+        return _but(
+            state,
+            held=(*state.held, held),
+            held_next=event.number + 1,
+            reader_seq=event.seq if event.seq is not None else state.reader_seq,
+            reader_dice=(event.d1, event.d2) if event.seq is not None else state.reader_dice,
+        )
+    if isinstance(event, HeldRollApplied | HeldRollDiscarded):
+        left = tuple(h for h in state.held if h.number != event.number)
+        return _but(state, held=left, hold_reader=bool(left))
     if isinstance(event, FaultRecorded):
         return _but(state, meters=_but(m, faults=m.faults + 1))
     raise TypeError(f"no rule to fold {event!r}")  # pragma: no cover
