@@ -187,6 +187,12 @@ def _amount(text: str) -> int:
     return int(text)
 
 
+def _held_number(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a held roll's number is from 1, not {text!r}")
+    return int(text)
+
+
 def register(subparsers: Any) -> None:
     def add(name: str, func: Any, help_text: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = subparsers.add_parser(
@@ -228,6 +234,8 @@ def register(subparsers: Any) -> None:
         "reader rolls held after manual entry: list them, or apply / discard one by number",
     )
     p.add_argument("action", nargs="?", choices=("apply", "discard"), help="what to do")
-    p.add_argument("number", nargs="?", type=_whole, metavar="N", help="the held roll's number")
+    p.add_argument(
+        "number", nargs="?", type=_held_number, metavar="N", help="the held roll's number"
+    )
     p = add("diagnostics", diagnostics, "technician: pause the game for tests (on) or resume (off)")
     p.add_argument("switch", choices=("on", "off"), help="on: pause the game; off: resume")

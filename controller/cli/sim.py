@@ -31,7 +31,16 @@ from rich.live import Live
 
 from controller.cli import options as paths
 from controller.cli.display import count, paid_line, render_status
-from controller.core.commands import Ack, Bet, Command, Roll, Surrender, Void
+from controller.core.commands import (
+    Ack,
+    ApplyHeld,
+    Bet,
+    Command,
+    DiscardHeld,
+    Roll,
+    Surrender,
+    Void,
+)
 from controller.core.config import with_broker
 from controller.core.errors import UsageError
 from controller.core.script import parse_script
@@ -44,7 +53,7 @@ from drivers.sim_reader import SimulatedReader
 MANUAL_PROMPT = "manual roll (Esc cancels), type the two dice:"
 HELP = (
     "keys: [v]oid  [s]urrender  [a]ck  [t]hrow  [f]ault on/off  [g]arbage  "
-    "[u]nplug/replug  [m]anual roll D1 D2  [q]uit"
+    "[u]nplug/replug  [m]anual roll D1 D2  [h]eld roll apply / [x] discard  [q]uit"
 )
 
 
@@ -254,6 +263,10 @@ class Bench:
                 return "reader unplugged"
             self.device.replug()
             return "reader plugged back in"
+        if ch in ("h", "x"):  # the oldest reader roll held after manual entry
+            if ch == "h":
+                return _said(c.submit(ApplyHeld(actor="sim-dealer")), "held roll applied")
+            return _said(c.submit(DiscardHeld(actor="sim-dealer")), "held roll discarded")
         if ch == "m":
             self.manual = ""
             return MANUAL_PROMPT
