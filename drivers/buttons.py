@@ -1,4 +1,5 @@
-"""The dealer's buttons: void, surrender (new shooter) and acknowledge.
+"""The dealer's buttons: void, surrender (new shooter), acknowledge, and apply or
+discard the oldest reader roll held after manual entry.
 
 Each is a gpiozero :class:`~gpiozero.Button` wired to ground (pressed = low,
 internal pull-up), debounced, and hold-to-confirm: its command is posted only
@@ -13,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from controller.core.commands import Ack, Command, Surrender, Void
+from controller.core.commands import Ack, ApplyHeld, Command, DiscardHeld, Surrender, Void
 from controller.core.config import ButtonsConfig
 from drivers.pins import pin_problem
 from drivers.reader import Post, now_iso
@@ -21,7 +22,7 @@ from drivers.reader import Post, now_iso
 log = logging.getLogger(__name__)
 
 BUTTON = "button"
-NAMES: tuple[str, ...] = ("void", "surrender", "ack")
+NAMES: tuple[str, ...] = ("void", "surrender", "ack", "apply_held", "discard_held")
 
 Watcher = Callable[[str, str], None]
 """Told ``(button, what)`` with what = "pressed", "released" or "held" (``diag buttons``)."""
@@ -36,14 +37,19 @@ def command_for(name: str) -> Command:
         return Surrender(kind="voluntary", actor=BUTTON, at=at)
     if name == "ack":
         return Ack(actor=BUTTON, at=at)
+    if name == "apply_held":
+        return ApplyHeld(None, actor=BUTTON, at=at)  # the oldest held roll
+    if name == "discard_held":
+        return DiscardHeld(None, actor=BUTTON, at=at)
     raise ValueError(f"no button called {name!r}")
 
 
 class DealerButtons:
-    """The three dealer buttons on the ``pin_factory`` passed in.
+    """The dealer buttons on the ``pin_factory`` passed in.
 
-    ``post`` receives ``Void``, ``Surrender(kind="voluntary")`` or ``Ack``, all
-    with ``actor="button"``, once per hold of ``buttons.hold_s`` seconds.
+    ``post`` receives ``Void``, ``Surrender(kind="voluntary")``, ``Ack``,
+    ``ApplyHeld()`` or ``DiscardHeld()`` (the oldest held reader roll), all with
+    ``actor="button"``, once per hold of ``buttons.hold_s`` seconds.
     ``bounce_s`` is the debounce time; ``watch`` sees every press, release and hold.
     """
 
@@ -62,7 +68,13 @@ class DealerButtons:
         self.post = post
         self.watch = watch
         self.buttons: dict[str, Any] = {}
-        pins = {"void": buttons.void, "surrender": buttons.surrender, "ack": buttons.ack}
+        pins = {
+            "void": buttons.void,
+            "surrender": buttons.surrender,
+            "ack": buttons.ack,
+            "apply_held": buttons.apply_held,
+            "discard_held": buttons.discard_held,
+        }
         for name, pin in pins.items():
             try:
                 button = Button(

@@ -1,17 +1,20 @@
 """Dice reader frame codec (SPEC §4): pure bytes in, frames out, no I/O.
 
-A frame on the wire is ``$<BODY>*<CK>\\r\\n`` where CK is two uppercase hex digits,
-the XOR of every byte of BODY. :func:`encode` and the ``encode_*`` helpers build
-frames; :class:`FrameDecoder` takes bytes as they arrive, in pieces of any size,
-and gives back one :class:`Frame` per line it saw, each with a verdict. It never
-raises on input and never holds more than one frame's worth of bytes: bytes
-before a ``$`` are skipped, a ``$`` inside a frame starts a new one, and more than
-:data:`MAX_FRAME` bytes without a line end is ``overlong`` (the rest up to the
-next ``$`` is skipped).
+A frame on the wire is ``$<BODY>*<CK>\\r\\n``. Under protocol 2 (the default) CK is four
+uppercase hex digits, the CRC-16/CCITT-FALSE of BODY, and HELLO ends with the protocol
+number (``HELLO,<seq>,<model>,<firmware>,2``); under protocol 1 (older readers) CK is
+two uppercase hex digits, the XOR of every byte of BODY. A frame with the other
+protocol's checksum is ``bad_checksum``. :func:`encode` and the ``encode_*`` helpers
+build frames; :class:`FrameDecoder` takes bytes as they arrive, in pieces of any size,
+and gives back one :class:`Frame` per line it saw, each with a verdict. It never raises
+on input and never holds more than one frame's worth of bytes: bytes before a ``$`` are
+skipped, a ``$`` inside a frame starts a new one, and more than :data:`MAX_FRAME` bytes
+without a line end is ``overlong`` (the rest up to the next ``$`` is skipped).
 """
 
 from __future__ import annotations
 
+import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +22,11 @@ MAX_FRAME = 82
 """Longest frame in bytes, from ``$`` to the checksum, without the line end."""
 
 MAX_SEQ = 65535
+
+PROTOCOLS: tuple[int, ...] = (1, 2)
+DEFAULT_PROTOCOL = 2
+"""Protocol 2: CRC-16/CCITT-FALSE in four hex digits; protocol 1: XOR in two."""
+CHECKSUM_DIGITS = {1: 2, 2: 4}
 
 OK = "ok"
 BAD_CHECKSUM = "bad_checksum"
@@ -28,9 +36,10 @@ OVERLONG = "overlong"
 NON_ASCII = "non_ascii"
 VERDICTS: tuple[str, ...] = (OK, BAD_CHECKSUM, BAD_VALUE, BAD_FRAME, OVERLONG, NON_ASCII)
 
-# frame kind -> number of fields in its body, the kind included
+# frame kind -> number of fields in its body, the kind included (protocol 1;
+# under protocol 2 HELLO has one more: the protocol number)
 FIELD_COUNTS: dict[str, int] = {
-    "HELLO": 4,  # HELLO,<seq>,<model>,<firmware>
+    "HELLO": 4,  # HELLO,<seq>,<model>,<firmware>[,<protocol>]
     "ROLL": 4,  # ROLL,<seq>,<d1>,<d2>
     "NOROLL": 3,  # NOROLL,<seq>,<reason>
     "HB": 2,  # HB,<seq>
@@ -89,23 +98,38 @@ class Frame:
         }
 
 
-def checksum(body: bytes | str) -> str:
-    """The two uppercase hex digits of the XOR of every byte of ``body``."""
+def check_protocol(protocol: int) -> int:
+    """``protocol`` itself when it is one this codec speaks, else ValueError."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"reader protocol must be 1 or 2, not {protocol!r}")
+    return protocol
+
+
+def checksum(body: bytes | str, protocol: int = DEFAULT_PROTOCOL) -> str:
+    """The checksum of ``body`` as the frame carries it.
+
+    Protocol 2: four uppercase hex digits of the CRC-16/CCITT-FALSE (poly 0x1021,
+    init 0xFFFF, ``binascii.crc_hqx(body, 0xFFFF)``). Protocol 1: two uppercase hex
+    digits of the XOR of every byte.
+    """
     data = body.encode("ascii") if isinstance(body, str) else body
+    if check_protocol(protocol) == 2:
+        return f"{binascii.crc_hqx(data, 0xFFFF):04X}"
     ck = 0
     for b in data:
         ck ^= b
     return f"{ck:02X}"
 
 
-def encode(body: str) -> bytes:
+def encode(body: str, protocol: int = DEFAULT_PROTOCOL) -> bytes:
     """The frame ``$BODY*CK\\r\\n`` for ``body`` (printable ASCII without ``$`` or ``*``)."""
     data = body.encode("ascii", errors="strict")
     if not all(_printable(b) for b in data) or b"$" in data or b"*" in data:
         raise ValueError(f"frame body must be printable ASCII without '$' or '*': {body!r}")
-    if len(data) + 4 > MAX_FRAME:
-        raise ValueError(f"frame body longer than {MAX_FRAME - 4} bytes: {body!r}")
-    return b"$" + data + b"*" + checksum(data).encode("ascii") + b"\r\n"
+    room = MAX_FRAME - 2 - CHECKSUM_DIGITS[check_protocol(protocol)]
+    if len(data) > room:
+        raise ValueError(f"frame body longer than {room} bytes: {body!r}")
+    return b"$" + data + b"*" + checksum(data, protocol).encode("ascii") + b"\r\n"
 
 
 def _seq(seq: int) -> str:
@@ -114,41 +138,42 @@ def _seq(seq: int) -> str:
     return str(seq)
 
 
-def encode_hello(seq: int, model: str, firmware: str) -> bytes:
-    """``HELLO,<seq>,<model>,<firmware>``: the reader started, numbering restarts."""
-    return encode(f"HELLO,{_seq(seq)},{model},{firmware}")
+def encode_hello(seq: int, model: str, firmware: str, protocol: int = DEFAULT_PROTOCOL) -> bytes:
+    """``HELLO,<seq>,<model>,<firmware>[,2]``: the reader started, numbering restarts."""
+    tail = f",{protocol}" if check_protocol(protocol) >= 2 else ""
+    return encode(f"HELLO,{_seq(seq)},{model},{firmware}{tail}", protocol)
 
 
-def encode_roll(seq: int, d1: int, d2: int) -> bytes:
+def encode_roll(seq: int, d1: int, d2: int, protocol: int = DEFAULT_PROTOCOL) -> bytes:
     """``ROLL,<seq>,<d1>,<d2>``: a roll of the dice."""
     if not (1 <= d1 <= 6 and 1 <= d2 <= 6):
         raise ValueError(f"dice must be 1..6, not {d1} {d2}")
-    return encode(f"ROLL,{_seq(seq)},{d1},{d2}")
+    return encode(f"ROLL,{_seq(seq)},{d1},{d2}", protocol)
 
 
-def encode_noroll(seq: int, reason: str) -> bytes:
+def encode_noroll(seq: int, reason: str, protocol: int = DEFAULT_PROTOCOL) -> bytes:
     """``NOROLL,<seq>,<reason>``: an invalid throw (COCKED, OFFTABLE, ONEDIE, ...)."""
-    return encode(f"NOROLL,{_seq(seq)},{reason}")
+    return encode(f"NOROLL,{_seq(seq)},{reason}", protocol)
 
 
-def encode_hb(seq: int) -> bytes:
+def encode_hb(seq: int, protocol: int = DEFAULT_PROTOCOL) -> bytes:
     """``HB,<seq>``: heartbeat."""
-    return encode(f"HB,{_seq(seq)}")
+    return encode(f"HB,{_seq(seq)}", protocol)
 
 
-def encode_fault(seq: int, code: str) -> bytes:
+def encode_fault(seq: int, code: str, protocol: int = DEFAULT_PROTOCOL) -> bytes:
     """``FAULT,<seq>,<code>``: the reader raises a fault."""
-    return encode(f"FAULT,{_seq(seq)},{code}")
+    return encode(f"FAULT,{_seq(seq)},{code}", protocol)
 
 
-def encode_ok(seq: int) -> bytes:
+def encode_ok(seq: int, protocol: int = DEFAULT_PROTOCOL) -> bytes:
     """``OK,<seq>``: the reader's fault is cleared."""
-    return encode(f"OK,{_seq(seq)}")
+    return encode(f"OK,{_seq(seq)}", protocol)
 
 
-def encode_ack(seq: int) -> bytes:
+def encode_ack(seq: int, protocol: int = DEFAULT_PROTOCOL) -> bytes:
     """``ACK,<seq>``: the controller durably recorded the ROLL with this seq."""
-    return encode(f"ACK,{_seq(seq)}")
+    return encode(f"ACK,{_seq(seq)}", protocol)
 
 
 def _number(text: str) -> int | None:
@@ -157,8 +182,12 @@ def _number(text: str) -> int | None:
     return int(text)
 
 
-def parse_line(line: bytes) -> Frame:
-    """Judge one complete line starting with ``$`` (line end optional)."""
+def parse_line(line: bytes, protocol: int = DEFAULT_PROTOCOL) -> Frame:
+    """Judge one complete line starting with ``$`` (line end optional) under ``protocol``.
+
+    A checksum of the other protocol's length (two hex digits under protocol 2, four
+    under protocol 1) is ``bad_checksum``: that frame is not ours to act on.
+    """
     raw = line
     content = line
     if content.endswith(b"\n"):
@@ -177,11 +206,14 @@ def parse_line(line: bytes) -> Frame:
     if star < 0:
         return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
     ck = content[star + 1 :]
-    if len(ck) != 2 or not all(b in _HEX for b in ck):
+    if len(ck) not in (2, 4) or not all(b in _HEX for b in ck):
         return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
-    if ck.decode("ascii").upper() != checksum(region):
+    if len(ck) != CHECKSUM_DIGITS[protocol] or ck.decode("ascii").upper() != checksum(
+        region, protocol
+    ):
         return Frame(BAD_CHECKSUM, kind=kind, fields=fields, raw=raw)
-    if kind is None or len(fields) != FIELD_COUNTS[kind]:
+    hello_tail = kind == "HELLO" and protocol >= 2
+    if kind is None or len(fields) != FIELD_COUNTS[kind] + hello_tail:
         return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
     seq = _number(fields[1])
     if seq is None:
@@ -196,14 +228,20 @@ def parse_line(line: bytes) -> Frame:
         dice = (d1, d2)
     elif any(not f for f in fields[2:]):  # model, firmware, reason, code
         return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
+    if hello_tail:
+        said = _number(fields[-1])
+        if said is None:
+            return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
+        if said != protocol:  # a reader that claims another protocol than it speaks
+            return Frame(BAD_VALUE, kind=kind, fields=fields, raw=raw)
     if seq > MAX_SEQ:
         return Frame(BAD_VALUE, kind=kind, fields=fields, raw=raw)
     return Frame(OK, kind=kind, seq=seq, dice=dice, fields=fields, raw=raw)
 
 
-def _cut_short(partial: bytes) -> Frame:
+def _cut_short(partial: bytes, protocol: int) -> Frame:
     """Judge a frame that the next ``$`` cut off before its line end: never ok."""
-    frame = parse_line(partial)
+    frame = parse_line(partial, protocol)
     if frame.verdict == OK:
         return Frame(BAD_FRAME, kind=frame.kind, fields=frame.fields, raw=partial)
     return frame
@@ -213,14 +251,19 @@ def _cut_short(partial: bytes) -> Frame:
 class FrameDecoder:
     """Incremental, bounded decoder: :meth:`feed` bytes, get frames back.
 
+    ``protocol`` is the reader protocol (1 or 2) the frames are judged under.
     ``counters`` counts frames per verdict; ``skipped`` counts bytes dropped
     outside any frame (line noise before a ``$``, the tail of an overlong frame).
     """
 
+    protocol: int = DEFAULT_PROTOCOL
     counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
     skipped: int = 0
     _buf: bytearray = field(default_factory=bytearray, repr=False)
     _in_frame: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        check_protocol(self.protocol)
 
     @property
     def buffered(self) -> int:
@@ -243,7 +286,7 @@ class FrameDecoder:
         for b in data:
             if b == _DOLLAR:
                 if self._in_frame:  # a frame cut short by the next one: resync here
-                    self._emit(_cut_short(bytes(buf)), out)
+                    self._emit(_cut_short(bytes(buf), self.protocol), out)
                 buf.clear()
                 buf.append(b)
                 self._in_frame = True
@@ -253,7 +296,7 @@ class FrameDecoder:
                 continue
             buf.append(b)
             if b == _LF:
-                self._emit(parse_line(bytes(buf)), out)
+                self._emit(parse_line(bytes(buf), self.protocol), out)
                 buf.clear()
                 self._in_frame = False
             elif len(buf) > MAX_FRAME and not (len(buf) == MAX_FRAME + 1 and b == _CR):

@@ -23,6 +23,8 @@ class Timing:
     blink_s: float = 0.5
     fault_s: float = 0.25
     celebrate_s: float = 0.1
+    wink_on_s: float = 0.1  # storage fault: a short flash ...
+    wink_off_s: float = 0.9  # ... once a second
 
 
 class MarkerLights:
@@ -75,6 +77,8 @@ class MarkerLights:
             lamp.blink(on_time=t.blink_s, off_time=t.blink_s)
         elif effect == Effect.FAULT:
             lamp.blink(on_time=t.fault_s, off_time=t.fault_s)
+        elif effect == Effect.WINK:
+            lamp.blink(on_time=t.wink_on_s, off_time=t.wink_off_s)
         elif effect == Effect.CELEBRATE:
             lamp.blink(on_time=t.celebrate_s, off_time=t.celebrate_s)
         else:

@@ -20,13 +20,16 @@ A driver MUST:
   - HELLO as ``ReaderHello(seq=seq)``;
   - a reader fault as ``ReaderFault(code=...)``: the reader's FAULT code,
     ``"HEARTBEAT"`` when no good frame came for the heartbeat timeout,
-    ``"PORT_LOST"`` when the port cannot be read or opened;
+    ``"PORT_LOST"`` when the port cannot be read or opened, ``"DRIVER_ERROR"``
+    when the driver's own thread failed (with the reason in ``status()``);
   - the end of a fault as ``ReaderOk()`` (an OK frame, or good frames flowing
     again after a heartbeat or port fault), once per fault.
 
 * keep going whatever arrives: bad input is counted per verdict
   (:data:`drivers.codec.VERDICTS`), logged and never posted; a lost port is
-  reopened with a capped backoff until it returns; only :meth:`stop` ends it.
+  reopened with a capped backoff until it returns; any exception in its thread
+  becomes a fault with its reason and the thread carries on; only :meth:`stop`
+  ends it. A device port is opened exclusively.
 * :meth:`~DiceReader.ack` the ROLL with ``seq``: the controller calls it only
   after the roll is durably journaled, from its own thread.
 * answer :meth:`~DiceReader.status` from any thread, at any time.
@@ -51,6 +54,8 @@ Post = Callable[[Command], None]
 
 HEARTBEAT = "HEARTBEAT"
 PORT_LOST = "PORT_LOST"
+DRIVER_ERROR = "DRIVER_ERROR"
+"""The driver's own thread failed (a bug, an impossible setting): restarted after a backoff."""
 READER = "reader"
 
 
@@ -64,14 +69,16 @@ class ReaderStatus:
     """A snapshot of a dice reader driver.
 
     ``connected``: the port is open. ``fault``: the fault in force (a FAULT code,
-    HEARTBEAT or PORT_LOST) or None. ``counters``: frames seen per verdict.
-    ``port``: the device path or URL.
+    HEARTBEAT, PORT_LOST or DRIVER_ERROR) or None. ``counters``: frames seen per
+    verdict. ``port``: the device path or URL. ``reason``: the fault in words, when
+    there is more to say than its code (the exception, the port's problem).
     """
 
     connected: bool
     fault: str | None
     counters: Mapping[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
     port: str = ""
+    reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, for ``status --json`` (``reader``)."""
@@ -80,6 +87,7 @@ class ReaderStatus:
             "fault": self.fault,
             "counters": dict(self.counters),
             "port": self.port,
+            "reason": self.reason,
         }
 
 

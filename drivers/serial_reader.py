@@ -5,8 +5,11 @@ with :func:`serial.serial_for_url` (``/dev/ttyUSB0``, ``socket://``,
 ``rfc2217://``, ``loop://`` alike), reads bytes into the bounded
 :class:`~drivers.codec.FrameDecoder`, posts commands, watches the heartbeat,
 and when the port fails closes it and opens it again with a capped backoff.
-Nothing it reads can stop it; an unexpected error is logged and the port
-reopened. ACKs are written from the controller's thread under a lock.
+A device port is opened exclusively (a second program gets "busy"). Nothing it
+reads can stop it, and nothing that goes wrong in it ends it silently: any
+exception becomes a ``DRIVER_ERROR`` fault with its reason (``status()`` and the
+log), and the port is reopened after the backoff. ACKs are written from the
+controller's thread under a lock.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import serial
 
 from controller.core.commands import Command, ReaderFault, ReaderOk
 from controller.core.errors import HardwareError
-from drivers.codec import Frame, FrameDecoder, encode_ack
+from drivers.codec import DEFAULT_PROTOCOL, Frame, FrameDecoder, check_protocol, encode_ack
 from drivers.reader import (
+    DRIVER_ERROR,
     HEARTBEAT,
     PORT_LOST,
     READER,
@@ -54,19 +58,25 @@ def port_problem(url: str, exc: BaseException) -> str:
             f"serial port {url}: no such device; check the reader's cable and power, "
             "and reader.port in the config (ls /dev/serial/by-id/)"
         )
-    if code == errno.EBUSY or "busy" in text.lower():
-        return f"serial port {url}: busy; another program holds it (is firebet running?)"
+    if code in (errno.EBUSY, errno.EAGAIN) or "busy" in text.lower() or "exclusive" in text:
+        return (
+            f"serial port {url}: busy; another program holds it (is the firebet service "
+            "running? stop it first: sudo systemctl stop firebet)"
+        )
     if "refused" in text.lower():
         return f"serial port {url}: connection refused; is the reader's network adapter up?"
+    if not isinstance(exc, OSError):  # a setting the port cannot take (a baud rate, ...)
+        return f"serial port {url}: cannot open: {type(exc).__name__}: {text}"
     return f"serial port {url}: cannot open: {text}"
 
 
 def open_port(url: str, baud: int, timeout: float, open_fn: OpenPort | None = None) -> Any:
-    """Open ``url`` (device path or pyserial URL); :class:`HardwareError` says the fix."""
+    """Open ``url`` (device path or pyserial URL) exclusively; :class:`HardwareError` says
+    the fix for any failure (a refused baud rate, a port another program holds, ...)."""
     opener = open_fn if open_fn is not None else serial.serial_for_url
     try:
-        return opener(url, baudrate=baud, timeout=timeout, write_timeout=0.5)
-    except (OSError, ValueError) as exc:  # SerialException is an OSError
+        return opener(url, baudrate=baud, timeout=timeout, write_timeout=0.5, exclusive=True)
+    except Exception as exc:  # SerialException is an OSError; a baud rate may OverflowError
         raise HardwareError(port_problem(url, exc)) from exc
 
 
@@ -77,6 +87,7 @@ class SerialDiceReader(DiceReader):
     ``backoff_s``/``backoff_max_s``: first and largest wait between reopen tries.
     ``on_frame``: called (on the reader thread) with every frame of any verdict,
     for monitors and logs. ``open_fn`` replaces :func:`serial.serial_for_url`.
+    ``protocol``: the SPEC §4 protocol, 2 (CRC-16, the default) or 1 (XOR).
     """
 
     def __init__(
@@ -90,8 +101,10 @@ class SerialDiceReader(DiceReader):
         read_timeout_s: float = 0.05,
         on_frame: Callable[[Frame], None] | None = None,
         open_fn: OpenPort | None = None,
+        protocol: int = DEFAULT_PROTOCOL,
     ) -> None:
         self.port_url = port_url
+        self.protocol = check_protocol(protocol)
         self.baud = baud
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.backoff_s = backoff_s
@@ -99,10 +112,11 @@ class SerialDiceReader(DiceReader):
         self.read_timeout_s = read_timeout_s
         self.on_frame = on_frame
         self._open_fn = open_fn
-        self._decoder = FrameDecoder()
+        self._decoder = FrameDecoder(protocol=protocol)
         self._lock = threading.Lock()  # guards _port, _fault and the counters copy
         self._port: Any = None
         self._fault: str | None = None
+        self._reason: str | None = None  # what the fault in force means, in words
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._post: Post | None = None
@@ -125,7 +139,7 @@ class SerialDiceReader(DiceReader):
 
     def ack(self, seq: int) -> None:
         """Write ``ACK,<seq>``; a lost port is logged (the reader will repeat the ROLL)."""
-        frame = encode_ack(seq)
+        frame = encode_ack(seq, self.protocol)
         with self._lock:
             port = self._port
             if port is None:
@@ -154,6 +168,7 @@ class SerialDiceReader(DiceReader):
                 fault=self._fault,
                 counters=dict(self._decoder.counters),
                 port=self.port_url,
+                reason=self._reason,
             )
 
     # -- the reader thread ----------------------------------------------------------
@@ -167,19 +182,23 @@ class SerialDiceReader(DiceReader):
         except Exception:  # the queue's problem must not end the reader
             log.exception("posting %r failed", command)
 
-    def _set_fault(self, code: str) -> None:
+    def _set_fault(self, code: str, reason: str | None = None) -> None:
         with self._lock:
+            self._reason = reason
             if self._fault == code:
                 return
             self._fault = code
-        log.warning("dice reader fault %s on %s", code, self.port_url)
+        if reason:
+            log.warning("dice reader fault %s on %s: %s", code, self.port_url, reason)
+        else:
+            log.warning("dice reader fault %s on %s", code, self.port_url)
         self._emit(ReaderFault(code=code, actor=READER, at=now_iso()))
 
     def _clear_fault(self) -> None:
         with self._lock:
             if self._fault is None:
                 return
-            was, self._fault = self._fault, None
+            was, self._fault, self._reason = self._fault, None, None
         log.info("dice reader fault %s cleared on %s", was, self.port_url)
         self._emit(ReaderOk(actor=READER, at=now_iso()))
 
@@ -191,34 +210,53 @@ class SerialDiceReader(DiceReader):
                 port.close()
 
     def _supervise(self) -> None:
+        """The thread: open, read, and on any failure a fault with its reason, then again."""
         backoff = self.backoff_s
         while not self._stopping.is_set():
+            opened = lost = False
             try:
                 port = open_port(self.port_url, self.baud, self.read_timeout_s, self._open_fn)
-            except HardwareError as exc:
-                log.debug("%s", exc)
-                self._set_fault(PORT_LOST)
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, self.backoff_max_s)
-                continue
-            backoff = self.backoff_s
-            self._decoder.reset()
-            with self._lock:
-                self._port = port
-            self._last_good = time.monotonic()
-            try:
+                opened = True
+                self._decoder.reset()
+                with self._lock:
+                    self._port = port
+                self._last_good = time.monotonic()
                 self._read(port)
-            except Exception as exc:  # unplugged, or a bug: log, reopen, go on
-                if isinstance(exc, OSError):
-                    log.warning("dice reader port %s lost: %s", self.port_url, exc)
-                else:
-                    log.exception("dice reader on %s failed; reopening", self.port_url)
+            except BaseException as exc:  # whatever it is, the table must hear of it
                 self._close()
-                if not self._stopping.is_set():
-                    self._set_fault(PORT_LOST)
-                    self.reopens += 1
-                    self._stopping.wait(backoff)
+                if self._stopping.is_set():
+                    break
+                self._failed(exc)
+                if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: not ours
+                    raise
+                lost = opened and isinstance(exc, OSError)
+            if opened:
+                self.reopens += 1
+            if lost:  # a working port that went away: try again soon
+                backoff = self.backoff_s
+            self._stopping.wait(backoff)
+            if not lost:  # it would not open, or the driver failed: back off further
+                backoff = min(backoff * 2, self.backoff_max_s)
         self._close()
+
+    def _failed(self, exc: BaseException) -> None:
+        """Turn what ended a session into a fault with its reason (and a log line)."""
+        if isinstance(exc, HardwareError) and not isinstance(exc.__cause__, OSError | None):
+            # the port refused a setting (pyserial's OverflowError on a huge baud rate)
+            if str(exc) != self._reason:
+                log.error("dice reader on %s cannot start: %s", self.port_url, exc)
+            self._set_fault(DRIVER_ERROR, str(exc))
+        elif isinstance(exc, HardwareError):  # the port would not open: open_port says why
+            log.debug("%s", exc)
+            self._set_fault(PORT_LOST, str(exc))
+        elif isinstance(exc, OSError):  # unplugged, the adapter gone
+            log.warning("dice reader port %s lost: %s", self.port_url, exc)
+            self._set_fault(PORT_LOST, f"serial port {self.port_url} lost: {exc}")
+        else:  # a bug or an impossible setting: never silent (the trace once per reason)
+            reason = f"{type(exc).__name__}: {exc}"
+            if reason != self._reason:
+                log.error("dice reader on %s failed; restarting it", self.port_url, exc_info=exc)
+            self._set_fault(DRIVER_ERROR, reason)
 
     def _read(self, port: Any) -> None:
         while not self._stopping.is_set():
@@ -253,7 +291,9 @@ class SerialDiceReader(DiceReader):
             self._clear_fault()
             return
         fault = self._fault
-        if fault in (HEARTBEAT, PORT_LOST) or (fault is not None and frame.kind == "HELLO"):
+        if fault in (HEARTBEAT, PORT_LOST, DRIVER_ERROR) or (
+            fault is not None and frame.kind == "HELLO"
+        ):
             self._clear_fault()  # frames flow again / the reader restarted
         command = command_for(frame, at)
         if command is not None:

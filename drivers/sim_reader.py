@@ -201,7 +201,8 @@ class SimulatedReader:
     ``script``: dice thrown first, in order. ``heartbeat_s``: HB period (None:
     none). ``retransmit_s``: repeat period of an un-ACKed ROLL. ``link``: with
     the pty transport, a symlink kept pointing at the current slave (a stable
-    port across :meth:`unplug`/:meth:`replug`).
+    port across :meth:`unplug`/:meth:`replug`). ``protocol``: the SPEC §4 protocol it
+    speaks, 2 (CRC-16, the default) or 1 (XOR, older readers).
     """
 
     def __init__(
@@ -219,7 +220,9 @@ class SimulatedReader:
         link: str | Path | None = None,
         hello: bool = True,
         tick_s: float = 0.005,
+        protocol: int = codec.DEFAULT_PROTOCOL,
     ) -> None:
+        codec.check_protocol(protocol)
         if transport not in TRANSPORTS:
             raise ValueError(f"transport must be one of {TRANSPORTS}, not {transport!r}")
         for d1, d2 in script:
@@ -232,6 +235,7 @@ class SimulatedReader:
         self.model = model
         self.firmware = firmware
         self.tick_s = tick_s
+        self.protocol = protocol
         self._hello_at_start = hello
         self._random = random.Random(seed)
         self._script: deque[tuple[int, int]] = deque(script)
@@ -248,7 +252,7 @@ class SimulatedReader:
         self._plugged = False
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._decoder = codec.FrameDecoder()
+        self._decoder = codec.FrameDecoder(protocol=protocol)
         self.acked: list[int] = []
         """Every ACK seq received, in order (including ACKs of copies)."""
         self.transmissions: dict[int, int] = {}
@@ -296,7 +300,7 @@ class SimulatedReader:
 
     def throw(self, d1: int, d2: int) -> None:
         """A throw the reader reads as ``d1 d2``: sent now, or after the pending roll's ACK."""
-        codec.encode_roll(0, d1, d2)
+        codec.encode_roll(0, d1, d2, self.protocol)
         with self._lock:
             self._queue.append(_Roll(d1, d2))
 
@@ -304,7 +308,7 @@ class SimulatedReader:
         """Restart: numbering starts again at 0 with a HELLO."""
         with self._lock:
             self._seq = 0
-            self._send(codec.encode_hello(0, self.model, self.firmware))
+            self._send(codec.encode_hello(0, self.model, self.firmware, self.protocol))
             if self._pending is not None:  # the result still lies on the table: re-report it
                 self._queue.appendleft(_Roll(self._pending.d1, self._pending.d2))
                 self._pending = None
@@ -312,22 +316,22 @@ class SimulatedReader:
     def noroll(self, reason: str = "COCKED") -> None:
         """An invalid throw (COCKED, OFFTABLE, ONEDIE, ...)."""
         with self._lock:
-            self._send(codec.encode_noroll(self._next_seq(), reason))
+            self._send(codec.encode_noroll(self._next_seq(), reason, self.protocol))
 
     def fault(self, code: str = "CAMERA") -> None:
         """The reader raises a fault."""
         with self._lock:
-            self._send(codec.encode_fault(self._next_seq(), code))
+            self._send(codec.encode_fault(self._next_seq(), code, self.protocol))
 
     def clear_fault(self) -> None:
         """The reader's fault is cleared (OK frame)."""
         with self._lock:
-            self._send(codec.encode_ok(self._next_seq()))
+            self._send(codec.encode_ok(self._next_seq(), self.protocol))
 
     def heartbeat(self) -> None:
         """One heartbeat now."""
         with self._lock:
-            self._send(codec.encode_hb(self._next_seq()))
+            self._send(codec.encode_hb(self._next_seq(), self.protocol))
 
     def send_raw(self, data: bytes) -> None:
         """Put ``data`` on the line as is (line noise, a half frame, anything)."""
@@ -343,10 +347,18 @@ class SimulatedReader:
     def send_bad_checksum(self, d1: int = 3, d2: int = 4) -> None:
         """A ROLL frame whose checksum is wrong (must never be applied)."""
         with self._lock:
-            frame = codec.encode_roll(self._next_seq(), d1, d2)
+            frame = codec.encode_roll(self._next_seq(), d1, d2, self.protocol)
             star = frame.rindex(b"*")
-            wrong = f"{int(frame[star + 1 : star + 3], 16) ^ 0xFF:02X}".encode()
+            digits = codec.CHECKSUM_DIGITS[self.protocol]
+            good = int(frame[star + 1 : star + 1 + digits], 16)
+            wrong = f"{good ^ 0xFF:0{digits}X}".encode()
             self._send(frame[: star + 1] + wrong + b"\r\n")
+
+    def roll_frame(self, seq: int, d1: int, d2: int) -> None:
+        """A ROLL frame with the given ``seq`` sent now, outside the ACK discipline
+        (a faulty reader that reuses a seq; a test of SEQ_CONFLICT)."""
+        with self._lock:
+            self._send(codec.encode_roll(seq, d1, d2, self.protocol))
 
     def silence(self, seconds: float | None = None) -> None:
         """Say nothing (no heartbeat, no repeats) for ``seconds``, or until :meth:`speak`."""
@@ -437,7 +449,9 @@ class SimulatedReader:
             if pending is None and self._queue:
                 pending = self._pending = self._queue.popleft()
                 pending.seq = self._next_seq()
-                pending.frame = codec.encode_roll(pending.seq, pending.d1, pending.d2)
+                pending.frame = codec.encode_roll(
+                    pending.seq, pending.d1, pending.d2, self.protocol
+                )
                 pending.sent_at = 0.0
             due = pending is not None and (
                 pending.sent_at == 0.0 or now - pending.sent_at >= self.retransmit_s
@@ -447,7 +461,7 @@ class SimulatedReader:
                 pending.sent_at = now
                 self.transmissions[pending.seq] = self.transmissions.get(pending.seq, 0) + 1
             if self.heartbeat_s is not None and now - self._last_tx >= self.heartbeat_s:
-                self._send(codec.encode_hb(self._next_seq()))
+                self._send(codec.encode_hb(self._next_seq(), self.protocol))
 
     def _auto_throw(self, now: float) -> None:
         if self._pending is not None or self._queue or now < self._next_auto:

@@ -1,8 +1,9 @@
 """Dealer commands and ``status``: clients of the running service's control socket.
 
 ``firebet status [--json]``, ``roll D1 D2``, ``void``, ``surrender``,
-``bet POS AMOUNT``, ``cancel POS``, ``ack``, and the technician's
-``diagnostics on|off``. Exit 0 when done, 1 when the
+``bet POS AMOUNT``, ``cancel POS``, ``ack``, ``held`` (reader rolls held after
+manual entry: ``held`` lists them, ``held apply N`` / ``held discard N`` decides
+one), and the technician's ``diagnostics on|off``. Exit 0 when done, 1 when the
 service refused (the reason on stderr), 2 for bad usage, 3 when the service
 cannot be reached.
 """
@@ -19,6 +20,7 @@ from controller.cli.display import count, render_status
 from controller.cli.watch import watch
 from controller.control.client import ControlClient
 from controller.control.protocol import ROLES, Role
+from controller.core.errors import UsageError
 
 
 def client_for(args: argparse.Namespace) -> ControlClient:
@@ -130,6 +132,33 @@ def ack(args: argparse.Namespace) -> int:
     return _finish(call(args, "ack"), "surveillance alert acknowledged")
 
 
+def held(args: argparse.Namespace) -> int:
+    """``firebet held [apply N | discard N]``: list the held reader rolls, or decide one."""
+    if args.action is None:
+        reply = call(args, "status")
+        if "held_rolls" not in reply:
+            print(f"firebet: {reply.get('error', 'no status from the service')}", file=sys.stderr)
+            return 1
+        rolls = reply["held_rolls"]
+        if not rolls:
+            print("no reader roll is held")
+            return 0
+        print("reader rolls held after manual entry (firebet held apply N / discard N):")
+        for h in rolls:
+            d1, d2 = h["dice"]
+            print(f"  {h['number']}: {d1} {d2}  (reader seq {h['seq']}, {h['at']})")
+        return 0
+    if args.number is None:
+        raise UsageError(f"held {args.action}: which held roll? give its number N")
+    op = f"held-{args.action}"
+    done = (
+        f"held roll {args.number} applied"
+        if args.action == "apply"
+        else f"held roll {args.number} discarded: it does not count"
+    )
+    return _finish(call(args, op, number=args.number), done)
+
+
 def diagnostics(args: argparse.Namespace) -> int:
     op = f"diagnostics-{args.switch}"
     done = (
@@ -155,6 +184,12 @@ def _position(text: str) -> int:
 def _amount(text: str) -> int:
     if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"a wager is whole dollars, at least 1, not {text!r}")
+    return int(text)
+
+
+def _held_number(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a held roll's number is from 1, not {text!r}")
     return int(text)
 
 
@@ -193,5 +228,14 @@ def register(subparsers: Any) -> None:
     p = add("cancel", cancel, "take back the fire bet on position POS while betting is open")
     p.add_argument("position", type=_position, metavar="POS", help="the player's position")
     add("ack", ack, "acknowledge the surveillance alert")
+    p = add(
+        "held",
+        held,
+        "reader rolls held after manual entry: list them, or apply / discard one by number",
+    )
+    p.add_argument("action", nargs="?", choices=("apply", "discard"), help="what to do")
+    p.add_argument(
+        "number", nargs="?", type=_held_number, metavar="N", help="the held roll's number"
+    )
     p = add("diagnostics", diagnostics, "technician: pause the game for tests (on) or resume (off)")
     p.add_argument("switch", choices=("on", "off"), help="on: pause the game; off: resume")

@@ -14,6 +14,8 @@ clicks the surveillance relay (warn the surveillance room first).
 
 A missing or forbidden port or GPIO prints which port or pin and the fix, exit 1.
 Run them with the service stopped: they open the port and the pins themselves.
+``diag reader`` opens the port exclusively, as the service does: while the service
+holds it, it refuses and says so (two readers would split the byte stream).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from controller.cli import options
 from controller.core.config import Config
 from controller.core.errors import HardwareError
 from controller.core.lamps import Effect, Outputs
-from drivers.codec import VERDICTS, Frame, FrameDecoder, encode_ack
+from drivers.codec import DEFAULT_PROTOCOL, VERDICTS, Frame, FrameDecoder, encode_ack
 
 
 def register(subparsers: Any) -> None:
@@ -56,6 +58,12 @@ def register(subparsers: Any) -> None:
         if name == "reader":
             t.add_argument("--serial", metavar="URL", help="port or pyserial URL (reader.port)")
             t.add_argument("--ack", action="store_true", help="ACK every good ROLL")
+            t.add_argument(
+                "--protocol",
+                type=int,
+                choices=(1, 2),
+                help="reader protocol: 2 (CRC-16) or 1 (XOR); default reader.protocol",
+            )
         else:
             t.add_argument(
                 "--pin-factory",
@@ -123,13 +131,14 @@ def monitor_reader(
     count: int | None = None,
     ack: bool = False,
     stop: threading.Event | None = None,
+    protocol: int = DEFAULT_PROTOCOL,
 ) -> tuple[dict[str, int], str | None]:
     """Print frames from an open ``port`` until ``count`` frames, ``stop`` or Ctrl-C.
 
     Returns the counts per verdict and the error that ended it (a lost port), if any.
     """
     stop = stop if stop is not None else threading.Event()
-    decoder = FrameDecoder()
+    decoder = FrameDecoder(protocol=protocol)
     seen = 0
     error: str | None = None
     try:
@@ -146,7 +155,7 @@ def monitor_reader(
                 _emit(out, json.dumps(frame.to_json()) if as_json else frame_line(frame))
                 if ack and frame.ok and frame.kind == "ROLL" and frame.seq is not None:
                     with contextlib.suppress(OSError):
-                        port.write(encode_ack(frame.seq))
+                        port.write(encode_ack(frame.seq, protocol))
                 if count is not None and seen >= count:
                     break
     except KeyboardInterrupt:
@@ -169,12 +178,19 @@ def run_reader(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out if out is not None else sys.stdout
     cfg = options.load(args)
     url = args.serial or cfg.reader.port
-    port = open_port(url, cfg.reader.baud, timeout=0.1)
+    protocol = args.protocol if args.protocol is not None else cfg.reader.protocol
+    port = open_port(url, cfg.reader.baud, timeout=0.1)  # exclusive: refused beside the service
     stop = threading.Event()
     try:
         with _stop_on_sigterm(stop):
             counters, error = monitor_reader(
-                port, out, as_json=args.json, count=args.count, ack=args.ack, stop=stop
+                port,
+                out,
+                as_json=args.json,
+                count=args.count,
+                ack=args.ack,
+                stop=stop,
+                protocol=protocol,
             )
     finally:
         with contextlib.suppress(Exception):
@@ -276,7 +292,13 @@ def watch_buttons(
     presses = 0
     started = time.monotonic()
     lock = threading.Lock()
-    pins = {"void": cfg.buttons.void, "surrender": cfg.buttons.surrender, "ack": cfg.buttons.ack}
+    pins = {
+        "void": cfg.buttons.void,
+        "surrender": cfg.buttons.surrender,
+        "ack": cfg.buttons.ack,
+        "apply_held": cfg.buttons.apply_held,
+        "discard_held": cfg.buttons.discard_held,
+    }
 
     def seen(name: str, what: str) -> None:
         nonlocal presses

@@ -20,6 +20,7 @@ MODE_STYLE = {
     "reader_fault": "bold yellow",
     "diagnostics": "bold cyan",
     "halted": "bold white on red",
+    "storage_fault": "bold white on magenta",
 }
 
 
@@ -89,6 +90,15 @@ def render_status(
     if status.get("storage_fault"):
         parts.append(
             Text(f"JOURNAL CANNOT BE WRITTEN: {status['storage_fault']}", style="bold red")
+        )
+    held = status.get("held_rolls") or []
+    if held:
+        listed = ", ".join(f"{h['number']}: {h['dice'][0]} {h['dice'][1]}" for h in held)
+        parts.append(
+            Text(
+                f"HELD READER ROLLS (firebet held apply N / discard N): {listed}",
+                style="bold yellow",
+            )
         )
     confirmed = status.get("surveillance_confirmed")
     if status.get("surveillance_alert") and confirmed:

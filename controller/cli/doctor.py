@@ -161,6 +161,8 @@ class Doctor:
         fix = {
             "halted": "firebet journal verify, deal with the cause, then firebet clear-halt",
             "reader_fault": "see the serial check below; firebet diag reader",
+            "storage_fault": "free disk space in the state directory or fix the read-only "
+            "file system; play resumes by itself (runbook: Disk full or read-only)",
         }.get(str(mode), "")
         self.add("service", mode == "running", f"answering on {path}: mode {mode}", fix)
 
@@ -200,12 +202,13 @@ class Doctor:
                 _group_fix("dialout"),
             )
             return
-        try:
-            import serial
+        from controller.core.errors import HardwareError
+        from drivers.serial_reader import open_port
 
-            serial.serial_for_url(port, baudrate=self.config.reader.baud, timeout=0.1).close()
-        except Exception as exc:
-            self.add("serial", False, f"{port} cannot be opened: {exc}", "firebet diag reader")
+        try:
+            open_port(port, self.config.reader.baud, timeout=0.1).close()
+        except HardwareError as exc:
+            self.add("serial", False, str(exc), "firebet diag reader")
             return
         self.add("serial", True, f"{port} opens at {self.config.reader.baud} baud")
 

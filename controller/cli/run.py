@@ -12,7 +12,7 @@ from typing import Any
 
 from controller.cli import logs
 from controller.cli import options as paths
-from controller.core.errors import UsageError
+from controller.core.errors import ConfigError, UsageError
 from controller.service.controller import Controller
 from drivers.pins import make_pin_factory
 from drivers.serial_reader import SerialDiceReader
@@ -53,24 +53,38 @@ def run(args: argparse.Namespace) -> int:
     config = paths.load(args)
     logs.configure(table=config.table.id)  # time-stamped lines, or journald's fields
     state = paths.state_dir(args.state_dir)
+    socket_path = paths.socket_path(config, args.socket, state)
+    folder = socket_path.parent
+    if not folder.is_dir() and folder.resolve() != state.resolve():
+        if args.socket:
+            raise UsageError(f"--socket {args.socket}: the folder {folder} does not exist")
+        raise ConfigError(config.source, "control.socket", f"the folder {folder} does not exist")
     device: SimulatedReader | None = None
     if args.simulated_reader:
         # a fake reader device on a pseudo-terminal: the real driver reads it unchanged
         state.mkdir(parents=True, exist_ok=True)
         device = SimulatedReader(
-            seed=args.sim_seed, interval_s=args.sim_interval, link=state / SIM_READER_LINK
+            seed=args.sim_seed,
+            interval_s=args.sim_interval,
+            link=state / SIM_READER_LINK,
+            protocol=config.reader.protocol,
         ).start()
         port = device.port
     else:
         port = args.serial or config.reader.port
     try:
-        reader = SerialDiceReader(port, config.reader.baud, config.reader.heartbeat_timeout_s)
+        reader = SerialDiceReader(
+            port,
+            config.reader.baud,
+            config.reader.heartbeat_timeout_s,
+            protocol=config.reader.protocol,
+        )
         controller = Controller(
             config,
             state,
             reader=reader,
             pin_factory=make_pin_factory(args.pin_factory),
-            socket_path=paths.socket_path(config, args.socket, state),
+            socket_path=socket_path,
             simulated_reader=device,
         )
         install_signal_handlers(controller)

@@ -31,7 +31,16 @@ from rich.live import Live
 
 from controller.cli import options as paths
 from controller.cli.display import count, paid_line, render_status
-from controller.core.commands import Ack, Bet, Command, Roll, Surrender, Void
+from controller.core.commands import (
+    Ack,
+    ApplyHeld,
+    Bet,
+    Command,
+    DiscardHeld,
+    Roll,
+    Surrender,
+    Void,
+)
 from controller.core.config import with_broker
 from controller.core.errors import UsageError
 from controller.core.script import parse_script, script_lines
@@ -44,7 +53,7 @@ from drivers.sim_reader import SimulatedReader
 MANUAL_PROMPT = "manual roll (Esc cancels), type the two dice:"
 HELP = (
     "keys: [v]oid  [s]urrender  [a]ck  [t]hrow  [f]ault on/off  [g]arbage  "
-    "[u]nplug/replug  [m]anual roll D1 D2  [q]uit"
+    "[u]nplug/replug  [m]anual roll D1 D2  [h]eld roll apply / [x] discard  [q]uit"
 )
 
 
@@ -75,6 +84,7 @@ class Bench:
             interval_s=None if script else args.interval,
             rolls=args.rolls,
             heartbeat_s=0.5,
+            protocol=self.config.reader.protocol,
         )
         self.recent: list[tuple[int, int]] = []
         self.settlements: list[dict[str, Any]] = []  # this session's, reversed ones taken out
@@ -92,7 +102,10 @@ class Bench:
     def start(self) -> Controller:
         self.device.start()
         reader = SerialDiceReader(
-            self.device.port, self.config.reader.baud, self.config.reader.heartbeat_timeout_s
+            self.device.port,
+            self.config.reader.baud,
+            self.config.reader.heartbeat_timeout_s,
+            protocol=self.config.reader.protocol,
         )
         controller = Controller(
             self.config,
@@ -252,6 +265,10 @@ class Bench:
                 return "reader unplugged"
             self.device.replug()
             return "reader plugged back in"
+        if ch in ("h", "x"):  # the oldest reader roll held after manual entry
+            if ch == "h":
+                return _said(c.submit(ApplyHeld(actor="sim-dealer")), "held roll applied")
+            return _said(c.submit(DiscardHeld(actor="sim-dealer")), "held roll discarded")
         if ch == "m":
             self.manual = ""
             return MANUAL_PROMPT

@@ -86,6 +86,8 @@ ROLES: dict[str, Role] = {
     "bet": Role.DEALER,
     "cancel": Role.DEALER,
     "ack": Role.DEALER,
+    "held-apply": Role.DEALER,
+    "held-discard": Role.DEALER,
     "clear-halt": Role.TECHNICIAN,
     "diagnostics-on": Role.TECHNICIAN,
     "diagnostics-off": Role.TECHNICIAN,

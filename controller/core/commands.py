@@ -104,6 +104,22 @@ class Confirm(Command):
 
 
 @dataclass(frozen=True)
+class ApplyHeld(Command):
+    """Apply the held reader roll ``number`` (None: the oldest one) as a roll."""
+
+    name: ClassVar[str] = "held_apply"
+    number: int | None = None
+
+
+@dataclass(frozen=True)
+class DiscardHeld(Command):
+    """Discard the held reader roll ``number`` (None: the oldest one): never counted."""
+
+    name: ClassVar[str] = "held_discard"
+    number: int | None = None
+
+
+@dataclass(frozen=True)
 class ReaderHello(Command):
     """The dice reader restarted: its sequence numbering starts again."""
 
@@ -144,6 +160,8 @@ COMMANDS: dict[str, type[Command]] = {
         Cancel,
         Ack,
         Confirm,
+        ApplyHeld,
+        DiscardHeld,
         ReaderHello,
         RecordFault,
         ReaderFault,

@@ -8,6 +8,7 @@ naming the file, the key and the reason.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -72,6 +73,25 @@ def _topic_prefix(v: Any) -> str | None:
     return "must be topic levels of letters, digits, '-', '_' or '.' joined by '/'"
 
 
+def _between(lo: float, hi: float, unit: str = "") -> Callable[[Any], str | None]:
+    return lambda v: None if lo <= v <= hi else f"must be between {lo:g} and {hi:g}{unit}"
+
+
+MIN_BAUD, MAX_BAUD = 50, 4_000_000
+"""Serial speeds a UART or USB adapter can run at; pyserial itself takes any number."""
+READER_PROTOCOLS = (1, 2)
+
+
+def _file_name(v: Any) -> str | None:
+    """A path that names a file (``journal.db``, ``db/journal.db``), not a folder."""
+    if not v.strip():
+        return "must not be empty"
+    last = v.replace("\\", "/").rstrip().split("/")[-1]
+    if last in ("", ".", ".."):
+        return "must name a file in the state directory, not a folder"
+    return None
+
+
 SCHEMA: tuple[Key, ...] = (
     Key("table", "id", "str", "table name shown on the display and in the journal", _nonempty),
     Key("table", "game", "str", "craps or mini-craps", _one_of(*GAMES)),
@@ -99,8 +119,21 @@ SCHEMA: tuple[Key, ...] = (
     ),
     Key("firebet", "history_hands", "int", "game recall depth in hands", _at_least(1)),
     Key("reader", "port", "str", "serial device path or pyserial URL", _nonempty),
-    Key("reader", "baud", "int", "serial speed", _positive),
-    Key("reader", "heartbeat_timeout_s", "float", "silence that means a reader fault", _positive),
+    Key("reader", "baud", "int", "serial speed", _between(MIN_BAUD, MAX_BAUD, " baud")),
+    Key(
+        "reader",
+        "heartbeat_timeout_s",
+        "float",
+        "silence that means a reader fault",
+        _between(0.5, 3600, " seconds"),
+    ),
+    Key(
+        "reader",
+        "protocol",
+        "int",
+        "reader protocol: 2 (CRC-16) or 1 (XOR, older readers)",
+        lambda v: None if v in READER_PROTOCOLS else "must be 1 or 2",
+    ),
     Key("lights", "markers", "int_table", "point number -> BCM pin of its marker"),
     Key("lights", "status", "int", "BCM pin of the status LED", _pin),
     Key("lights", "surveillance", "int", "BCM pin of the surveillance relay", _pin),
@@ -108,14 +141,16 @@ SCHEMA: tuple[Key, ...] = (
     Key("buttons", "void", "int", "BCM pin of the void button", _pin),
     Key("buttons", "surrender", "int", "BCM pin of the surrender button", _pin),
     Key("buttons", "ack", "int", "BCM pin of the acknowledge button", _pin),
+    Key("buttons", "apply_held", "int", "BCM pin: apply the oldest held reader roll", _pin),
+    Key("buttons", "discard_held", "int", "BCM pin: discard the oldest held reader roll", _pin),
     Key(
         "buttons",
         "hold_s",
         "float",
         "seconds a button must be held",
-        lambda v: None if v >= 0 else "must not be negative",
+        _between(0, 30, " seconds"),
     ),
-    Key("journal", "path", "str", "journal file, relative to the state directory", _nonempty),
+    Key("journal", "path", "str", "journal file, relative to the state directory", _file_name),
     Key("journal", "snapshot_every", "int", "records between snapshots", _at_least(1)),
     Key("control", "socket", "str", "control socket path", _nonempty),
     Key("control", "dealer_group", "str", "group allowed dealer actions", _nonempty),
@@ -171,6 +206,7 @@ class ReaderConfig:
     port: str
     baud: int
     heartbeat_timeout_s: float
+    protocol: int = 2
 
 
 @dataclass(frozen=True)
@@ -187,6 +223,8 @@ class ButtonsConfig:
     surrender: int
     ack: int
     hold_s: float
+    apply_held: int = 23
+    discard_held: int = 24
 
 
 @dataclass(frozen=True)
@@ -271,6 +309,8 @@ class Config:
         pins["buttons.void"] = self.buttons.void
         pins["buttons.surrender"] = self.buttons.surrender
         pins["buttons.ack"] = self.buttons.ack
+        pins["buttons.apply_held"] = self.buttons.apply_held
+        pins["buttons.discard_held"] = self.buttons.discard_held
         return pins
 
 
@@ -315,6 +355,8 @@ def _typecheck(key: Key, value: Any, source: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise bad("a number")
         value = float(value)
+        if not math.isfinite(value):
+            raise bad("a finite number")
     elif key.kind == "bool":
         if not isinstance(value, bool):
             raise bad("true or false")
@@ -364,9 +406,19 @@ def load_config(path: str | Path | None = None) -> Config:
     if path is not None:
         source = str(path)
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            data = Path(path).read_bytes()
         except OSError as exc:
             raise ConfigError(source, "", f"cannot read the file: {exc.strerror or exc}") from exc
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data[: exc.start].count(b"\n") + 1
+            raise ConfigError(
+                source,
+                f"line {line}",
+                f"the file is not UTF-8 text (byte 0x{data[exc.start]:02X} at offset "
+                f"{exc.start}); save it as UTF-8",
+            ) from None
         user = _read_toml(text, source)
     values: dict[str, dict[str, tuple[Any, str]]] = {}
     _merge(values, defaults, "config/table.toml")
@@ -563,7 +615,10 @@ def _build(values: dict[str, dict[str, tuple[Any, str]]], source: str) -> Config
         preset=preset,
         history_hands=v("firebet", "history_hands"),
         reader=ReaderConfig(
-            v("reader", "port"), v("reader", "baud"), v("reader", "heartbeat_timeout_s")
+            v("reader", "port"),
+            v("reader", "baud"),
+            v("reader", "heartbeat_timeout_s"),
+            v("reader", "protocol"),
         ),
         lights=LightsConfig(
             dict(markers),
@@ -576,6 +631,8 @@ def _build(values: dict[str, dict[str, tuple[Any, str]]], source: str) -> Config
             v("buttons", "surrender"),
             v("buttons", "ack"),
             v("buttons", "hold_s"),
+            v("buttons", "apply_held"),
+            v("buttons", "discard_held"),
         ),
         journal=JournalConfig(v("journal", "path"), v("journal", "snapshot_every")),
         control=ControlConfig(

@@ -20,10 +20,12 @@ from controller.core.commands import (
     ROLL_SOURCES,
     SURRENDER_KINDS,
     Ack,
+    ApplyHeld,
     Bet,
     Cancel,
     Command,
     Confirm,
+    DiscardHeld,
     ReaderFault,
     ReaderHello,
     ReaderOk,
@@ -41,18 +43,25 @@ from controller.core.events import (
     DuplicateRoll,
     Event,
     FaultRecorded,
+    HeldRollApplied,
+    HeldRollDiscarded,
     NewDifferentPoint,
     NewHand,
     ReaderRestarted,
     Refused,
     RollAccepted,
+    RollHeld,
     RollVoided,
+    SeqConflict,
     Settlement,
     Surrendered,
     SurveillanceAlert,
     SurveillanceConfirmed,
 )
-from controller.core.state import Phase, TableState, fold_all
+from controller.core.state import HeldRoll, Phase, TableState, fold_all
+
+# a held reader roll is applied as a roll of its own source, never sent from outside
+_HELD_SOURCES = frozenset({"held"})
 
 
 class _QuietOverrides(logging.Filter):
@@ -255,6 +264,8 @@ class Engine:
             return self._void(state, command)
         if isinstance(command, Surrender):
             return self._surrender(state, command)
+        if isinstance(command, ApplyHeld | DiscardHeld):
+            return self._resolve_held(state, command)
         if isinstance(command, Ack):
             if not state.surveillance_alert:
                 return [Refused("ack", "there is no surveillance alert to acknowledge")]
@@ -280,13 +291,21 @@ class Engine:
         return "betting is closed: the come-out roll was thrown"
 
     # rolls ----------------------------------------------------------------------
-    def _roll(self, state: TableState, cmd: Roll) -> tuple[Event, ...]:
+    def _roll(
+        self, state: TableState, cmd: Roll, sources: frozenset[str] = ROLL_SOURCES
+    ) -> tuple[Event, ...]:
         c = cmd.__dict__
         d1, d2, seq = c["d1"], c["d2"], c["seq"]
         whole = type(d1) is int and type(d2) is int
         # a roll without a reader seq or a time (scripts, simulations) that only moves the
         # hand makes the same event in the same situation: made once, then looked up
-        batch = whole and seq is None and not c["at"] and not state.betting_open
+        batch = (
+            whole
+            and seq is None
+            and not c["at"]
+            and not state.betting_open
+            and c["source"] != "reader"
+        )
         if batch:
             key = (state.phase, state.point, d1, d2, c["source"], c["actor"])
             made = self._made.get(key)
@@ -298,13 +317,26 @@ class Engine:
         if rule is None:
             label, die = ("die 1", d1) if not (_is_int(d1) and 1 <= d1 <= 6) else ("die 2", d2)
             return (Refused("roll", f"{label} shows {die!r}: a die shows 1 to 6"),)
-        if c["source"] not in ROLL_SOURCES:
+        if c["source"] not in sources:
             return (Refused("roll", f"unknown roll source {c['source']!r}"),)
+        if c["source"] == "reader" and state.reader_conflict is not None:
+            return (
+                Refused(
+                    "roll",
+                    f"the dice reader is in fault (SEQ_CONFLICT at seq {state.reader_conflict}): "
+                    "its rolls are refused until it restarts (HELLO); enter rolls by hand",
+                ),
+            )
         if seq is not None:
             if not _is_int(seq) or not 0 <= seq <= 65535:
                 return (Refused("roll", f"reader sequence {seq!r} is not 0..65535"),)
             if seq == state.reader_seq:
-                return (DuplicateRoll(seq),)
+                recorded = state.reader_dice
+                if recorded is None or recorded == (d1, d2):
+                    return (DuplicateRoll(seq),)
+                return (SeqConflict(seq, recorded[0], recorded[1], d1, d2, at=c["at"]),)
+        if c["source"] == "reader" and state.hold_reader:
+            return (RollHeld(state.held_next, seq, d1, d2, at=c["at"]),)
         total, outcome, phase, point = rule
         accepted = RollAccepted(
             d1, d2, total, outcome, phase, point, c["source"], seq, c["actor"], c["at"]
@@ -352,6 +384,25 @@ class Engine:
             wagers=dict(sorted(state.bets.items())),
             immediate=immediate,
         )
+
+    # reader rolls held after manual entry ---------------------------------------
+    def _resolve_held(self, state: TableState, cmd: ApplyHeld | DiscardHeld) -> list[Event]:
+        """Apply (as a roll, now) or discard one held reader roll; the dealer decides."""
+        verb = "apply" if isinstance(cmd, ApplyHeld) else "discard"
+        if not state.held:
+            return [Refused(cmd.name, f"no reader roll is held: nothing to {verb}")]
+        held: HeldRoll | None = state.held[0]
+        if cmd.number is not None:
+            held = next((h for h in state.held if h.number == cmd.number), None)
+        if held is None:
+            waiting = ", ".join(str(h.number) for h in state.held)
+            return [Refused(cmd.name, f"no held roll {cmd.number!r} (held: {waiting})")]
+        n, seq, d1, d2 = held.number, held.seq, held.d1, held.d2
+        if isinstance(cmd, DiscardHeld):
+            return [HeldRollDiscarded(n, seq, d1, d2, actor=cmd.actor, at=cmd.at)]
+        roll = Roll(d1, d2, source="held", actor=cmd.actor, at=cmd.at)
+        applied = HeldRollApplied(n, seq, d1, d2, actor=cmd.actor, at=cmd.at)
+        return [applied, *self._roll(state, roll, _HELD_SOURCES)]
 
     # wagers ---------------------------------------------------------------------
     def _position_problem(self, position: object) -> str | None:

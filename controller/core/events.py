@@ -230,6 +230,63 @@ class RollVoided(Event):
 
 
 @dataclass(frozen=True)
+class SeqConflict(Event):
+    """A ROLL with the seq of the last reader roll but other dice: not applied, not ACKed.
+
+    The reader is in fault (``SEQ_CONFLICT``) until it says HELLO; both dice are kept.
+    """
+
+    kind: ClassVar[str] = "seq_conflict"
+    seq: int
+    recorded_d1: int
+    recorded_d2: int
+    d1: int
+    d2: int
+    at: str = ""
+
+
+@dataclass(frozen=True)
+class RollHeld(Event):
+    """A reader roll after manual entry: recorded (and ACKed) but held for the dealer.
+
+    ``number`` names it for ``firebet held apply N`` / ``discard N``.
+    """
+
+    kind: ClassVar[str] = "roll_held"
+    number: int
+    seq: int | None
+    d1: int
+    d2: int
+    at: str = ""
+
+
+@dataclass(frozen=True)
+class HeldRollApplied(Event):
+    """The dealer applied held roll ``number``: the roll events that follow are its."""
+
+    kind: ClassVar[str] = "held_applied"
+    number: int
+    seq: int | None
+    d1: int
+    d2: int
+    actor: str = "dealer"
+    at: str = ""
+
+
+@dataclass(frozen=True)
+class HeldRollDiscarded(Event):
+    """The dealer discarded held roll ``number`` (a throw already entered by hand)."""
+
+    kind: ClassVar[str] = "held_discarded"
+    number: int
+    seq: int | None
+    d1: int
+    d2: int
+    actor: str = "dealer"
+    at: str = ""
+
+
+@dataclass(frozen=True)
 class FaultRecorded(Event):
     """A fault was counted on the meters."""
 
@@ -256,6 +313,10 @@ EVENTS: dict[str, type[Event]] = {
         BetCancelled,
         RollVoided,
         FaultRecorded,
+        SeqConflict,
+        RollHeld,
+        HeldRollApplied,
+        HeldRollDiscarded,
     )
 }
 

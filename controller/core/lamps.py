@@ -7,7 +7,9 @@ leaving diagnostics) re-derives every marker from the journal.
 
 Effects: ``off``, ``on`` (steady), ``pulse`` (the newest marker breathes),
 ``blink`` (status lamp during a reader fault), ``fault`` (the halted pattern on
-every marker and the status lamp), ``celebrate`` (quick flash of the lit markers
+every marker and the status lamp), ``wink`` (status lamp in a storage fault: a short
+flash once a second, the markers still showing the game), ``celebrate`` (quick flash of
+the lit markers
 when the 4th, 5th or 6th different point is made).
 """
 
@@ -29,6 +31,7 @@ class Mode(StrEnum):
     READER_FAULT = "reader_fault"
     DIAGNOSTICS = "diagnostics"
     HALTED = "halted"
+    STORAGE_FAULT = "storage_fault"
 
 
 class Effect(StrEnum):
@@ -40,6 +43,7 @@ class Effect(StrEnum):
     BLINK = "blink"
     FAULT = "fault"
     CELEBRATE = "celebrate"
+    WINK = "wink"
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,9 @@ def desired_outputs(view: LightsView, points: Iterable[int] = POINT_NUMBERS) -> 
             markers[p] = Effect.PULSE
         else:
             markers[p] = Effect.ON
-    status = Effect.BLINK if view.mode == Mode.READER_FAULT else Effect.ON
+    status = {Mode.READER_FAULT: Effect.BLINK, Mode.STORAGE_FAULT: Effect.WINK}.get(
+        view.mode, Effect.ON
+    )
     return Outputs(markers, status, relay)
 
 

@@ -1,9 +1,10 @@
 """The table state: a plain value, folded from events, serialised to JSON and back.
 
 Equality compares the game (phase, point, hand, points, wagers, alert, rolls).
-The meters, the void buffer and the reader's last sequence number are
-bookkeeping carried along with it; they are kept and serialised but a void does
-not wind them back, so equality ignores them.
+The meters, the void buffer, the reader's last sequence number and dice, a
+sequence conflict, and the reader rolls held after manual entry are bookkeeping
+carried along with it; they are kept and serialised but a void does not wind
+them back, so equality ignores them.
 """
 
 from __future__ import annotations
@@ -21,12 +22,16 @@ from controller.core.events import (
     DuplicateRoll,
     Event,
     FaultRecorded,
+    HeldRollApplied,
+    HeldRollDiscarded,
     NewDifferentPoint,
     NewHand,
     ReaderRestarted,
     Refused,
     RollAccepted,
+    RollHeld,
     RollVoided,
+    SeqConflict,
     Settlement,
     Surrendered,
     SurveillanceAlert,
@@ -108,6 +113,30 @@ class Meters:
 
 
 @dataclass(frozen=True)
+class HeldRoll:
+    """A reader roll held for the dealer after manual entry (SPEC §2)."""
+
+    number: int
+    seq: int | None
+    d1: int
+    d2: int
+    at: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """``status --json`` ``held_rolls`` item."""
+        return {
+            "number": self.number,
+            "seq": self.seq,
+            "dice": [self.d1, self.d2],
+            "at": self.at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> HeldRoll:
+        return cls(d["number"], d["seq"], d["dice"][0], d["dice"][1], d.get("at", ""))
+
+
+@dataclass(frozen=True)
 class TableState:
     """The fire-bet table at one instant. Never mutated: every change makes a new value."""
 
@@ -127,6 +156,11 @@ class TableState:
     last_roll: tuple[int, int] | None = None
     rolls: int = 0  # accepted rolls, all hands
     reader_seq: int | None = field(default=None, compare=False)
+    reader_dice: tuple[int, int] | None = field(default=None, compare=False)
+    reader_conflict: int | None = field(default=None, compare=False)  # seq, until HELLO
+    hold_reader: bool = field(default=False, compare=False)  # a roll was keyed by hand
+    held: tuple[HeldRoll, ...] = field(default=(), compare=False)
+    held_next: int = field(default=1, compare=False)
     meters: Meters = field(default_factory=Meters, compare=False)
     undo: TableState | None = field(default=None, compare=False, repr=False)
     last_settlement: Settlement | None = field(default=None, compare=False, repr=False)
@@ -159,12 +193,29 @@ class TableState:
             "last_roll": list(self.last_roll) if self.last_roll else None,
             "rolls": self.rolls,
             "reader_seq": self.reader_seq,
+            **self._reader_dict(),
             "meters": self.meters.to_dict(self.rolls),
             "undo": self.undo.to_dict() if self.undo is not None else None,
             "last_settlement": (
                 self.last_settlement.to_dict() if self.last_settlement is not None else None
             ),
         }
+
+    def _reader_dict(self) -> dict[str, Any]:
+        """The reader bookkeeping keys, only those not at their defaults (so a journal's
+        older snapshots, written before they existed, still match their records)."""
+        out: dict[str, Any] = {}
+        if self.reader_dice is not None:
+            out["reader_dice"] = list(self.reader_dice)
+        if self.reader_conflict is not None:
+            out["reader_conflict"] = self.reader_conflict
+        if self.hold_reader:
+            out["hold_reader"] = True
+        if self.held:
+            out["held"] = [h.to_dict() for h in self.held]
+        if self.held_next != 1:
+            out["held_next"] = self.held_next
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TableState:
@@ -187,6 +238,13 @@ class TableState:
             last_roll=(d["last_roll"][0], d["last_roll"][1]) if d["last_roll"] else None,
             rolls=d["rolls"],
             reader_seq=d["reader_seq"],
+            reader_dice=(d["reader_dice"][0], d["reader_dice"][1])
+            if d.get("reader_dice")
+            else None,
+            reader_conflict=d.get("reader_conflict"),
+            hold_reader=bool(d.get("hold_reader", False)),
+            held=tuple(HeldRoll.from_dict(h) for h in d.get("held", ())),
+            held_next=d.get("held_next", 1),
             meters=Meters.from_dict(d["meters"]),
             undo=cls.from_dict(d["undo"]) if d.get("undo") else None,
             last_settlement=last if isinstance(last, Settlement) else None,
@@ -256,6 +314,9 @@ def _roll(f: Fields, e: RollAccepted) -> None:
     f["rolls"] += 1
     if e.seq is not None:
         f["reader_seq"] = e.seq
+        f["reader_dice"] = (e.d1, e.d2)
+    if e.source == "manual":  # from now on the reader's rolls wait for the dealer
+        f["hold_reader"] = True
     if e.outcome == "point_made":
         m = f["meters"]
         f["meters"] = _but(m, points_made=m.points_made + 1)
@@ -362,14 +423,43 @@ def _voided(f: Fields, e: RollVoided) -> None:
     meters = _but(undo.meters, voids=m.voids + 1, faults=m.faults)
     if e.reversed_settlement is not None:
         meters = _meter_settlement(meters, e.reversed_settlement, sign=-1)
-    seq = f["reader_seq"]
+    # the reader's bookkeeping is not wound back by a void
+    reader = {k: f[k] for k in _READER_FIELDS}
     f.clear()
     f.update(undo.__dict__)
-    f.update(meters=meters, reader_seq=seq, undo=None, last_settlement=None)
+    f.update(reader, meters=meters, undo=None, last_settlement=None)
+
+
+_READER_FIELDS = (
+    "reader_seq",
+    "reader_dice",
+    "reader_conflict",
+    "hold_reader",
+    "held",
+    "held_next",
+)
 
 
 def _reader_restarted(f: Fields, e: ReaderRestarted) -> None:
-    f["reader_seq"] = None
+    f["reader_seq"] = f["reader_dice"] = f["reader_conflict"] = None
+
+
+def _seq_conflict(f: Fields, e: SeqConflict) -> None:
+    f["reader_conflict"] = e.seq
+
+
+def _roll_held(f: Fields, e: RollHeld) -> None:
+    f["held"] = (*f["held"], HeldRoll(e.number, e.seq, e.d1, e.d2, e.at))
+    f["held_next"] = e.number + 1
+    if e.seq is not None:
+        f["reader_seq"] = e.seq
+        f["reader_dice"] = (e.d1, e.d2)
+
+
+def _held_done(f: Fields, e: HeldRollApplied | HeldRollDiscarded) -> None:
+    left = tuple(h for h in f["held"] if h.number != e.number)
+    f["held"] = left
+    f["hold_reader"] = bool(left)
 
 
 def _fault(f: Fields, e: FaultRecorded) -> None:
@@ -393,6 +483,10 @@ _RULES: dict[type[Event], Callable[[Fields, Any], None]] = {
     BetCancelled: _cancelled,
     RollVoided: _voided,
     ReaderRestarted: _reader_restarted,
+    SeqConflict: _seq_conflict,
+    RollHeld: _roll_held,
+    HeldRollApplied: _held_done,
+    HeldRollDiscarded: _held_done,
     FaultRecorded: _fault,
 }
 

@@ -272,6 +272,9 @@ class Journal:
         self.snapshot_every = snapshot_every
         self.read_only = read_only
         self.durable = durable
+        # the state directory is not writable (a read-only file system): read, recover and
+        # serve, but every write is a JournalWriteError (a storage fault, not a halt)
+        self.fs_read_only = False
         self._db: sqlite3.Connection | None = None
         self._lock_fd: int | None = None
         self._mutex = threading.RLock()
@@ -322,6 +325,10 @@ class Journal:
     def halted(self) -> Halt | None:
         return self._halted
 
+    def writable_again(self) -> bool:
+        """Opened read-only for a read-only file system that is now writable (remounted)."""
+        return self.fs_read_only and os.access(self.path.parent, os.W_OK)
+
     # recovery -------------------------------------------------------------------
     def recover(self, engine: Engine) -> Recovered:
         """Open the journal (creating a fresh one only in a brand-new state directory),
@@ -331,6 +338,11 @@ class Journal:
             self._engine = engine
             self._state, self._last, self._last_hash, self._halted = TableState(), 0, GENESIS, None
             marker = self._read_marker()
+            self.fs_read_only = (
+                not self.read_only
+                and self.path.exists()
+                and not os.access(self.path.parent, os.W_OK)
+            )
             try:
                 self._open_file(marker is not None)
                 problem = self._recover_tail(engine)
@@ -357,7 +369,7 @@ class Journal:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._take_lock()
             self._create()
-        elif not self.read_only:
+        elif not self.read_only and not self.fs_read_only:
             self._take_lock()
         self._db = self._connect()
         row = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
@@ -382,7 +394,22 @@ class Journal:
         self._lock_fd = fd
 
     def _connect(self) -> sqlite3.Connection:
-        if self.read_only:
+        wal = self.path.with_name(self.path.name + "-wal")
+        if (
+            (self.read_only or self.fs_read_only)
+            and not os.access(self.path.parent, os.W_OK)
+            and not wal.exists()
+        ):
+            # a folder nobody can write (a read-only file system) and a clean journal (its
+            # WAL folded in, so no writer has it open): SQLite cannot make the WAL index,
+            # so it opens the file as immutable, which it is, for now
+            return sqlite3.connect(
+                f"file:{quote(str(self.path.resolve()))}?immutable=1",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        if self.read_only or self.fs_read_only:
             db = sqlite3.connect(
                 f"file:{quote(str(self.path.resolve()))}?mode=ro",
                 uri=True,
@@ -393,7 +420,7 @@ class Journal:
             db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             db.execute("PRAGMA busy_timeout = 2000")
-            if not self.read_only:
+            if not self.read_only and not self.fs_read_only:
                 db.execute("PRAGMA journal_mode = WAL")
                 db.execute(f"PRAGMA synchronous = {'FULL' if self.durable else 'OFF'}")
         except BaseException:
@@ -698,6 +725,8 @@ class Journal:
     ) -> Record:
         if self.read_only:
             raise JournalWriteError(self.path, "the journal was opened read-only")
+        if self.fs_read_only:
+            raise JournalWriteError(self.path, f"{self.path.parent} is on a read-only file system")
         db = self._require_db()
         number = self._last + 1
         at = now_iso()

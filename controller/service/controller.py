@@ -29,9 +29,11 @@ from controller.control.protocol import CLIENT_GRACE_S, Request
 from controller.control.server import ControlServer
 from controller.core.commands import (
     Ack,
+    ApplyHeld,
     Bet,
     Cancel,
     Command,
+    DiscardHeld,
     ReaderFault,
     ReaderOk,
     Roll,
@@ -45,7 +47,9 @@ from controller.core.events import (
     DuplicateRoll,
     Refused,
     RollAccepted,
+    RollHeld,
     RollVoided,
+    SeqConflict,
     Settlement,
 )
 from controller.core.lamps import (
@@ -70,6 +74,46 @@ from drivers.sim_reader import SimulatedReader
 log = logging.getLogger("firebet.service")
 
 MIN_FREE_BYTES = 16 * 1024 * 1024  # below this the self-check warns: rolls may soon be refused
+STORAGE_PROBE_S = 1.0  # in a storage fault, try writing the journal again this often
+SEQ_CONFLICT = "SEQ_CONFLICT"
+
+
+class RepeatedRefusals:
+    """Log a refused reader roll once, and count its repeats instead of logging each.
+
+    The reader repeats an un-ACKed ROLL every 500 ms: a halted, paused or faulted
+    table would otherwise write a line every half second (about 7,000 an hour).
+    When another refusal comes, or the table takes a command again, the count of
+    repeats is logged in one line.
+    """
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.log = logger
+        self.key: tuple[Any, ...] | None = None
+        self.repeats = 0
+        self.total = 0  # every refused roll counted, repeats included
+
+    def refused(self, key: tuple[Any, ...], level: int, text: str, *args: Any) -> None:
+        """A refusal: logged when it is new, counted when it repeats the last one."""
+        self.total += 1
+        if key == self.key:
+            self.repeats += 1
+            return
+        self.flush()
+        self.key = key
+        self.log.log(level, text, *args)
+
+    def flush(self) -> None:
+        """Log how often the last refusal repeated (if it did); forget it."""
+        if self.repeats:
+            self.log.warning("the refusal above was repeated %d more times", self.repeats)
+        self.key, self.repeats = None, 0
+
+
+def _roll_key(command: Command) -> tuple[Any, ...]:
+    if isinstance(command, Roll):
+        return (command.name, command.source, command.seq, command.d1, command.d2)
+    return (command.name,)
 
 
 class _Stop:
@@ -170,6 +214,7 @@ class Controller:
         # the last answer, by (last record, hands): asked again with nothing new, it stands
         self._recall_cache: tuple[tuple[int, int], list[dict[str, Any]]] | None = None
         self._watchdog_s = notify.watchdog_interval()
+        self.refusals = RepeatedRefusals(log)
 
     # start-up ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -189,6 +234,11 @@ class Controller:
         recovered = self.journal.recover(self.engine)
         if recovered.halted is not None:
             log.error("journal halted: %s", recovered.halted.describe())
+        elif self.journal.fs_read_only:
+            self.storage_fault = f"{self.journal.path.parent} is on a read-only file system"
+            log.error(
+                "storage fault: %s; rolls are refused until it is writable", self.storage_fault
+            )
         self.lights = MarkerLights(self.config.lights, self.pin_factory, self.lights_timing)
         self._refresh()  # markers re-lit from the journal before anything else
         self.buttons = DealerButtons(self.config.buttons, self.pin_factory, self.post)
@@ -278,12 +328,18 @@ class Controller:
     def serve(self) -> None:
         """The engine thread: take commands one at a time until :meth:`stop`."""
         tick = min(self._watchdog_s / 2, 1.0) if self._watchdog_s else 1.0
-        last_ping = 0.0
+        last_ping = last_probe = 0.0
         while not self.stopping.is_set():  # checked each turn: a busy queue never empties
             now = time.monotonic()
             if self._watchdog_s and now - last_ping >= tick:
                 notify.watchdog()
                 last_ping = now
+            if self.storage_fault is not None and now - last_probe >= STORAGE_PROBE_S:
+                last_probe = now
+                try:
+                    self._probe_storage()
+                except Exception:  # the probe must never stop the engine
+                    log.exception("storage probe failed")
             try:
                 item = self.queue.get(timeout=min(tick, 0.25))
             except queue.Empty:
@@ -307,6 +363,34 @@ class Controller:
                     item.finish({"ok": False, "error": "internal error; see the service log"})
             if self.floor is not None:  # only now, after the lamps, the ACK and the reply
                 self.floor.wake()
+
+    def _probe_storage(self) -> None:
+        """In a storage fault: can the journal be written again? Then play resumes by itself.
+
+        The probe is a journal record of its own (``mode``, the fault that ended), so the
+        end of the fault is on record too.
+        """
+        journal = self.journal
+        if journal is None or journal.halted is not None or self.storage_fault is None:
+            return
+        if journal.fs_read_only:
+            if not journal.writable_again():
+                return
+            journal.recover(self.engine)  # open it again for writing (nothing was written)
+            if journal.halted is not None or journal.fs_read_only:
+                self._refresh()
+                return
+        was = self.storage_fault
+        try:
+            journal.append_system(
+                "mode", actor="service", payload={"storage_fault": None, "was": was}
+            )
+        except JournalWriteError as exc:
+            self.storage_fault = exc.reason
+            return
+        self.storage_fault = None
+        log.warning("storage fault over (%s): the journal is written again, play resumes", was)
+        self._refresh()
 
     def close(self) -> None:
         """Stop the drivers and release pins, socket and journal."""
@@ -332,11 +416,22 @@ class Controller:
             return Mode.HALTED
         if self.journal is not None and self.journal.halted is not None:
             return Mode.HALTED
+        if self.storage_fault is not None:
+            return Mode.STORAGE_FAULT
         if self.diagnostics:
             return Mode.DIAGNOSTICS
-        if self.reader_fault is not None:
+        if self.reader_fault_code is not None:
             return Mode.READER_FAULT
         return Mode.RUNNING
+
+    @property
+    def reader_fault_code(self) -> str | None:
+        """The reader fault in force: the driver's, or a journaled SEQ_CONFLICT (until HELLO)."""
+        if self.reader_fault is not None:
+            return self.reader_fault
+        if self.journal is not None and self.journal.state.reader_conflict is not None:
+            return SEQ_CONFLICT
+        return None
 
     @property
     def program_problem(self) -> str | None:
@@ -356,17 +451,65 @@ class Controller:
             self.reader_fault = command.code
         elif isinstance(command, ReaderOk):
             self.reader_fault = None
-        if self.mode == Mode.DIAGNOSTICS and isinstance(command, Roll | Void | Surrender | Ack):
-            log.info("diagnostics: %s paused (not applied, not ACKed)", command.name)
+        game = isinstance(command, Roll | Void | Surrender | Ack | ApplyHeld | DiscardHeld)
+        if self.mode == Mode.DIAGNOSTICS and game:
+            self.refusals.refused(
+                ("diagnostics", *_roll_key(command)),
+                logging.INFO,
+                "diagnostics: %s paused (not applied, not ACKed)",
+                command.name,
+            )
+            return None
+        conflict = self.journal.state.reader_conflict if self.journal is not None else None
+        if isinstance(command, Roll) and command.source == "reader" and conflict is not None:
+            self.refusals.refused(  # not journaled again: the conflict is on record
+                (SEQ_CONFLICT, *_roll_key(command)),
+                logging.WARNING,
+                "reader roll %s %s (seq %s) refused: the reader is in SEQ_CONFLICT fault "
+                "until it restarts (HELLO)",
+                command.d1,
+                command.d2,
+                command.seq,
+            )
             return None
         try:
             outcome = self._record(command)
         except FirebetError as exc:
-            log.warning("%s not applied: %s", command.name, exc)
+            self.refusals.refused(
+                ("refused", *_roll_key(command)),
+                logging.WARNING,
+                "%s not applied: %s",
+                command.name,
+                exc,
+            )
             self._refresh()
             return None
+        if not isinstance(command, ReaderFault | ReaderOk):
+            self.refusals.flush()
         self._refresh()
-        recorded = any(isinstance(e, RollAccepted | DuplicateRoll) for e in outcome.events)
+        for event in outcome.events:
+            if isinstance(event, SeqConflict):
+                log.error(
+                    "dice reader SEQ_CONFLICT: ROLL seq %d came again with %d %d, recorded as "
+                    "%d %d; not applied, not ACKed; reader fault until it says HELLO",
+                    event.seq,
+                    event.d1,
+                    event.d2,
+                    event.recorded_d1,
+                    event.recorded_d2,
+                )
+            elif isinstance(event, RollHeld):
+                log.warning(
+                    "reader roll %d %d (seq %s) held as %d: a roll was entered by hand; "
+                    "the dealer applies or discards it (firebet held)",
+                    event.d1,
+                    event.d2,
+                    event.seq,
+                    event.number,
+                )
+        recorded = any(
+            isinstance(e, RollAccepted | DuplicateRoll | RollHeld) for e in outcome.events
+        )
         if isinstance(command, Roll) and command.seq is not None and recorded and self.reader:
             self.reader.ack(command.seq)  # only now: the roll is durable and the lamps show it
         return outcome
@@ -452,6 +595,12 @@ class Controller:
             if self.reader is not None
             else {"connected": False, "fault": "NO_READER", "counters": {}, "port": ""}
         )
+        if s.reader_conflict is not None and not reader.get("fault"):
+            reader["fault"] = SEQ_CONFLICT
+            reader["reason"] = (
+                f"ROLL seq {s.reader_conflict} came again with other dice; the reader's rolls "
+                "are refused until it restarts (HELLO)"
+            )
         return {
             "table": self.config.table.id,
             "mode": p.mode,
@@ -472,6 +621,8 @@ class Controller:
             "surveillance_confirmed": (
                 {"hand": s.alert_hand, "by": s.confirmed_by} if s.confirmed_by is not None else None
             ),
+            "held_rolls": [h.to_dict() for h in s.held],
+            "holding_reader_rolls": s.hold_reader,
             "markers": marker_report(p.view, p.outputs),
             "reader": reader,
             "meters": s.meters.to_dict(s.rolls),
@@ -651,6 +802,13 @@ class Controller:
             return Cancel(_int_arg(args, "position"), actor=actor, at=at)
         if op == "ack":
             return Ack(actor=actor, at=at)
+        if op in ("held-apply", "held-discard"):
+            number = args.get("number")
+            if number is not None:
+                number = _int_arg(args, "number")
+            if op == "held-apply":
+                return ApplyHeld(number, actor=actor, at=at)
+            return DiscardHeld(number, actor=actor, at=at)
         raise UsageError(f"unknown operation {op!r}")
 
 

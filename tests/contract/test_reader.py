@@ -238,7 +238,7 @@ class ReaderContract:
         assert status.port == sim.port
         assert status.connected and status.fault is None
         assert status.counters["ok"] >= 1
-        assert set(status.to_dict()) == {"connected", "fault", "counters", "port"}
+        assert set(status.to_dict()) == {"connected", "fault", "counters", "port", "reason"}
 
     def test_stop_is_prompt_and_idempotent(
         self, sim: SimulatedReader, reader: SerialDiceReader, posted: Posted

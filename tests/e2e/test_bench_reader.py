@@ -92,6 +92,12 @@ def test_a_bench_service_is_driven_from_the_command_line(bench: Bench) -> None:
     held = bench.firebet("sim-reader", "throw", "2", "3")
     assert held.returncode == 0 and "unplugged" in held.stdout
     assert bench.firebet("sim-reader", "replug").returncode == 0
+    # a roll was keyed by hand above, so the reader's rolls are held for the dealer
+    # (SPEC §2, "Reader fault and manual entry"): it applies this one
+    wait_for(lambda: bench.status()["held_rolls"], what="the reader's roll to be held")
+    assert bench.status()["held_rolls"][0]["dice"] == [2, 3]
+    applied = bench.firebet("held", "apply", "1")
+    assert applied.returncode == 0, applied.stderr
     wait_for(lambda: bench.status()["last_roll"] == [2, 3], what="the held throw")
     wait_for(lambda: bench.status()["mode"] == "running", what="the port to come back")
 

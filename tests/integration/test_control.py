@@ -267,7 +267,7 @@ def test_roles_table_covers_every_client_op() -> None:
         "ping", "whoami", "status", "history",
     }  # fmt: skip
     assert {op for op, r in ROLES.items() if r is Role.DEALER} == {
-        "roll", "void", "surrender", "bet", "cancel", "ack",
+        "roll", "void", "surrender", "bet", "cancel", "ack", "held-apply", "held-discard",
     }  # fmt: skip
     assert {op for op, r in ROLES.items() if r is Role.TECHNICIAN} == {
         "clear-halt", "diagnostics-on", "diagnostics-off", "sim-reader",

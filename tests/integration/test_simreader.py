@@ -185,7 +185,7 @@ def test_power_cycle_says_hello_and_restarts_numbering(pair: tuple[SimulatedRead
     line.frames(0.12)
     sim.replug(power_cycle=True)
     hello = line.until("HELLO")
-    assert hello.seq == 0 and hello.fields[2:] == ("SIMREADER", "1.0")
+    assert hello.seq == 0 and hello.fields[2:] == ("SIMREADER", "1.0", "2")
     assert line.until("HB").seq == 1
 
 

@@ -37,10 +37,13 @@ def framed(body: bytes, ck: str | None = None) -> bytes:
 
 
 def test_worked_example_checksum() -> None:
-    # R^O^L^L^,^1^7^,^3^,^4 = 0x30 (the example in docs/reader-protocol.md)
-    assert checksum("ROLL,17,3,4") == "30"
-    assert encode("ROLL,17,3,4") == b"$ROLL,17,3,4*30\r\n"
-    assert encode_roll(17, 3, 4) == b"$ROLL,17,3,4*30\r\n"
+    # protocol 1: R^O^L^L^,^1^7^,^3^,^4 = 0x30 (the example in docs/reader-protocol.md)
+    assert checksum("ROLL,17,3,4", 1) == "30"
+    assert encode("ROLL,17,3,4", 1) == b"$ROLL,17,3,4*30\r\n"
+    assert encode_roll(17, 3, 4, 1) == b"$ROLL,17,3,4*30\r\n"
+    # protocol 2 (the default): CRC-16/CCITT-FALSE, the docs' second example
+    assert checksum("ROLL,17,3,4") == "A00F"
+    assert encode_roll(17, 3, 4) == b"$ROLL,17,3,4*A00F\r\n"
 
 
 def test_every_kind_decodes() -> None:
@@ -58,7 +61,7 @@ def test_every_kind_decodes() -> None:
     assert [f.kind for f in frames] == ["HELLO", "ROLL", "NOROLL", "HB", "FAULT", "OK", "ACK"]
     assert [f.seq for f in frames] == [0, 1, 2, 3, 4, 5, 65535]
     assert frames[1].dice == (6, 1)
-    assert frames[0].fields == ("HELLO", "0", "DR5", "2.1")
+    assert frames[0].fields == ("HELLO", "0", "DR5", "2.1", "2")
     assert frames[4].text(2) == "CAMERA"
     assert frames[1].to_json() == {"verdict": "ok", "kind": "ROLL", "seq": 1, "dice": [6, 1]}
     assert frames[3].to_json() == {"verdict": "ok", "kind": "HB", "seq": 3, "dice": None}
@@ -103,7 +106,7 @@ def test_bad_input_verdicts(data: bytes, verdict: str, kind: str | None) -> None
 
 def test_longest_frame_is_accepted_one_more_byte_is_overlong() -> None:
     base = "NOROLL,1,"
-    longest = base + "X" * (MAX_FRAME - 4 - len(base))
+    longest = base + "X" * (MAX_FRAME - 6 - len(base))
     assert len(encode(longest)) == MAX_FRAME + 2
     assert decode(encode(longest))[0].verdict == "ok"
     with pytest.raises(ValueError):

@@ -1,0 +1,134 @@
+"""storage_fault: a full disk or a read-only file system is a mode of its own, with its own
+lamp pattern; rolls are refused and not ACKed, status is served, and play resumes by itself
+when the journal can be written again (SPEC §6, issue 9 item 8).
+
+A real small file system: a tmpfs of a few MiB, filled up and remounted read-only (root).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.core.lamps import Effect, Mode, desired_outputs
+from controller.core.lamps import view_from_state as lights_view
+from controller.core.state import TableState
+from tests.support import RunningTable, start_table, wait_for
+
+
+def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if _run("mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)).returncode:
+        pytest.skip("needs root that may mount a tmpfs (CI and the developers' machines do)")
+    try:
+        yield mnt
+    finally:
+        _run("umount", "-l", str(mnt))
+
+
+class Table:
+    """A running table whose state directory is on the small disk."""
+
+    def __init__(self, state: Path, sock: Path) -> None:
+        self.t: RunningTable
+        self.thread: threading.Thread
+        self.t, self.thread = start_table(state, sock)
+
+    def stop(self) -> None:
+        self.t.controller.stop()
+        self.thread.join(timeout=60)
+        self.t.controller.close()
+        self.t.device.stop()
+        self.t.factory.close()
+
+
+def test_storage_fault_has_its_own_lamp_pattern() -> None:
+    state = TableState(points=(4, 6))
+    run = desired_outputs(lights_view(state, Mode.RUNNING))
+    storage = desired_outputs(lights_view(state, Mode.STORAGE_FAULT))
+    assert storage.status == Effect.WINK
+    assert storage.status not in {
+        desired_outputs(lights_view(state, m)).status for m in Mode if m != Mode.STORAGE_FAULT
+    }
+    assert storage.markers == run.markers  # the markers still show the game: it is durable
+
+
+def _fill(disk: Path) -> Path:
+    filler = disk / "filler"
+    _run("dd", "if=/dev/zero", f"of={filler}", "bs=64k")  # until the disk is full
+    return filler
+
+
+@pytest.mark.slow
+def test_disk_full_is_storage_fault_then_play_resumes_by_itself(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    table = Table(small_disk / "state", tmp_path / "control.sock")
+    t = table.t
+    try:
+        t.throw(3, 3)  # point 6
+        filler = _fill(small_disk)
+        refused: int | None = None
+        for _ in range(40):  # the journal's WAL may still hold a few records
+            seq = t.throw(2, 3, acked=False)
+            try:
+                wait_for(lambda s=seq: s in t.device.acked, timeout=3)  # type: ignore[misc]
+            except AssertionError:
+                refused = seq
+                break
+        assert refused is not None, "the disk never filled up"
+        wait_for(lambda: t.status()["mode"] == "storage_fault", what="the storage fault")
+        rolls = t.status()["rolls"]
+        wait_for(lambda: t.device.transmissions[refused] >= 4, what="the reader's repeats")
+        s = t.status()  # status is still served
+        assert s["mode"] == "storage_fault" and s["storage_fault"] and s["rolls"] == rolls
+        assert refused not in t.device.acked
+        assert t.controller.lights is not None
+        assert t.controller.lights._applied["status"] == Effect.WINK
+        filler.unlink()
+        assert t.device.wait_acked(refused, timeout=30)  # resumes by itself
+        wait_for(lambda: t.status()["mode"] == "running", what="play to resume")
+        assert t.status()["rolls"] == rolls + 1
+        assert t.controller.lights._applied["status"] == Effect.ON
+    finally:
+        table.stop()
+
+
+@pytest.mark.slow
+def test_read_only_file_system_at_start_is_storage_fault_not_a_halt(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    state = small_disk / "state"
+    table = Table(state, tmp_path / "first.sock")
+    try:
+        table.t.throw(4, 4)
+        table.t.throw(5, 5)
+    finally:
+        table.stop()
+    assert _run("mount", "-o", "remount,ro", str(small_disk)).returncode == 0
+    table = Table(state, tmp_path / "second.sock")
+    t = table.t
+    try:
+        s = t.status()
+        assert s["mode"] == "storage_fault", s
+        assert s["halted"] is None and "read-only" in s["storage_fault"]
+        assert s["rolls"] == 2 and s["point"] == 8  # recovered and served
+        seq = t.throw(6, 6, acked=False)
+        wait_for(lambda: t.device.transmissions[seq] >= 3, what="the reader's repeats")
+        assert seq not in t.device.acked and t.status()["rolls"] == 2
+        assert _run("mount", "-o", "remount,rw", str(small_disk)).returncode == 0
+        assert t.device.wait_acked(seq, timeout=30)
+        wait_for(lambda: t.status()["mode"] == "running", what="play to resume")
+        assert t.status()["rolls"] == 3
+    finally:
+        table.stop()
