@@ -145,6 +145,7 @@ class Ingest:
         self.gap_grace_s = gap_grace_s
         self.resend_every_s = resend_every_s
         self.tables: dict[str, TableLive] = {}
+        self._pending = Changes()
         self.summaries: dict[str, dict[str, Any]] = {}  # replaced whole, read by the console
         self.bad_topics = 0
         self.ingested = 0
@@ -377,6 +378,12 @@ class Ingest:
         for table in tables:
             self.summaries[table] = self._summary(table)
         changes.tables |= set(tables)
+        self._pending.merge(changes)
+
+    def take_changes(self) -> Changes:
+        """Everything changed since the last call (batches, ticks, surveillance's actions)."""
+        changes, self._pending = self._pending, Changes()
+        return changes
 
     def _summary(self, table: str) -> dict[str, Any]:
         live = self.tables[table]

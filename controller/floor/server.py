@@ -188,7 +188,8 @@ class FloorService:
                 item = _Tick()
             if time.monotonic() >= next_tick:
                 next_tick = time.monotonic() + TICK_S
-                self._notify(self._guard(self.ingest.tick))
+                self._guard(self.ingest.tick)
+                self._notify()
             if isinstance(item, _Tick):
                 continue
             batch: list[_Received] = []
@@ -212,31 +213,35 @@ class FloorService:
     def _flush(self, batch: list[_Received]) -> None:
         if not batch:
             return
-        changes = self._guard(lambda: self.ingest.handle([r.message for r in batch]))
-        if changes is None:
-            return  # not stored: not acknowledged, the broker sends them again
+        if not self._guard(lambda: self.ingest.handle([r.message for r in batch])):
+            return  # not stored: not acknowledged; what the store lacks comes back by resend
         for r in batch:
             if r.message.qos and r.generation == self._generation:
                 self.client.ack(r.message.mid, r.message.qos)
-        self._notify(changes)
+        self._notify()
 
     def _do(self, call: _Call) -> None:
         try:
-            call.future.set_result(call.fn())
+            result = call.fn()
         except Exception as exc:  # the caller gets it
             call.future.set_exception(exc)
+        else:
+            self._notify()  # before the caller hears back, so its next page shows it too
+            call.future.set_result(result)
 
-    def _guard(self, fn: Callable[[], Changes]) -> Changes | None:
+    def _guard(self, fn: Callable[[], object]) -> bool:
         try:
-            return fn()
+            fn()
+            return True
         except Exception:
             # what the failed batch left in memory is dropped; the store is the truth, and
             # what it lacks comes back as a gap and a resend
             log.exception("the floor could not store a batch")
             self.ingest = self._ingest()
-            return None
+            return False
 
-    def _notify(self, changes: Changes | None) -> None:
+    def _notify(self) -> None:
+        changes = self.ingest.take_changes()
         if not changes:
             return
         for listener in self._listeners:

@@ -68,7 +68,7 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-@dataclass
+@dataclass(eq=False)
 class Subscriber:
     """One browser's event stream."""
 
@@ -133,6 +133,18 @@ class Console:
     def unsubscribe(self, sub: Subscriber) -> None:
         with self._lock:
             self._subscribers.discard(sub)
+
+    def snapshot(self, table: str | None) -> bytes:
+        """Everything a page shows, as events: sent first on every new stream, so nothing
+        that changed between the page's rendering and the stream's start is missed."""
+        events = [
+            sse("table", {"table": s["table"], "record": s["record"], "html": self.table_row(s)})
+            for s in self.summaries()
+        ]
+        events.append(sse("alerts", {"html": self.alert_queue()}))
+        if table is not None:
+            events.append(sse("hands", {"table": table, "html": self.hands(table)}))
+        return b"".join(events)
 
     def on_changes(self, changes: Changes) -> None:
         """Called on the ingest thread after each stored batch: render and fan out."""
@@ -257,7 +269,7 @@ def build_app(
 
         async def stream() -> AsyncIterator[bytes]:
             try:
-                yield b"retry: 1000\n\n"
+                yield b"retry: 1000\n\n" + await asyncio.to_thread(console.snapshot, sub.table)
                 last = time.monotonic()
                 while not console.closing:
                     try:

@@ -82,6 +82,11 @@ def test_the_pit_reads_and_only_surveillance_confirms(
         table.publish(records[:14])  # to the 5th point
         wait_for(lambda: len(floor.get("/api/alerts")) == 1)
         (alert,) = floor.get("/api/alerts")
+        with urllib.request.urlopen(floor.url + "/events", timeout=10) as stream:
+            first = b""
+            while b"event: alerts" not in first:  # the snapshot every new stream starts with
+                first += stream.read1(65536)
+        assert b'"table":"CR-07","record":14' in first
         page = urllib.request.urlopen(floor.url + "/", timeout=10).read().decode()
         assert 'data-table="CR-07"' in page and "pit view (read-only)" in page
         assert "pays at 5 points" in page and "$1,245" in page  # $5 at 249 to 1
