@@ -13,10 +13,13 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
+from controller.core.commands import Command
+from controller.core.config import Config, rules_settings
 from controller.core.engine import Engine
 from controller.core.script import parse_line
 from controller.floor.wire import FloorRecord, topic
 from controller.journal.store import Journal
+from tests.broker import USERS, Mosquitto
 
 
 def make_points(*points: int) -> list[str]:
@@ -28,11 +31,20 @@ def make_points(*points: int) -> list[str]:
 class TableJournal:
     """A table's real journal (in ``path``), driven with replay-script lines."""
 
-    def __init__(self, path: Path, table: str = "T1", engine: Engine | None = None) -> None:
+    def __init__(self, path: Path, table: str = "T1", config: Config | None = None) -> None:
         self.table = table
-        self.engine = engine or Engine()
+        self.engine = Engine(config.firebet if config is not None else None)
         self.journal = Journal(path, durable=False)
         self.journal.recover(self.engine)
+        if config is not None:  # as the service journals it at each start
+            rules = rules_settings(config) | {"program": "test-program"}
+            self.journal.append_system("rules", actor="service", payload=rules)
+
+    def apply(self, command: Command) -> list[FloorRecord]:
+        """Apply one command (a floor ``confirm``, say); the records it journaled."""
+        first = self.journal.last_record + 1
+        self.journal.apply(self.engine, command)
+        return self.records(first)
 
     def do(self, *lines: str) -> list[FloorRecord]:
         """Apply each line; the records they journaled."""
@@ -61,7 +73,7 @@ def event_bytes(rec: FloorRecord) -> bytes:
 class Publisher:
     """A table on the broker, as SPEC section 9 says: the floor's tests' stand-in."""
 
-    def __init__(self, port: int, table: str, prefix: str = "firebet") -> None:
+    def __init__(self, broker: Mosquitto, table: str, prefix: str = "firebet") -> None:
         self.table = table
         self.prefix = prefix
         self.sent: dict[int, FloorRecord] = {}
@@ -69,10 +81,11 @@ class Publisher:
         self.answer_resend = True
         self._lock = threading.Lock()
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"table-{table}")
+        self.client.username_pw_set(table, USERS[table])  # the ACL: a table is its own user
         self.client.will_set(self.t("online"), json.dumps({"online": False}), qos=1, retain=True)
         self.client.on_message = self._on_message
         self.client.on_connect = self._on_connect
-        self.client.connect("127.0.0.1", port, keepalive=5)
+        self.client.connect("127.0.0.1", broker.port, keepalive=5)
         self.client.loop_start()
 
     def t(self, leaf: str) -> str:
@@ -124,78 +137,28 @@ class Publisher:
         self.client.loop_stop()
 
 
-# --- a broker and a floor as real processes -------------------------------------------------
-import shutil  # noqa: E402
-import socket  # noqa: E402
+# --- the floor as a real process ------------------------------------------------------------
+import http.client  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import urllib.request  # noqa: E402
+from urllib.parse import urlencode, urlsplit  # noqa: E402
 
-MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-class Broker:
-    """mosquitto on a free local port; ``restart()`` keeps the port."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.port = free_port()
-        self.conf = folder / "mosquitto.conf"
-        folder.mkdir(parents=True, exist_ok=True)
-        self.conf.write_text(
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-            "max_inflight_messages 100\nmax_queued_messages 100000\n"
-        )
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.start()
-
-    def start(self) -> None:
-        with open(self.folder / "mosquitto.log", "ab") as log:
-            self.proc = subprocess.Popen(
-                [MOSQUITTO, "-c", str(self.conf)], stdout=subprocess.DEVNULL, stderr=log
-            )
-        deadline = time.monotonic() + 30
-        while not _accepts(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"mosquitto did not start on port {self.port}")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
-            self.proc = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
 
 
 class FloorProcess:
     """``firebet floor`` as a real process; ``url`` once it listens."""
 
-    def __init__(self, folder: Path, broker_port: int, users: dict[str, str] | None = None,
+    def __init__(self, folder: Path, broker: Mosquitto, users: dict[str, str] | None = None,
                  extra: str = "") -> None:  # fmt: skip
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         lines = [
-            "[floor]", f'broker = "mqtt://127.0.0.1:{broker_port}"', 'client_id = "floor-test"',
+            "[floor]", f'broker = "{broker.url}"',
+            'username = "floor"',
+            f'password_file = "{broker.password_file("floor")}"', 'client_id = "floor-test"',
             "gap_grace_s = 0.5", "resend_every_s = 2.0", extra, "[users]",
         ]  # fmt: skip
         lines += [f'{name} = "{encoded}"' for name, encoded in (users or {}).items()]
@@ -222,6 +185,10 @@ class FloorProcess:
         with urllib.request.urlopen(self.url + path, timeout=10) as reply:
             return json.loads(reply.read())
 
+    def page(self, path: str) -> str:
+        with urllib.request.urlopen(self.url + path, timeout=10) as reply:
+            return str(reply.read().decode())
+
     def table(self, name: str) -> dict[str, Any] | None:
         for t in self.get("/api/tables"):
             if t["table"] == name:
@@ -235,3 +202,24 @@ class FloorProcess:
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         return code
+
+
+def post_form(url: str, path: str, form: dict[str, str], cookie: str = "") -> tuple[int, str, str]:
+    """POST a form to the console; (status, Set-Cookie, body). Redirects are not followed."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    if cookie:
+        headers["Cookie"] = cookie
+    conn.request("POST", path, urlencode(form), headers)
+    reply = conn.getresponse()
+    body = reply.read().decode()
+    conn.close()
+    return reply.status, reply.getheader("Set-Cookie") or "", body
+
+
+def login(url: str, user: str, password: str) -> str:
+    """A surveillance session cookie (``name=value``) for the console at ``url``."""
+    status, cookie, body = post_form(url, "/login", {"user": user, "password": password})
+    assert status == 303, body
+    return cookie.split(";")[0]

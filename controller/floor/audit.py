@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.core.commands import command_from_dict
-from controller.core.config import FireBetRules
+from controller.core.config import FireBetRules, rules_from_settings
 from controller.core.engine import Engine
 from controller.core.events import (
     Acknowledged,
@@ -35,6 +35,7 @@ from controller.core.events import (
     Settlement,
     Surrendered,
     SurveillanceAlert,
+    SurveillanceConfirmed,
     event_from_dict,
 )
 from controller.core.state import TableState, evolve, fold
@@ -89,23 +90,15 @@ def rules_from_dict(data: Mapping[str, Any]) -> FireBetRules:
     )
 
 
-def rules_from_start(payload: Any) -> tuple[FireBetRules, str | None] | None:
-    """The rules (and program digest) a ``start`` record journaled; None when it has none.
+def rules_from_record(payload: Any) -> tuple[FireBetRules, str | None]:
+    """The rules (and program digest) a ``rules`` record journaled at a start (SPEC section 9).
 
-    The table journals its effective ``[table]`` and ``[firebet]`` settings
-    (SPEC section 9), either at the top of the payload or under ``rules``.
+    Raises ValueError (or KeyError, TypeError) when the payload is not such a record.
     """
     if not isinstance(payload, dict):
-        return None
-    body = payload.get("rules", payload)
-    if not isinstance(body, dict) or not isinstance(body.get("firebet"), dict):
-        return None
-    settings = dict(body["firebet"])
-    table = body.get("table")
-    if isinstance(table, dict) and "positions" in table:
-        settings["positions"] = table["positions"]
-    program = payload.get("program", body.get("program"))
-    return rules_from_dict(settings), program if isinstance(program, str) else None
+        raise ValueError("a rules record is a JSON object")
+    program = payload.get("program")
+    return rules_from_settings(payload), program if isinstance(program, str) else None
 
 
 def engine_for(rules: FireBetRules) -> Engine:
@@ -206,6 +199,16 @@ class Confirmed:
     command_id: str | None
 
 
+@dataclass(frozen=True)
+class ConfirmRefused:
+    """The table refused surveillance's ``confirm`` of ``hand`` (the reason in its words)."""
+
+    record: int
+    hand: int | None
+    reason: str
+    command_id: str | None
+
+
 @dataclass
 class Findings:
     """What one or more records gave: differences, alerts, confirmations, hands touched."""
@@ -213,6 +216,7 @@ class Findings:
     discrepancies: list[Discrepancy] = field(default_factory=list)
     alerts: list[AlertRaised] = field(default_factory=list)
     confirmations: list[Confirmed] = field(default_factory=list)
+    refusals: list[ConfirmRefused] = field(default_factory=list)
     hands: dict[int, dict[str, Any]] = field(default_factory=dict)
     dropped_hands: set[int] = field(default_factory=set)
 
@@ -220,6 +224,7 @@ class Findings:
         self.discrepancies += other.discrepancies
         self.alerts += other.alerts
         self.confirmations += other.confirmations
+        self.refusals += other.refusals
         for number in other.dropped_hands:
             self.hands.pop(number, None)
         self.dropped_hands |= other.dropped_hands
@@ -261,6 +266,7 @@ class TableAudit:
         hands: dict[int, dict[str, Any]] | None = None,
     ) -> None:
         self.rules = rules if rules is not None else FireBetRules()
+        self.engine = engine_for(self.rules)
         self.rules_record = rules_record  # the start record that journaled them (None: defaults)
         self.program = program
         self.state = state if state is not None else TableState()
@@ -301,10 +307,18 @@ class TableAudit:
             raise ValueError(f"record {rec.record} out of order: expected {self.record + 1}")
         found = Findings()
         self.record = rec.record
-        if rec.kind == "start":
-            started = rules_from_start(rec.payload)
-            if started is not None:
-                self.rules, program = started
+        if rec.kind == "rules":
+            try:
+                self.rules, program = rules_from_record(rec.payload)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                found.discrepancies.append(
+                    Discrepancy(
+                        rec.record, self.state.hand, "unreadable",
+                        f"the rules record cannot be read, the rules before it stay: {exc!r}",
+                    )
+                )  # fmt: skip
+            else:
+                self.engine = engine_for(self.rules)
                 self.rules_record = rec.record
                 self.program = program or self.program
         elif rec.kind == "clear_halt":
@@ -318,8 +332,6 @@ class TableAudit:
             self._hand(self.state.hand, rec.record, found)
         elif rec.kind == "command":
             self._command(rec, found)
-        elif rec.kind == "surveillance_confirmed":
-            self._confirmed(rec, rec.payload, found)
         keep = self.state.hand - 1
         for number in [n for n in self.hands if n < keep]:
             del self.hands[number]
@@ -334,29 +346,11 @@ class TableAudit:
         found.dropped_hands.discard(number)
         return hand
 
-    def _confirmed(self, rec: FloorRecord, body: Any, found: Findings) -> None:
-        if not isinstance(body, dict):
-            return
-        number = body.get("hand")
-        if not isinstance(number, int) or isinstance(number, bool):
-            return
-        by = str(body.get("by", rec.actor))
-        command_id = body.get("id")
-        found.confirmations.append(
-            Confirmed(rec.record, number, by, command_id if isinstance(command_id, str) else None)
-        )
-        if number in self.hands:
-            self._hand(number, rec.record, found)["actions"].append(
-                {"action": "surveillance_confirmed", "actor": by, "at": rec.at,
-                 "record": rec.record}
-            )  # fmt: skip
-
     def _command(self, rec: FloorRecord, found: Findings) -> None:
         state = self.state
         try:
             command = command_from_dict(rec.payload["command"])
-            raw_events = rec.payload["events"]
-            recorded = [event_from_dict(e) for e in raw_events]
+            recorded = [event_from_dict(e) for e in rec.payload["events"]]
             after = fold(recorded, state)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             found.discrepancies.append(
@@ -366,10 +360,10 @@ class TableAudit:
             )
             return
         try:
-            expected = engine_for(self.rules).decide(state, command)
+            expected = self.engine.decide(state, command)
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             expected = [Refused(command.name, f"the rules cannot apply it: {exc!r}")]
-        if _canonical([e.to_dict() for e in expected]) != _canonical(raw_events):
+        if expected != recorded:  # the events as values: every field, in order
             for what, words in describe(expected, recorded):
                 found.discrepancies.append(Discrepancy(rec.record, state.hand, what, words))
                 self._hand(state.hand, rec.record, found)["problems"].append(
@@ -432,11 +426,24 @@ class TableAudit:
         elif isinstance(e, SurveillanceAlert):
             self._hand(e.hand, rec.record, found)["alert_record"] = rec.record
             found.alerts.append(AlertRaised(rec.record, e.hand, rec.at, e.unique_points))
+        elif isinstance(e, Refused) and e.command == "confirm":
+            asked = rec.payload["command"]
+            hand = asked.get("hand")
+            ident = asked.get("id")
+            found.refusals.append(
+                ConfirmRefused(
+                    rec.record, hand if isinstance(hand, int) else None, e.reason,
+                    ident if isinstance(ident, str) else None,
+                )
+            )  # fmt: skip
+            self._action(before.hand, "refused", rec, actor, found, command=e.command,
+                         reason=e.reason)  # fmt: skip
         elif isinstance(e, Refused):
             self._action(before.hand, "refused", rec, actor, found, command=e.command,
                          reason=e.reason)  # fmt: skip
-        elif e.kind == "surveillance_confirmed":
-            self._confirmed(rec, e.to_dict(), found)
+        elif isinstance(e, SurveillanceConfirmed):
+            found.confirmations.append(Confirmed(rec.record, e.hand, e.by, e.id or None))
+            self._action(e.hand, "surveillance_confirmed", rec, e.by, found)
         hand = self._hand(after.hand, rec.record, found)
         hand["points"] = list(after.points)
         if hand["result"] is None:

@@ -87,6 +87,7 @@ class TableLive:
     row: TableRow
     audit: TableAudit
     above: set[int] = field(default_factory=set)  # stored numbers past the first gap
+    fresh: dict[int, FloorRecord] = field(default_factory=dict)  # stored in this batch
     highest: int = 0
     gap_since: float | None = None
     gap_at: int = 0  # contiguous when the gap was first seen
@@ -210,6 +211,7 @@ class Ingest:
         held = number <= live.row.contiguous or number in live.above
         if not held:
             self.store.add_record(rec, received)
+            live.fresh[number] = rec  # for the audit, without reading it back
             live.above.add(number)
             live.highest = max(live.highest, number)
             self.ingested += 1
@@ -275,7 +277,13 @@ class Ingest:
         changes.tables.add(table)
         findings = Findings()
         first = max(start, live.audit.record) + 1
-        for rec in self.store.records(table, first, row.contiguous):
+        fresh = live.fresh
+        if all(n in fresh for n in range(first, row.contiguous + 1)):
+            records = [fresh[n] for n in range(first, row.contiguous + 1)]
+        else:
+            records = self.store.records(table, first, row.contiguous)
+        live.fresh = {}
+        for rec in records:
             findings.merge(live.audit.step(rec))
         self._apply(live, findings, changes)
         row.audit = live.audit.to_dict()
@@ -308,6 +316,12 @@ class Ingest:
                 hand=a.hand, record=a.record,
             )  # fmt: skip
             changes.alerts = True
+        for r in found.refusals:
+            refused = self.store.find_alert(table, "surveillance", hand=r.hand)
+            if refused is not None and refused.status != "confirmed":
+                detail = {**refused.detail, "refused": r.reason, "refused_record": r.record}
+                self.store.set_alert(refused.id, "refused", at, "table", detail=detail)
+                changes.alerts = True
         for c in found.confirmations:
             alert = self.store.find_alert(table, "surveillance", hand=c.hand)
             if alert is not None:
@@ -363,8 +377,11 @@ class Ingest:
         alert = self.store.alert(alert_id)
         if alert is None:
             raise LookupError(f"no alert {alert_id}")
-        if alert.kind == "surveillance":
-            raise LookupError("a surveillance alert is confirmed, not cleared")
+        if alert.kind == "surveillance" and alert.status != "refused":
+            raise LookupError(
+                "a surveillance alert is confirmed, not cleared "
+                "(unless the table refused the confirmation)"
+            )
         with self.store.transaction():
             detail = {**alert.detail, "note": note} if note else None
             self.store.set_alert(alert.id, "cleared", now_iso(), user, detail=detail)

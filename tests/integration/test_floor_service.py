@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import http.client
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlencode, urlsplit
 
 import pytest
 
 from controller.floor.passwords import hash_password, verify_password
 from controller.floor.settings import load_settings
 from controller.floor.wire import FloorRecord
-from tests.floor_support import Broker, FloorProcess, Publisher, TableJournal, make_points
+from tests.broker import Mosquitto
+from tests.floor_support import FloorProcess, Publisher, TableJournal, make_points, post_form
 from tests.support import run_firebet, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path / "broker")
-    try:
-        yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture
@@ -36,10 +25,10 @@ def records(tmp_path: Path) -> list[FloorRecord]:
 
 
 def test_records_arrive_once_gaps_close_and_a_restart_loses_nothing(
-    tmp_path: Path, broker: Broker, records: list[FloorRecord]
+    tmp_path: Path, mosquitto: Mosquitto, records: list[FloorRecord]
 ) -> None:
-    floor = FloorProcess(tmp_path / "floor", broker.port)
-    table = Publisher(broker.port, "CR-07")
+    floor = FloorProcess(tmp_path / "floor", mosquitto)
+    table = Publisher(mosquitto, "CR-07")
     try:
         table.online(record=0)
         table.publish(records[:6], skip=[3, 4])
@@ -47,7 +36,7 @@ def test_records_arrive_once_gaps_close_and_a_restart_loses_nothing(
         assert any(c == {"op": "resend", "from": 3} for c in table.commands)
         assert floor.stop() == 0
         table.publish(records[6:])  # while the floor is down: the broker keeps them
-        floor = FloorProcess(tmp_path / "floor", broker.port)
+        floor = FloorProcess(tmp_path / "floor", mosquitto)
         wait_for(lambda: (floor.table("CR-07") or {}).get("record") == len(records))
         summary = floor.table("CR-07")
         assert summary is not None and summary["checked_hand"] == 1 and summary["missing"] is None
@@ -58,50 +47,32 @@ def test_records_arrive_once_gaps_close_and_a_restart_loses_nothing(
         floor.stop()
 
 
-def _post(url: str, path: str, form: dict[str, str], cookie: str = "") -> tuple[int, str, str]:
-    """POST a form; (status, Set-Cookie, body). Redirects are not followed."""
-    parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
-    headers = {"Content-Type": "application/x-www-form-urlencoded"}
-    if cookie:
-        headers["Cookie"] = cookie
-    conn.request("POST", path, urlencode(form), headers)
-    reply = conn.getresponse()
-    body = reply.read().decode()
-    conn.close()
-    return reply.status, reply.getheader("Set-Cookie") or "", body
-
-
 def test_the_pit_reads_and_only_surveillance_confirms(
-    tmp_path: Path, broker: Broker, records: list[FloorRecord]
+    tmp_path: Path, mosquitto: Mosquitto, records: list[FloorRecord]
 ) -> None:
     users = {"alice": hash_password("correct horse")}
-    floor = FloorProcess(tmp_path / "floor", broker.port, users=users)
-    table = Publisher(broker.port, "CR-07")
+    floor = FloorProcess(tmp_path / "floor", mosquitto, users=users)
+    table = Publisher(mosquitto, "CR-07")
     try:
         table.publish(records[:14])  # to the 5th point
         wait_for(lambda: len(floor.get("/api/alerts")) == 1)
         (alert,) = floor.get("/api/alerts")
-        with urllib.request.urlopen(floor.url + "/events", timeout=10) as stream:
-            first = b""
-            while b"event: alerts" not in first:  # the snapshot every new stream starts with
-                first += stream.read1(65536)
-        assert b'"table":"CR-07","record":14' in first
         page = urllib.request.urlopen(floor.url + "/", timeout=10).read().decode()
         assert 'data-table="CR-07"' in page and "pit view (read-only)" in page
         assert "pays at 5 points" in page and "$1,245" in page  # $5 at 249 to 1
         path = f"/alerts/{alert['id']}/confirm"
-        assert _post(floor.url, path, {})[0] == 401
-        assert _post(floor.url, "/login", {"user": "alice", "password": "wrong"})[0] == 401
+        assert post_form(floor.url, path, {})[0] == 401
+        assert post_form(floor.url, "/login", {"user": "alice", "password": "wrong"})[0] == 401
         assert (
-            _post(floor.url, "/login", {"user": "mallory", "password": "correct horse"})[0] == 401
+            post_form(floor.url, "/login", {"user": "mallory", "password": "correct horse"})[0]
+            == 401
         )
-        status, cookie, _ = _post(
+        status, cookie, _ = post_form(
             floor.url, "/login", {"user": "alice", "password": "correct horse"}
         )
         assert status == 303 and "HttpOnly" in cookie and "SameSite=strict" in cookie
         session = cookie.split(";")[0]
-        assert _post(floor.url, path, {}, session)[0] == 303
+        assert post_form(floor.url, path, {}, session)[0] == 303
         wait_for(lambda: any(c.get("op") == "confirm" for c in table.commands))
         confirm = next(c for c in table.commands if c.get("op") == "confirm")
         assert (confirm["hand"], confirm["by"]) == (1, "alice") and confirm["id"]

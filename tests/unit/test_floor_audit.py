@@ -6,9 +6,9 @@ import copy
 from dataclasses import replace
 from pathlib import Path
 
-from controller.core.config import FireBetRules
-from controller.core.engine import Engine
-from controller.floor.audit import TableAudit, rules_from_start, rules_to_dict
+from controller.core.commands import Confirm
+from controller.core.config import load_config
+from controller.floor.audit import TableAudit
 from controller.floor.wire import FloorRecord
 from tests.floor_support import TableJournal, make_points
 
@@ -83,26 +83,43 @@ def test_a_marker_out_of_order_is_flagged(tmp_path: Path) -> None:
 
 
 def test_the_rules_journaled_at_start_are_the_rules_checked(tmp_path: Path) -> None:
-    rules = replace(FireBetRules(), pays={4: 30, 5: 300, 6: 1000})
-    table = TableJournal(tmp_path / "j.db", engine=Engine(rules))
+    house = tmp_path / "house.toml"
+    house.write_text('[firebet]\npreset = "nv-25-250-1000"\npays = { 4 = 30, 5 = 300, 6 = 1000 }\n')
+    config = load_config(house)
+    table = TableJournal(tmp_path / "j.db", config=config)
     table.do(*FIVE)
     records = table.records()
-    start = FloorRecord(
-        "T1", 1, records[0].at, "start", "service",
-        {"rules": {"table": {"id": "T1", "positions": 16}, "firebet": rules_to_dict(rules)},
-         "program": "abc"},
-        "0" * 64,
-    )  # fmt: skip
-    assert rules_from_start(start.payload) == (rules, "abc")
-    # with the house's rules journaled the payouts check
-    renumbered = [replace(r, record=r.record + 1) for r in records]
-    audit, found = walk([start, *renumbered])
+    assert records[1].kind == "rules"
+    audit, found = walk(records)
     assert [d for f in found for d in f.discrepancies] == []
     assert audit.hands[1]["payouts"] == {"1": 1500, "2": 900}
-    assert audit.rules_record == 1 and audit.program == "abc"
-    # under the defaults the same records pay more than the rules give
-    _, found = walk(records)
+    assert audit.rules_record == 2 and audit.program == "test-program"
+    assert audit.rules == config.firebet
+    # without the rules record the same records pay more than the NJ defaults give
+    _, found = walk(
+        [r for r in records if r.kind != "rules"][:1]
+        + [replace(r, record=r.record - 1) for r in records[2:]]
+    )
     assert [d.what for f in found for d in f.discrepancies] == ["settlement"]
+    # a rules record that cannot be read is flagged, and the rules before it stay
+    broken = replace(records[1], payload={"table": {}})
+    _, found = walk([records[0], broken])
+    assert [d.what for f in found for d in f.discrepancies] == ["unreadable"]
+
+
+def test_a_confirmation_and_a_refusal_are_found(tmp_path: Path) -> None:
+    table = TableJournal(tmp_path / "j.db")
+    table.do(*FIVE[:-2])
+    table.apply(Confirm(hand=2, by="bob", id="x", actor="floor:bob"))
+    table.apply(Confirm(hand=1, by="alice", id="y", actor="floor:alice"))
+    audit, found = walk(table.records())
+    refusals = [r for f in found for r in f.refusals]
+    assert [(r.hand, r.command_id) for r in refusals] == [(2, "x")]
+    assert "the alert is for hand 1" in refusals[0].reason
+    confirmations = [c for f in found for c in f.confirmations]
+    assert [(c.hand, c.by, c.command_id) for c in confirmations] == [(1, "alice", "y")]
+    assert [d for f in found for d in f.discrepancies] == []
+    assert audit.hands[1]["actions"][-1]["action"] == "surveillance_confirmed"
 
 
 def test_a_voided_seven_out_gives_the_hand_back(tmp_path: Path) -> None:
