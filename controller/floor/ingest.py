@@ -223,6 +223,15 @@ class Ingest:
         for alert in self._alerts_of(rec.table, "integrity", record=number):
             if alert.detail.get("received_chain") == rec.chain:
                 return  # this rewritten record is already on the queue
+        current = self.store.find_alert(rec.table, "integrity", open_only=True)
+        if current is not None and current.record != number:
+            # a whole history sent again (a new journal) is one alert, not one per record
+            more = current.detail.get("more_records", [])
+            if number not in more:
+                detail = {**current.detail, "more_records": [*more, number][:1000]}
+                self.store.set_alert(current.id, current.status, received, None, detail=detail)
+                changes.alerts = True
+            return
         detail = {
             "what": f"record {number} arrived again with a different chain hash: "
             "the table's history was rewritten",
