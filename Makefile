@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: sim test test-stress lint typecheck bench install-service clean
+.PHONY: sim floor-demo test test-stress lint typecheck bench install-service clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (Python 3.11): install it or run make PYTHON=python3"; exit 1; }
@@ -17,6 +17,10 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 sim: $(STAMP)
 	$(BIN)/firebet sim
+
+# mosquitto, six simulated tables and the floor console; prints the console's address
+floor-demo: $(STAMP)
+	$(BIN)/python bench/floor_demo.py
 
 test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest

@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "controller.cli.doctor",
     "controller.cli.replay",
     "controller.cli.odds",
+    "controller.cli.floor",
 )
 
 

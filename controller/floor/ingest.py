@@ -1,0 +1,457 @@
+"""The floor's ingest: every table's messages in, each (table, record) stored once.
+
+One thread owns this object (the floor service's writer). It takes a batch of
+broker messages, stores them in one transaction and then:
+
+* a record number already held with the same chain hash is a repeat (delivery is
+  at least once) and is dropped; with a *different* chain hash it is an integrity
+  alert, kept until a person clears it;
+* a record above the first missing one is kept, and when the gap does not close by
+  itself within ``gap_grace_s`` the table is asked to ``resend`` from the first
+  missing record (again every ``resend_every_s`` while it stays open);
+* every record that is now contiguous goes through the second opinion
+  (:mod:`controller.floor.audit`), whose alerts, differences, confirmations and
+  hands are stored in the same transaction;
+* ``online`` and ``state`` keep each table's presence and status; a table that
+  goes offline raises an offline alert, resolved when it comes back.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.floor.audit import Findings, TableAudit, money
+from controller.floor.store import Alert, FloorStore, TableRow
+from controller.floor.wire import (
+    BadMessage,
+    FloorRecord,
+    confirm_command,
+    parse_event,
+    parse_online,
+    parse_state,
+    resend_command,
+    split_topic,
+    topic,
+)
+
+log = logging.getLogger("firebet.floor")
+
+Send = Callable[[str, bytes], None]
+
+
+def now_iso() -> str:
+    """The floor's clock: UTC, milliseconds."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message from the broker, as the MQTT thread hands it over."""
+
+    topic: str
+    payload: bytes
+    mid: int = 0
+    qos: int = 0
+    retain: bool = False
+
+
+@dataclass
+class Changes:
+    """What a batch changed, for the console's live updates."""
+
+    tables: set[str] = field(default_factory=set)
+    alerts: bool = False
+    hands: dict[str, set[int]] = field(default_factory=dict)
+    records: dict[str, int] = field(default_factory=dict)  # table -> newest contiguous record
+
+    def merge(self, other: Changes) -> None:
+        self.tables |= other.tables
+        self.alerts = self.alerts or other.alerts
+        for table, hands in other.hands.items():
+            self.hands.setdefault(table, set()).update(hands)
+        self.records.update(other.records)
+
+    def __bool__(self) -> bool:
+        return bool(self.tables or self.alerts or self.hands)
+
+
+@dataclass
+class TableLive:
+    """One table as the ingest thread keeps it in memory."""
+
+    row: TableRow
+    audit: TableAudit
+    above: set[int] = field(default_factory=set)  # stored numbers past the first gap
+    fresh: dict[int, FloorRecord] = field(default_factory=dict)  # stored in this batch
+    highest: int = 0
+    gap_since: float | None = None
+    gap_at: int = 0  # contiguous when the gap was first seen
+    resend_from: int | None = None
+    resend_at: float = 0.0
+    resends: int = 0
+    repeats: int = 0
+    bad: int = 0
+    last_bad: str = ""
+
+    @property
+    def head(self) -> int:
+        """The newest record the floor knows the table has."""
+        return max(self.highest, self.row.announced or 0, self.row.contiguous)
+
+    @property
+    def missing(self) -> tuple[int, int] | None:
+        """The first run of missing record numbers, when there is one."""
+        first = self.row.contiguous + 1
+        if self.head < first:
+            return None
+        later = [n for n in self.above if n > first]
+        return first, (min(later) - 1 if later else self.head)
+
+
+def pays_at(pays: dict[str, int], wagers: dict[str, int]) -> dict[str, dict[str, int]]:
+    """What each wager would be paid at 4, 5 and 6 different points."""
+    table = {int(k): v for k, v in pays.items()}
+    out: dict[str, dict[str, int]] = {}
+    for points in (4, 5, 6):
+        odds = 0
+        for tier, value in sorted(table.items()):
+            if points >= tier:
+                odds = value
+        out[str(points)] = {pos: amount * odds for pos, amount in wagers.items()}
+    return out
+
+
+class Ingest:
+    """Every table's messages, stored once, checked, and turned into alerts."""
+
+    def __init__(
+        self,
+        store: FloorStore,
+        prefix: str,
+        send: Send,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        gap_grace_s: float = 1.0,
+        resend_every_s: float = 5.0,
+    ) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.send = send
+        self.clock = clock
+        self.gap_grace_s = gap_grace_s
+        self.resend_every_s = resend_every_s
+        self.tables: dict[str, TableLive] = {}
+        self._pending = Changes()
+        self.summaries: dict[str, dict[str, Any]] = {}  # replaced whole, read by the console
+        self.bad_topics = 0
+        self.ingested = 0
+        for row in store.table_rows().values():
+            audit = TableAudit.from_dict(row.audit) if row.audit else TableAudit()
+            live = TableLive(row, audit)
+            live.above = set(store.stored_above(row.table, row.contiguous))
+            live.highest = max(live.above, default=row.contiguous)
+            self.tables[row.table] = live
+        for table in self.tables:
+            self.summaries[table] = self._summary(table)
+
+    # messages ------------------------------------------------------------------------
+    def handle(self, batch: Iterable[Message]) -> Changes:
+        """Store a batch of messages in one transaction; what changed."""
+        changes = Changes()
+        touched: set[str] = set()
+        received = now_iso()
+        with self.store.transaction():
+            for message in batch:
+                where = split_topic(self.prefix, message.topic)
+                if where is None:
+                    self.bad_topics += 1
+                    continue
+                table, leaf = where
+                live = self._table(table)
+                try:
+                    if leaf == "event":
+                        self._event(live, parse_event(table, message.payload), received, changes)
+                    elif leaf == "online":
+                        self._online(live, message.payload, received, changes)
+                    elif leaf == "state":
+                        live.row.state = parse_state(message.payload)
+                        live.row.state_at = received
+                except BadMessage as exc:
+                    live.bad += 1
+                    live.last_bad = f"{leaf}: {exc}"
+                    log.warning("table %s sent a bad %s message: %s", table, leaf, exc)
+                touched.add(table)
+            for table in touched:
+                self._advance(self.tables[table], changes)
+                self.store.save_table(self.tables[table].row)
+        self._gaps(changes)
+        self._publish(touched | changes.tables, changes)
+        return changes
+
+    def tick(self) -> Changes:
+        """Ask for what is still missing (called about once a second)."""
+        changes = Changes()
+        self._gaps(changes)
+        self._publish(changes.tables, changes)
+        return changes
+
+    def _table(self, table: str) -> TableLive:
+        live = self.tables.get(table)
+        if live is None:
+            live = self.tables[table] = TableLive(TableRow(table), TableAudit())
+        return live
+
+    def _event(self, live: TableLive, rec: FloorRecord, received: str, changes: Changes) -> None:
+        number = rec.record
+        held = number <= live.row.contiguous or number in live.above
+        if not held:
+            self.store.add_record(rec, received)
+            live.fresh[number] = rec  # for the audit, without reading it back
+            live.above.add(number)
+            live.highest = max(live.highest, number)
+            self.ingested += 1
+            return
+        chain = self.store.chain(rec.table, number)
+        if chain == rec.chain:
+            live.repeats += 1
+            return
+        for alert in self._alerts_of(rec.table, "integrity", record=number):
+            if alert.detail.get("received_chain") == rec.chain:
+                return  # this rewritten record is already on the queue
+        current = self.store.find_alert(rec.table, "integrity", open_only=True)
+        if current is not None and current.record != number:
+            # a whole history sent again (a new journal) is one alert, not one per record
+            more = current.detail.get("more_records", [])
+            if number not in more:
+                detail = {**current.detail, "more_records": [*more, number][:1000]}
+                self.store.set_alert(current.id, current.status, received, None, detail=detail)
+                changes.alerts = True
+            return
+        detail = {
+            "what": f"record {number} arrived again with a different chain hash: "
+            "the table's history was rewritten",
+            "stored_chain": chain,
+            "received_chain": rec.chain,
+            "received": rec.message(),
+        }
+        self.store.raise_alert(rec.table, "integrity", received, detail, record=number)
+        log.error("table %s: integrity alert at record %d", rec.table, number)
+        changes.alerts = True
+        changes.tables.add(rec.table)
+
+    def _alerts_of(self, table: str, kind: str, *, record: int) -> list[Alert]:
+        found = self.store.find_alert(table, kind, record=record)
+        return [found] if found is not None else []
+
+    def _online(self, live: TableLive, payload: bytes, received: str, changes: Changes) -> None:
+        presence = parse_online(payload)
+        was = live.row.online
+        live.row.online = presence.online
+        live.row.online_at = received
+        if presence.program:
+            live.row.program = presence.program
+        if presence.record is not None:
+            live.row.announced = presence.record
+        table = live.row.table
+        current = self.store.find_alert(table, "offline", open_only=True)
+        if not presence.online and current is None:
+            self.store.raise_alert(
+                table, "offline", received,
+                {"what": "the table went offline (its link to the broker was lost)",
+                 "last_record": live.row.contiguous},
+            )  # fmt: skip
+            changes.alerts = True
+        elif presence.online and current is not None:
+            self.store.set_alert(current.id, "resolved", received, "table back online")
+            changes.alerts = True
+        if was != presence.online:
+            changes.tables.add(table)
+
+    # the contiguous run and the second opinion -------------------------------------
+    def _advance(self, live: TableLive, changes: Changes) -> None:
+        row = live.row
+        start = row.contiguous
+        while row.contiguous + 1 in live.above:
+            row.contiguous += 1
+            live.above.discard(row.contiguous)
+        if row.contiguous == start:
+            return
+        table = row.table
+        changes.records[table] = row.contiguous
+        changes.tables.add(table)
+        findings = Findings()
+        first = max(start, live.audit.record) + 1
+        fresh = live.fresh
+        if all(n in fresh for n in range(first, row.contiguous + 1)):
+            records = [fresh[n] for n in range(first, row.contiguous + 1)]
+        else:
+            records = self.store.records(table, first, row.contiguous)
+        live.fresh = {}
+        for rec in records:
+            findings.merge(live.audit.step(rec))
+        self._apply(live, findings, changes)
+        row.audit = live.audit.to_dict()
+
+    def _apply(self, live: TableLive, found: Findings, changes: Changes) -> None:
+        table = live.row.table
+        at = now_iso()
+        for number in found.dropped_hands:
+            self.store.drop_hand(table, number)
+        for hand in found.hands.values():
+            self.store.save_hand(table, hand)
+        if found.hands or found.dropped_hands:
+            changes.hands.setdefault(table, set()).update(found.hands, found.dropped_hands)
+        for d in found.discrepancies:
+            self.store.raise_alert(
+                table, "audit", at,
+                {"what": d.what, "detail": d.detail,
+                 "rules_record": live.audit.rules_record},
+                hand=d.hand, record=d.record,
+            )  # fmt: skip
+            log.error("table %s record %d: second opinion differs: %s", table, d.record, d.detail)
+            changes.alerts = True
+        for a in found.alerts:
+            if self.store.find_alert(table, "surveillance", hand=a.hand) is not None:
+                continue  # once per hand, even when the 5th point is voided and made again
+            self.store.raise_alert(
+                table, "surveillance", a.at,
+                {"unique_points": a.unique_points,
+                 "pays": {str(k): v for k, v in live.audit.rules.pay_table().items()}},
+                hand=a.hand, record=a.record,
+            )  # fmt: skip
+            changes.alerts = True
+        for r in found.refusals:
+            refused = self.store.find_alert(table, "surveillance", hand=r.hand)
+            if refused is not None and refused.status != "confirmed":
+                detail = {**refused.detail, "refused": r.reason, "refused_record": r.record}
+                self.store.set_alert(refused.id, "refused", at, "table", detail=detail)
+                changes.alerts = True
+        for c in found.confirmations:
+            alert = self.store.find_alert(table, "surveillance", hand=c.hand)
+            if alert is not None:
+                detail = {**alert.detail, "confirmed_record": c.record}
+                self.store.set_alert(alert.id, "confirmed", at, c.by, detail=detail)
+                changes.alerts = True
+
+    # gaps ----------------------------------------------------------------------------
+    def _gaps(self, changes: Changes) -> None:
+        now = self.clock()
+        for live in self.tables.values():
+            missing = live.missing
+            if missing is None:
+                live.gap_since = None
+                continue
+            if live.gap_since is None or live.row.contiguous != live.gap_at:
+                live.gap_since, live.gap_at = now, live.row.contiguous
+                changes.tables.add(live.row.table)
+                continue
+            first = missing[0]
+            if now - live.gap_since < self.gap_grace_s:
+                continue
+            if live.resend_from == first and now - live.resend_at < self.resend_every_s:
+                continue
+            self.send(topic(self.prefix, live.row.table, "command"), resend_command(first))
+            log.info("table %s: asked to resend from record %d", live.row.table, first)
+            live.resend_from, live.resend_at = first, now
+            live.resends += 1
+            changes.tables.add(live.row.table)
+
+    # surveillance's actions (called on the ingest thread) ---------------------------
+    def confirm(self, alert_id: int, user: str, command_id: str) -> Alert:
+        """Send ``confirm`` for a surveillance alert; it shows confirmed once journaled."""
+        alert = self.store.alert(alert_id)
+        if alert is None or alert.kind != "surveillance":
+            raise LookupError(f"no surveillance alert {alert_id}")
+        if alert.status == "confirmed":
+            return alert
+        assert alert.hand is not None
+        self.send(
+            topic(self.prefix, alert.table, "command"),
+            confirm_command(alert.hand, user, command_id),
+        )
+        with self.store.transaction():
+            self.store.set_alert(alert.id, "sent", now_iso(), user, command_id=command_id)
+        self._publish({alert.table}, Changes(alerts=True))
+        sent = self.store.alert(alert.id)
+        assert sent is not None
+        return sent
+
+    def clear(self, alert_id: int, user: str, note: str = "") -> Alert:
+        """A person clears an integrity, audit or offline alert (kept, marked cleared)."""
+        alert = self.store.alert(alert_id)
+        if alert is None:
+            raise LookupError(f"no alert {alert_id}")
+        if alert.kind == "surveillance" and alert.status != "refused":
+            raise LookupError(
+                "a surveillance alert is confirmed, not cleared "
+                "(unless the table refused the confirmation)"
+            )
+        with self.store.transaction():
+            detail = {**alert.detail, "note": note} if note else None
+            self.store.set_alert(alert.id, "cleared", now_iso(), user, detail=detail)
+        self._publish({alert.table}, Changes(alerts=True))
+        cleared = self.store.alert(alert.id)
+        assert cleared is not None
+        return cleared
+
+    # the console's view --------------------------------------------------------------
+    def _publish(self, tables: Iterable[str], changes: Changes) -> None:
+        for table in tables:
+            self.summaries[table] = self._summary(table)
+        changes.tables |= set(tables)
+        self._pending.merge(changes)
+
+    def take_changes(self) -> Changes:
+        """Everything changed since the last call (batches, ticks, surveillance's actions)."""
+        changes, self._pending = self._pending, Changes()
+        return changes
+
+    def _summary(self, table: str) -> dict[str, Any]:
+        live = self.tables[table]
+        state = live.audit.state
+        status = live.row.state or {}
+        open_alerts: dict[str, int] = {}
+        db = self.store.reader()
+        for (kind,) in db.execute(
+            "SELECT kind FROM alerts WHERE table_id = ? AND status IN ('open', 'sent', 'refused')",
+            (table,),
+        ):
+            open_alerts[kind] = open_alerts.get(kind, 0) + 1
+        surveillance = db.execute(
+            "SELECT status, status_by FROM alerts WHERE table_id = ? AND kind = 'surveillance' "
+            "AND hand = ? ORDER BY id DESC LIMIT 1",
+            (table, state.hand),
+        ).fetchone()
+        missing = live.missing
+        return {
+            "table": table,
+            "online": live.row.online,
+            "mode": status.get("mode") if isinstance(status.get("mode"), str) else None,
+            "phase": state.phase.value,
+            "point": state.point,
+            "hand": state.hand,
+            "points": list(state.points),
+            "wagers": sum(state.bets.values()),
+            "wagers_text": money(sum(state.bets.values())) if state.bets else "",
+            "positions": len(state.bets),
+            "surveillance_alert": state.surveillance_alert,
+            "surveillance": (
+                {"status": surveillance[0], "by": surveillance[1]} if surveillance else None
+            ),
+            "alerts": open_alerts,
+            "record": live.row.contiguous,
+            "head": live.head,
+            "missing": list(missing) if missing else None,
+            "resend_from": live.resend_from if missing else None,
+            "resends": live.resends,
+            "checked_hand": live.audit.checked_hand,
+            "checked_record": live.audit.record,
+            "rules_record": live.audit.rules_record,
+            "program": live.row.program,
+            "bad": live.bad,
+        }

@@ -1,0 +1,251 @@
+"""The floor service's engine room: the broker connection and the one ingest thread.
+
+paho's network thread only queues what arrives. One ingest thread takes the queue
+in batches, stores each batch in one durable transaction
+(:class:`controller.floor.ingest.Ingest`) and only then acknowledges the
+messages to the broker (``manual_ack``), so a message the floor lost in a crash is
+sent again. The floor's MQTT session is persistent (``clean_session=False``): the
+broker keeps what arrives while the floor is away. Surveillance's actions from the
+console run on the same thread, so the store has one writer. Listeners (the
+console's live updates) hear what each batch changed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import queue
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from controller.floor.ingest import Changes, Ingest, Message
+from controller.floor.settings import FloorSettings
+from controller.floor.store import FloorStore
+from controller.floor.wire import subscriptions
+
+log = logging.getLogger("firebet.floor")
+
+BATCH = 1000
+TICK_S = 0.5
+T = TypeVar("T")
+Listener = Callable[[Changes], None]
+
+
+@dataclass(frozen=True)
+class _Received:
+    message: Message
+    generation: int
+
+
+class _Tick:
+    """Nothing arrived: time to look for gaps."""
+
+
+@dataclass(frozen=True)
+class _Call:
+    fn: Callable[[], Any]
+    future: concurrent.futures.Future[Any]
+
+
+class FloorService:
+    """One floor: the broker session, the store, the ingest thread and its listeners."""
+
+    def __init__(self, settings: FloorSettings, state_dir: Path) -> None:
+        self.settings = settings
+        self.state_dir = state_dir
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.store = FloorStore(state_dir / settings.database)
+        self._queue: queue.SimpleQueue[_Received | _Call | None] = queue.SimpleQueue()
+        self._listeners: list[Listener] = []
+        self._generation = 0
+        self.connected = threading.Event()
+        self.last_error = ""
+        self.client = self._client()
+        self.ingest = self._ingest()
+        self._thread = threading.Thread(target=self._run, name="floor-ingest", daemon=True)
+        self._stopping = False
+
+    def _ingest(self) -> Ingest:
+        s = self.settings
+        return Ingest(
+            self.store,
+            s.topic_prefix,
+            self._send,
+            gap_grace_s=s.gap_grace_s,
+            resend_every_s=s.resend_every_s,
+        )
+
+    # the broker ------------------------------------------------------------------------
+    def _client(self) -> mqtt.Client:
+        s = self.settings
+        client = mqtt.Client(
+            CallbackAPIVersion.VERSION2,
+            client_id=s.client_id,
+            clean_session=False,
+            manual_ack=True,
+        )
+        broker = s.endpoint()
+        if broker.tls:
+            context = ssl.create_default_context(cafile=s.tls_ca or None)
+            client.tls_set_context(context)
+        if s.username:
+            client.username_pw_set(s.username, s.password())
+        client.reconnect_delay_set(min_delay=1, max_delay=5)
+        client.max_inflight_messages_set(100)
+        client.max_queued_messages_set(0)
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        client.on_message = self._on_message
+        client.on_subscribe = self._on_subscribe
+        return client
+
+    def _on_connect(
+        self, client: mqtt.Client, _u: Any, _f: Any, reason: Any, _p: Any = None
+    ) -> None:
+        if reason.is_failure:
+            self.last_error = f"broker refused the floor: {reason}"
+            log.error("%s", self.last_error)
+            return
+        self._generation += 1
+        client.subscribe([(t, 1) for t in subscriptions(self.settings.topic_prefix)])
+        self.last_error = ""
+        log.info("connected to the broker %s", self.settings.broker)
+
+    def _on_subscribe(
+        self, _c: mqtt.Client, _u: Any, _mid: int, reasons: list[Any], _p: Any = None
+    ) -> None:
+        if any(r.is_failure for r in reasons):
+            self.last_error = f"the broker refused the floor's subscriptions: {reasons}"
+            log.error("%s", self.last_error)
+            return
+        self.connected.set()
+
+    def _on_disconnect(
+        self, _c: mqtt.Client, _u: Any, _f: Any, reason: Any, _p: Any = None
+    ) -> None:
+        self.connected.clear()
+        if not self._stopping:
+            self.last_error = f"lost the broker: {reason}"
+            log.warning("%s", self.last_error)
+
+    def _on_message(self, _c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
+        self._queue.put(
+            _Received(
+                Message(msg.topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain),
+                self._generation,
+            )
+        )
+
+    def _send(self, name: str, payload: bytes) -> None:
+        info = self.client.publish(name, payload, qos=1)
+        if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
+            log.warning("could not queue a command on %s: %s", name, mqtt.error_string(info.rc))
+
+    # lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Connect (in the background; paho reconnects by itself) and start ingesting."""
+        broker = self.settings.endpoint()
+        self._thread.start()
+        self.client.connect_async(broker.host, broker.port, keepalive=15)
+        self.client.loop_start()
+
+    def stop(self) -> None:
+        """Disconnect, finish the queue, close the store."""
+        self._stopping = True
+        self.client.disconnect()
+        self.client.loop_stop()
+        self._queue.put(None)
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        self.store.close()
+
+    def listen(self, listener: Listener) -> None:
+        """Call ``listener(changes)`` on the ingest thread after each batch is stored."""
+        self._listeners.append(listener)
+
+    def call(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
+        """Run ``fn`` on the ingest thread (the store's one writer); its future result."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._queue.put(_Call(fn, future))
+        return future
+
+    # the ingest thread -----------------------------------------------------------------
+    def _run(self) -> None:
+        next_tick = time.monotonic() + TICK_S
+        while True:
+            item: _Received | _Call | _Tick | None
+            try:
+                item = self._queue.get(timeout=max(0.0, next_tick - time.monotonic()))
+            except queue.Empty:
+                item = _Tick()
+            if time.monotonic() >= next_tick:
+                next_tick = time.monotonic() + TICK_S
+                self._guard(self.ingest.tick)
+                self._notify()
+            if isinstance(item, _Tick):
+                continue
+            batch: list[_Received] = []
+            while item is not None:
+                if isinstance(item, _Received):
+                    batch.append(item)
+                elif isinstance(item, _Call):
+                    self._flush(batch)
+                    batch = []
+                    self._do(item)
+                if len(batch) >= BATCH:
+                    break
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            self._flush(batch)
+            if item is None:
+                return
+
+    def _flush(self, batch: list[_Received]) -> None:
+        if not batch:
+            return
+        if not self._guard(lambda: self.ingest.handle([r.message for r in batch])):
+            return  # not stored: not acknowledged; what the store lacks comes back by resend
+        for r in batch:
+            if r.message.qos and r.generation == self._generation:
+                self.client.ack(r.message.mid, r.message.qos)
+        self._notify()
+
+    def _do(self, call: _Call) -> None:
+        try:
+            result = call.fn()
+        except Exception as exc:  # the caller gets it
+            call.future.set_exception(exc)
+        else:
+            self._notify()  # before the caller hears back, so its next page shows it too
+            call.future.set_result(result)
+
+    def _guard(self, fn: Callable[[], object]) -> bool:
+        try:
+            fn()
+            return True
+        except Exception:
+            # what the failed batch left in memory is dropped; the store is the truth, and
+            # what it lacks comes back as a gap and a resend
+            log.exception("the floor could not store a batch")
+            self.ingest = self._ingest()
+            return False
+
+    def _notify(self) -> None:
+        changes = self.ingest.take_changes()
+        if not changes:
+            return
+        for listener in self._listeners:
+            try:
+                listener(changes)
+            except Exception:
+                log.exception("a console listener failed")

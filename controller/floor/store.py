@@ -1,0 +1,351 @@
+"""The floor's store: every table's records once each, its alerts, hands and checks (SQLite).
+
+One writer (the floor's ingest thread) and any number of readers (the console),
+in WAL mode. A batch of messages is one transaction, committed durably
+(``synchronous=FULL``) before the broker is told the messages arrived, so a
+floor restart loses nothing.
+
+Tables
+    ``records``   (table_id, record) once each, with the chain hash as received;
+    ``tables``    one row per table: presence, last status, the audit checkpoint;
+    ``hands``     the hand logs the audit sorted the records into;
+    ``alerts``    surveillance, integrity, audit and offline alerts and what became of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from controller.floor.wire import FloorRecord
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (
+    table_id TEXT NOT NULL,
+    record INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    chain TEXT NOT NULL,
+    received TEXT NOT NULL,
+    PRIMARY KEY (table_id, record)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tables (
+    table_id TEXT PRIMARY KEY,
+    online INTEGER,
+    online_at TEXT,
+    program TEXT,
+    announced INTEGER,
+    state TEXT,
+    state_at TEXT,
+    contiguous INTEGER NOT NULL DEFAULT 0,
+    audit TEXT
+);
+CREATE TABLE IF NOT EXISTS hands (
+    table_id TEXT NOT NULL,
+    hand INTEGER NOT NULL,
+    log TEXT NOT NULL,
+    PRIMARY KEY (table_id, hand)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS alerts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    table_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    hand INTEGER,
+    record INTEGER,
+    raised_at TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    status TEXT NOT NULL,
+    status_at TEXT,
+    status_by TEXT,
+    command_id TEXT
+);
+CREATE INDEX IF NOT EXISTS alerts_open ON alerts (status, table_id);
+"""
+
+OPEN = ("open", "sent", "refused")  # alert statuses that still need a person
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alert as stored."""
+
+    id: int
+    table: str
+    kind: str  # surveillance, integrity, audit, offline
+    hand: int | None
+    record: int | None
+    raised_at: str
+    detail: dict[str, Any]
+    status: str  # open, sent, refused, confirmed, cleared, resolved
+    status_at: str | None
+    status_by: str | None
+    command_id: str | None
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in OPEN
+
+
+_ALERT_COLUMNS = (
+    "id, table_id, kind, hand, record, raised_at, detail, status, status_at, status_by, command_id"
+)
+
+
+def _alert(row: tuple[Any, ...]) -> Alert:
+    return Alert(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]), *row[7:11])
+
+
+@dataclass
+class TableRow:
+    """What the floor keeps about one table between restarts."""
+
+    table: str
+    online: bool | None = None
+    online_at: str | None = None
+    program: str | None = None
+    announced: int | None = None
+    state: dict[str, Any] | None = None
+    state_at: str | None = None
+    contiguous: int = 0
+    audit: dict[str, Any] | None = None
+
+
+class FloorStore:
+    """The floor's SQLite database; the writer methods belong to one thread."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = self._connect()
+        self._db.executescript(SCHEMA)
+        self._readers = threading.local()
+
+    def _connect(self, *, read_only: bool = False) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        if read_only:
+            db.execute("PRAGMA query_only=ON")
+        return db
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One durable transaction (the writer's)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def reader(self) -> sqlite3.Connection:
+        """A read-only connection for the calling thread."""
+        db: sqlite3.Connection | None = getattr(self._readers, "db", None)
+        if db is None:
+            db = self._readers.db = self._connect(read_only=True)
+        return db
+
+    # records -------------------------------------------------------------------------
+    def chain(self, table: str, record: int) -> str | None:
+        """The chain hash stored for (table, record), None when not stored."""
+        row = self._db.execute(
+            "SELECT chain FROM records WHERE table_id = ? AND record = ?", (table, record)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def add_record(self, rec: FloorRecord, received: str) -> None:
+        """Store a record not stored before."""
+        self._db.execute(
+            "INSERT INTO records (table_id, record, at, kind, actor, payload, chain, received) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                rec.table, rec.record, rec.at, rec.kind, rec.actor,
+                json.dumps(rec.payload, sort_keys=True, separators=(",", ":")),
+                rec.chain, received,
+            ),
+        )  # fmt: skip
+
+    def stored_above(self, table: str, record: int) -> list[int]:
+        """The numbers stored for ``table`` above ``record`` (the far side of a gap)."""
+        rows = self._db.execute(
+            "SELECT record FROM records WHERE table_id = ? AND record > ? ORDER BY record",
+            (table, record),
+        )
+        return [int(r[0]) for r in rows]
+
+    def records(self, table: str, first: int, last: int) -> list[FloorRecord]:
+        """The stored records ``first..last`` of ``table``, in order."""
+        rows = self._db.execute(
+            "SELECT record, at, kind, actor, payload, chain FROM records "
+            "WHERE table_id = ? AND record BETWEEN ? AND ? ORDER BY record",
+            (table, first, last),
+        )
+        return [FloorRecord(table, r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]) for r in rows]
+
+    # tables --------------------------------------------------------------------------
+    def table_rows(self) -> dict[str, TableRow]:
+        """Every table the floor has heard of."""
+        rows = self._db.execute(
+            "SELECT table_id, online, online_at, program, announced, state, state_at, "
+            "contiguous, audit FROM tables"
+        )
+        out: dict[str, TableRow] = {}
+        for r in rows:
+            out[r[0]] = TableRow(
+                r[0],
+                None if r[1] is None else bool(r[1]),
+                r[2],
+                r[3],
+                r[4],
+                json.loads(r[5]) if r[5] else None,
+                r[6],
+                int(r[7]),
+                json.loads(r[8]) if r[8] else None,
+            )
+        return out
+
+    def save_table(self, row: TableRow) -> None:
+        """Write what the floor keeps about one table."""
+        self._db.execute(
+            "INSERT INTO tables (table_id, online, online_at, program, announced, state, "
+            "state_at, contiguous, audit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (table_id) DO UPDATE SET online = excluded.online, "
+            "online_at = excluded.online_at, program = excluded.program, "
+            "announced = excluded.announced, state = excluded.state, "
+            "state_at = excluded.state_at, contiguous = excluded.contiguous, "
+            "audit = excluded.audit",
+            (
+                row.table,
+                None if row.online is None else int(row.online),
+                row.online_at,
+                row.program,
+                row.announced,
+                json.dumps(row.state) if row.state is not None else None,
+                row.state_at,
+                row.contiguous,
+                json.dumps(row.audit, separators=(",", ":")) if row.audit is not None else None,
+            ),
+        )
+
+    # hands ---------------------------------------------------------------------------
+    def save_hand(self, table: str, log: dict[str, Any]) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO hands (table_id, hand, log) VALUES (?, ?, ?)",
+            (table, log["hand"], json.dumps(log, separators=(",", ":"))),
+        )
+
+    def drop_hand(self, table: str, hand: int) -> None:
+        self._db.execute("DELETE FROM hands WHERE table_id = ? AND hand = ?", (table, hand))
+
+    def recent_hands(self, table: str, count: int) -> list[dict[str, Any]]:
+        """The last ``count`` hands of ``table``, newest first (reader side)."""
+        rows = self.reader().execute(
+            "SELECT log FROM hands WHERE table_id = ? ORDER BY hand DESC LIMIT ?", (table, count)
+        )
+        return [json.loads(r[0]) for r in rows]
+
+    def hand(
+        self, table: str, hand: int, *, db: sqlite3.Connection | None = None
+    ) -> dict[str, Any] | None:
+        row = (
+            (db or self.reader())
+            .execute("SELECT log FROM hands WHERE table_id = ? AND hand = ?", (table, hand))
+            .fetchone()
+        )
+        return json.loads(row[0]) if row else None
+
+    # alerts --------------------------------------------------------------------------
+    def raise_alert(
+        self,
+        table: str,
+        kind: str,
+        raised_at: str,
+        detail: dict[str, Any],
+        *,
+        hand: int | None = None,
+        record: int | None = None,
+    ) -> int:
+        """A new open alert; its id."""
+        cur = self._db.execute(
+            "INSERT INTO alerts (table_id, kind, hand, record, raised_at, detail, status) "
+            "VALUES (?, ?, ?, ?, ?, ?, 'open')",
+            (table, kind, hand, record, raised_at, json.dumps(detail, sort_keys=True)),
+        )
+        return int(cur.lastrowid or 0)
+
+    def find_alert(
+        self, table: str, kind: str, *, hand: int | None = None, record: int | None = None,
+        open_only: bool = False,
+    ) -> Alert | None:  # fmt: skip
+        """The newest alert of ``kind`` for ``table`` (and ``hand`` / ``record`` when given)."""
+        sql = f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE table_id = ? AND kind = ?"
+        args: list[Any] = [table, kind]
+        if hand is not None:
+            sql += " AND hand = ?"
+            args.append(hand)
+        if record is not None:
+            sql += " AND record = ?"
+            args.append(record)
+        if open_only:
+            sql += f" AND status IN ({', '.join('?' * len(OPEN))})"
+            args += OPEN
+        row = self._db.execute(sql + " ORDER BY id DESC LIMIT 1", args).fetchone()
+        return _alert(row) if row else None
+
+    def set_alert(
+        self, alert_id: int, status: str, at: str, by: str | None, *,
+        command_id: str | None = None, detail: dict[str, Any] | None = None,
+    ) -> None:  # fmt: skip
+        """Move an alert on (sent, refused, confirmed, cleared, resolved)."""
+        self._db.execute(
+            "UPDATE alerts SET status = ?, status_at = ?, status_by = ?, "
+            "command_id = COALESCE(?, command_id), detail = COALESCE(?, detail) WHERE id = ?",
+            (status, at, by, command_id,
+             json.dumps(detail, sort_keys=True) if detail is not None else None, alert_id),
+        )  # fmt: skip
+
+    def alert(self, alert_id: int, *, db: sqlite3.Connection | None = None) -> Alert | None:
+        row = (
+            (db or self._db)
+            .execute(f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE id = ?", (alert_id,))
+            .fetchone()
+        )
+        return _alert(row) if row else None
+
+    def alerts(
+        self, *, open_only: bool = True, limit: int = 200, db: sqlite3.Connection | None = None
+    ) -> list[Alert]:
+        """Alerts, oldest open first (or the newest of every status)."""
+        con = db or self.reader()
+        if open_only:
+            rows = con.execute(
+                f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE status IN "
+                f"({', '.join('?' * len(OPEN))}) ORDER BY id LIMIT ?",
+                (*OPEN, limit),
+            )
+        else:
+            rows = con.execute(
+                f"SELECT {_ALERT_COLUMNS} FROM alerts ORDER BY id DESC LIMIT ?", (limit,)
+            )
+        return [_alert(r) for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        """Records stored, distinct (table, record) pairs and tables: for the benchmark."""
+        db = self.reader()
+        rows, distinct, tables = db.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT table_id || '/' || record), COUNT(DISTINCT table_id) "
+            "FROM records"
+        ).fetchone()
+        return {"records": rows, "distinct": distinct, "tables": tables}

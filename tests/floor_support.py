@@ -1,0 +1,225 @@
+"""What the floor's tests share: a table's real journal records, and a small table
+publisher that speaks SPEC section 9 to a broker (events, retained state, online with a
+will) and answers ``resend`` commands from its records."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from controller.core.commands import Command
+from controller.core.config import Config, rules_settings
+from controller.core.engine import Engine
+from controller.core.script import parse_line
+from controller.floor.wire import FloorRecord, topic
+from controller.journal.store import Journal
+from tests.broker import USERS, Mosquitto
+
+
+def make_points(*points: int) -> list[str]:
+    """Script lines that establish and make each point in turn (no sevens)."""
+    dice = {4: "2 2", 5: "2 3", 6: "3 3", 8: "4 4", 9: "4 5", 10: "5 5"}
+    return [d for p in points for d in (dice[p], dice[p])]
+
+
+class TableJournal:
+    """A table's real journal (in ``path``), driven with replay-script lines."""
+
+    def __init__(self, path: Path, table: str = "T1", config: Config | None = None) -> None:
+        self.table = table
+        self.engine = Engine(config.firebet if config is not None else None)
+        self.journal = Journal(path, durable=False)
+        self.journal.recover(self.engine)
+        if config is not None:  # as the service journals it at each start
+            rules = rules_settings(config) | {"program": "test-program"}
+            self.journal.append_system("rules", actor="service", payload=rules)
+
+    def apply(self, command: Command) -> list[FloorRecord]:
+        """Apply one command (a floor ``confirm``, say); the records it journaled."""
+        first = self.journal.last_record + 1
+        self.journal.apply(self.engine, command)
+        return self.records(first)
+
+    def do(self, *lines: str) -> list[FloorRecord]:
+        """Apply each line; the records they journaled."""
+        first = self.journal.last_record + 1
+        for line in lines:
+            command = parse_line(line)
+            if command is not None:
+                self.journal.apply(self.engine, command)
+        return self.records(first)
+
+    def records(self, first: int = 1) -> list[FloorRecord]:
+        return [
+            FloorRecord(self.table, r.record, r.at, r.kind, r.actor, r.data(), r.hash)
+            for r in self.journal.records()
+            if r.record >= first
+        ]
+
+    def close(self) -> None:
+        self.journal.close()
+
+
+def event_bytes(rec: FloorRecord) -> bytes:
+    return json.dumps(rec.message()).encode()
+
+
+class Publisher:
+    """A table on the broker, as SPEC section 9 says: the floor's tests' stand-in."""
+
+    def __init__(self, broker: Mosquitto, table: str, prefix: str = "firebet") -> None:
+        self.table = table
+        self.prefix = prefix
+        self.sent: dict[int, FloorRecord] = {}
+        self.commands: list[dict[str, Any]] = []
+        self.answer_resend = True
+        self._lock = threading.Lock()
+        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"table-{table}")
+        self.client.username_pw_set(table, USERS[table])  # the ACL: a table is its own user
+        self.client.will_set(self.t("online"), json.dumps({"online": False}), qos=1, retain=True)
+        self.client.on_message = self._on_message
+        self.client.on_connect = self._on_connect
+        self.client.connect("127.0.0.1", broker.port, keepalive=5)
+        self.client.loop_start()
+
+    def t(self, leaf: str) -> str:
+        return topic(self.prefix, self.table, leaf)
+
+    def _on_connect(self, client: mqtt.Client, *_: Any) -> None:
+        client.subscribe(self.t("command"), qos=1)
+
+    def _on_message(self, _c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
+        body = json.loads(msg.payload)
+        with self._lock:
+            self.commands.append(body)
+        if body.get("op") == "resend" and self.answer_resend:
+            with self._lock:
+                again = [r for n, r in sorted(self.sent.items()) if n >= body["from"]]
+            # not on paho's thread: publish() waits for the broker's acknowledgements
+            threading.Thread(target=self.publish, args=(again,), daemon=True).start()
+
+    def online(self, record: int = 0, program: str = "test-program") -> None:
+        payload = {"online": True, "program": program, "record": record}
+        self.client.publish(
+            self.t("online"), json.dumps(payload), qos=1, retain=True
+        ).wait_for_publish(10)
+
+    def state(self, status: dict[str, Any]) -> None:
+        self.client.publish(
+            self.t("state"), json.dumps(status), qos=1, retain=True
+        ).wait_for_publish(10)
+
+    def publish(self, records: Iterable[FloorRecord], *, skip: Iterable[int] = ()) -> None:
+        """Publish records in order (keeping them for resends); ``skip`` ones are lost."""
+        skipped = set(skip)
+        infos = []
+        for rec in records:
+            with self._lock:
+                self.sent[rec.record] = rec
+            if rec.record not in skipped:
+                infos.append(self.client.publish(self.t("event"), event_bytes(rec), qos=1))
+        for info in infos:
+            info.wait_for_publish(10)
+
+    def drop(self) -> None:
+        """Vanish without a goodbye: the broker publishes the will."""
+        self.client.loop_stop()
+        self.client.socket().close()  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+# --- the floor as a real process ------------------------------------------------------------
+import http.client  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import urllib.request  # noqa: E402
+from urllib.parse import urlencode, urlsplit  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class FloorProcess:
+    """``firebet floor`` as a real process; ``url`` once it listens."""
+
+    def __init__(self, folder: Path, broker: Mosquitto, users: dict[str, str] | None = None,
+                 extra: str = "") -> None:  # fmt: skip
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        lines = [
+            "[floor]", f'broker = "{broker.url}"',
+            'username = "floor"',
+            f'password_file = "{broker.password_file("floor")}"', 'client_id = "floor-test"',
+            "gap_grace_s = 0.5", "resend_every_s = 2.0", extra, "[users]",
+        ]  # fmt: skip
+        lines += [f'{name} = "{encoded}"' for name, encoded in (users or {}).items()]
+        self.config = folder / "floor.toml"
+        self.config.write_text("\n".join(lines) + "\n")
+        with open(folder / "floor.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "controller", "floor", "--config", str(self.config),
+                 "--state-dir", str(folder / "state"), "--http", "127.0.0.1:0"],
+                cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
+            )  # fmt: skip
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if "console at " not in line:
+            raise RuntimeError(f"firebet floor did not start: {line!r}; see {folder / 'floor.log'}")
+        self.url = line.split("console at ")[1].split()[0].rstrip("/")
+        deadline = time.monotonic() + 30
+        while not self.get("/healthz")["broker"]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"firebet floor did not subscribe; see {folder / 'floor.log'}")
+            time.sleep(0.05)
+
+    def get(self, path: str) -> Any:
+        with urllib.request.urlopen(self.url + path, timeout=10) as reply:
+            return json.loads(reply.read())
+
+    def page(self, path: str) -> str:
+        with urllib.request.urlopen(self.url + path, timeout=10) as reply:
+            return str(reply.read().decode())
+
+    def table(self, name: str) -> dict[str, Any] | None:
+        for t in self.get("/api/tables"):
+            if t["table"] == name:
+                return t  # type: ignore[no-any-return]
+        return None
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        code = self.proc.wait(timeout=30)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return code
+
+
+def post_form(url: str, path: str, form: dict[str, str], cookie: str = "") -> tuple[int, str, str]:
+    """POST a form to the console; (status, Set-Cookie, body). Redirects are not followed."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    if cookie:
+        headers["Cookie"] = cookie
+    conn.request("POST", path, urlencode(form), headers)
+    reply = conn.getresponse()
+    body = reply.read().decode()
+    conn.close()
+    return reply.status, reply.getheader("Set-Cookie") or "", body
+
+
+def login(url: str, user: str, password: str) -> str:
+    """A surveillance session cookie (``name=value``) for the console at ``url``."""
+    status, cookie, body = post_form(url, "/login", {"user": user, "password": password})
+    assert status == 303, body
+    return cookie.split(";")[0]

@@ -1,0 +1,115 @@
+"""``firebet floor`` as a real process on a real mosquitto, fed by a small SPEC-shaped publisher."""
+
+from __future__ import annotations
+
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from controller.floor.passwords import hash_password, verify_password
+from controller.floor.settings import load_settings
+from controller.floor.wire import FloorRecord
+from tests.broker import Mosquitto
+from tests.floor_support import FloorProcess, Publisher, TableJournal, make_points, post_form
+from tests.support import run_firebet, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def records(tmp_path: Path) -> list[FloorRecord]:
+    table = TableJournal(tmp_path / "table.db", table="CR-07")
+    table.do("bet 1 5", "bet 2 2", *make_points(4, 5, 6, 8, 9), "4 4", "3 4")
+    return table.records()
+
+
+def test_records_arrive_once_gaps_close_and_a_restart_loses_nothing(
+    tmp_path: Path, mosquitto: Mosquitto, records: list[FloorRecord]
+) -> None:
+    floor = FloorProcess(tmp_path / "floor", mosquitto)
+    table = Publisher(mosquitto, "CR-07")
+    try:
+        table.online(record=0)
+        table.publish(records[:6], skip=[3, 4])
+        wait_for(lambda: (floor.table("CR-07") or {}).get("record") == 6, what="the resend")
+        assert any(c == {"op": "resend", "from": 3} for c in table.commands)
+        assert floor.stop() == 0
+        table.publish(records[6:])  # while the floor is down: the broker keeps them
+        floor = FloorProcess(tmp_path / "floor", mosquitto)
+        wait_for(lambda: (floor.table("CR-07") or {}).get("record") == len(records))
+        summary = floor.table("CR-07")
+        assert summary is not None and summary["checked_hand"] == 1 and summary["missing"] is None
+        alerts = floor.get("/api/alerts?all=1")
+        assert [(a["kind"], a["hand"]) for a in alerts] == [("surveillance", 1)]
+    finally:
+        table.close()
+        floor.stop()
+
+
+def test_the_pit_reads_and_only_surveillance_confirms(
+    tmp_path: Path, mosquitto: Mosquitto, records: list[FloorRecord]
+) -> None:
+    users = {"alice": hash_password("correct horse")}
+    floor = FloorProcess(tmp_path / "floor", mosquitto, users=users)
+    table = Publisher(mosquitto, "CR-07")
+    try:
+        table.publish(records[:14])  # to the 5th point
+        wait_for(lambda: len(floor.get("/api/alerts")) == 1)
+        (alert,) = floor.get("/api/alerts")
+        page = urllib.request.urlopen(floor.url + "/", timeout=10).read().decode()
+        assert 'data-table="CR-07"' in page and "pit view (read-only)" in page
+        assert "pays at 5 points" in page and "$1,245" in page  # $5 at 249 to 1
+        path = f"/alerts/{alert['id']}/confirm"
+        assert post_form(floor.url, path, {})[0] == 401
+        assert post_form(floor.url, "/login", {"user": "alice", "password": "wrong"})[0] == 401
+        assert (
+            post_form(floor.url, "/login", {"user": "mallory", "password": "correct horse"})[0]
+            == 401
+        )
+        status, cookie, _ = post_form(
+            floor.url, "/login", {"user": "alice", "password": "correct horse"}
+        )
+        assert status == 303 and "HttpOnly" in cookie and "SameSite=strict" in cookie
+        session = cookie.split(";")[0]
+        assert post_form(floor.url, path, {}, session)[0] == 303
+        wait_for(lambda: any(c.get("op") == "confirm" for c in table.commands))
+        confirm = next(c for c in table.commands if c.get("op") == "confirm")
+        assert (confirm["hand"], confirm["by"]) == (1, "alice") and confirm["id"]
+        (sent,) = floor.get("/api/alerts")
+        assert (sent["status"], sent["status_by"]) == ("sent", "alice")
+    finally:
+        table.close()
+        floor.stop()
+
+
+def test_a_bad_floor_config_names_the_key(tmp_path: Path) -> None:
+    cases = {
+        "[floor]\nbrokr = 'mqtt://x:1'\n": "floor.brokr",
+        "[floor]\nbroker = 'http://x:1'\n": "floor.broker",
+        "[floor]\ngap_grace_s = -1\n": "floor.gap_grace_s",
+        "[users]\nalice = 'plain-text'\n": "users.alice",
+        "[pit]\nx = 1\n": "pit",
+    }
+    for text, key in cases.items():
+        config = tmp_path / "floor.toml"
+        config.write_text(text)
+        done = run_firebet("floor", "--config", str(config), "--state-dir", str(tmp_path))
+        assert done.returncode == 2, (text, done.stderr)
+        assert key in done.stderr, (text, done.stderr)
+    done = run_firebet("floor", "--http", "nowhere", "--state-dir", str(tmp_path))
+    assert done.returncode == 2 and "--http" in done.stderr
+
+
+def test_passwd_makes_a_hash_the_config_takes(tmp_path: Path) -> None:
+    done = run_firebet("floor", "passwd", "alice", input="a long password\n")
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.strip()
+    assert line.startswith('alice = "scrypt$')
+    encoded = line.split('"')[1]
+    assert verify_password("a long password", encoded)
+    assert not verify_password("another password", encoded)
+    config = tmp_path / "floor.toml"
+    config.write_text(f"[users]\n{line}\n")
+    assert load_settings(config).users == {"alice": encoded}
+    assert run_firebet("floor", "passwd", "alice", input="short\n").returncode == 2

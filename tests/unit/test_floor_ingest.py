@@ -1,0 +1,181 @@
+"""The floor's ingest without a broker: once each, gaps and resends, integrity, presence."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from controller.floor.ingest import Ingest, Message
+from controller.floor.store import FloorStore
+from controller.floor.wire import FloorRecord
+from tests.floor_support import TableJournal, event_bytes, make_points
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Floor:
+    """An ingest on a store in ``path``, with the commands it sends kept."""
+
+    def __init__(self, path: Path) -> None:
+        self.sent: list[tuple[str, dict]] = []  # type: ignore[type-arg]
+        self.clock = Clock()
+        self.store = FloorStore(path / "floor.db")
+        self.ingest = Ingest(
+            self.store, "firebet", lambda t, p: self.sent.append((t, json.loads(p))),
+            clock=self.clock, gap_grace_s=1.0, resend_every_s=5.0,
+        )  # fmt: skip
+
+    def events(self, *records: FloorRecord) -> None:
+        self.ingest.handle(
+            [Message(f"firebet/{r.table}/event", event_bytes(r), qos=1) for r in records]
+        )
+
+    def msg(self, table: str, leaf: str, body: object) -> None:
+        self.ingest.handle([Message(f"firebet/{table}/{leaf}", json.dumps(body).encode())])
+
+    def stored(self, table: str = "T1") -> list[int]:
+        return [n for (n,) in self.store.reader().execute(
+            "SELECT record FROM records WHERE table_id = ? ORDER BY record", (table,))]  # fmt: skip
+
+    def alerts(self, **kw: object) -> list:  # type: ignore[type-arg]
+        return self.store.alerts(**kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def records(tmp_path: Path) -> list[FloorRecord]:
+    table = TableJournal(tmp_path / "table.db")
+    table.do("bet 1 5", "bet 2 2", *make_points(4, 5, 6, 8, 9), "4 4", "3 4")
+    return table.records()
+
+
+def test_each_record_is_stored_once(tmp_path: Path, records: list[FloorRecord]) -> None:
+    floor = Floor(tmp_path)
+    floor.events(*records[:5])
+    floor.events(*records[:8])
+    floor.events(*records)
+    assert floor.stored() == [r.record for r in records]
+    summary = floor.ingest.summaries["T1"]
+    assert summary["record"] == records[-1].record and summary["missing"] is None
+    assert floor.ingest.tables["T1"].repeats == 13
+    assert floor.sent == []
+    assert summary["checked_hand"] == 1
+
+
+def test_a_gap_asks_for_a_resend_and_closes(tmp_path: Path, records: list[FloorRecord]) -> None:
+    floor = Floor(tmp_path)
+    floor.events(*records[:3], *records[5:8])
+    assert floor.ingest.summaries["T1"]["missing"] == [4, 5]
+    floor.ingest.tick()
+    assert floor.sent == []  # not yet: it may close by itself
+    floor.clock.now += 1.5
+    floor.ingest.tick()
+    assert floor.sent == [("firebet/T1/command", {"op": "resend", "from": 4})]
+    floor.clock.now += 1.0
+    floor.ingest.tick()
+    assert len(floor.sent) == 1  # asked once, again only after resend_every_s
+    floor.clock.now += 5.0
+    floor.ingest.tick()
+    assert len(floor.sent) == 2
+    floor.events(*records[3:])
+    assert floor.stored() == [r.record for r in records]
+    assert floor.ingest.summaries["T1"]["missing"] is None
+    floor.clock.now += 60
+    floor.ingest.tick()
+    assert len(floor.sent) == 2
+
+
+def test_a_table_first_heard_midway_is_asked_from_record_one(
+    tmp_path: Path, records: list[FloorRecord]
+) -> None:
+    floor = Floor(tmp_path)
+    floor.msg("T1", "online", {"online": True, "program": "p", "record": len(records)})
+    floor.clock.now += 2
+    floor.ingest.tick()
+    assert floor.sent == [("firebet/T1/command", {"op": "resend", "from": 1})]
+
+
+def test_a_rewritten_record_is_an_integrity_alert_until_cleared(
+    tmp_path: Path, records: list[FloorRecord]
+) -> None:
+    floor = Floor(tmp_path)
+    floor.events(*records)
+    forged = replace(records[2], chain="f" * 64, payload={"forged": True})
+    floor.events(forged)
+    floor.events(forged)
+    floor.events(records[2])
+    floor.events(replace(records[4], chain="e" * 64), replace(records[5], chain="d" * 64))
+    found = [a for a in floor.alerts() if a.kind == "integrity"]
+    assert len(found) == 1  # a history sent again is one alert, with every record it touched
+    assert found[0].detail["more_records"] == [5, 6]
+    alert = found[0]
+    assert alert.record == 3 and alert.detail["received_chain"] == "f" * 64
+    assert alert.detail["stored_chain"] == records[2].chain
+    assert floor.store.records("T1", 3, 3)[0].chain == records[2].chain  # the first one stays
+    # nothing clears it by itself: not more records, not a restart
+    again = Floor(tmp_path)
+    again.events(*records)
+    assert [a.id for a in again.alerts() if a.kind == "integrity"] == [alert.id]
+    assert again.ingest.summaries["T1"]["alerts"]["integrity"] == 1
+    cleared = again.ingest.clear(alert.id, "alice", "table reinstalled")
+    assert (cleared.status, cleared.status_by) == ("cleared", "alice")
+    assert [a for a in again.alerts() if a.kind == "integrity"] == []
+
+
+def test_offline_alert_follows_the_will(tmp_path: Path) -> None:
+    floor = Floor(tmp_path)
+    floor.msg("T9", "online", {"online": True, "program": "p", "record": 0})
+    floor.msg("T9", "online", {"online": False})
+    assert [a.kind for a in floor.alerts()] == ["offline"]
+    assert floor.ingest.summaries["T9"]["online"] is False
+    floor.msg("T9", "online", {"online": False})
+    assert len(floor.alerts()) == 1
+    floor.msg("T9", "online", {"online": True, "program": "p", "record": 0})
+    assert floor.alerts() == []
+    assert [a.status for a in floor.alerts(open_only=False)] == ["resolved"]
+
+
+def test_bad_messages_are_counted_not_stored(tmp_path: Path, records: list[FloorRecord]) -> None:
+    floor = Floor(tmp_path)
+    floor.ingest.handle([
+        Message("firebet/T1/event", b"not json"),
+        Message("firebet/T1/event", json.dumps({**records[0].message(), "table": "T2"}).encode()),
+        Message("firebet/T1/event", json.dumps({**records[0].message(), "record": 0}).encode()),
+        Message("firebet/T1/event", json.dumps({**records[0].message(), "chain": "xyz"}).encode()),
+        Message("firebet/T1/online", b'{"online": "yes"}'),
+        Message("elsewhere/T1/event", event_bytes(records[0])),
+    ])  # fmt: skip
+    assert floor.stored() == []
+    assert floor.ingest.tables["T1"].bad == 5
+    assert floor.ingest.bad_topics == 1
+
+
+def test_the_surveillance_alert_shows_the_hand_and_a_restart_keeps_everything(
+    tmp_path: Path, records: list[FloorRecord]
+) -> None:
+    floor = Floor(tmp_path)
+    floor.events(*records[:14])  # up to the 5th point
+    (alert,) = floor.alerts()
+    assert (alert.kind, alert.table, alert.hand) == ("surveillance", "T1", 1)
+    hand = floor.store.hand("T1", 1)
+    assert hand is not None and hand["points"] == [4, 5, 6, 8, 9]
+    sent = floor.ingest.confirm(alert.id, "alice", "id-1")
+    assert sent.status == "sent" and sent.status_by == "alice"
+    assert floor.sent == [
+        ("firebet/T1/command", {"op": "confirm", "hand": 1, "by": "alice", "id": "id-1"})
+    ]
+    floor.store.close()
+    again = Floor(tmp_path)
+    assert again.ingest.summaries["T1"]["record"] == 14
+    again.events(*records)
+    assert len(again.alerts(open_only=False)) == 1
+    assert again.stored() == [r.record for r in records]
+    assert again.ingest.summaries["T1"]["checked_hand"] == 1
