@@ -99,3 +99,18 @@ def test_sim_keys_manual_roll_prompt_and_fault_toggle(terminal: list[Tmux], tmp_
     screen = tty.wait("EXIT=")
     assert "EXIT=0" in screen and "firebet sim: seed 3" in screen
     assert "Traceback" not in screen
+
+
+def test_diag_buttons_on_mock_pins_are_pressed_from_the_keyboard(terminal: list[Tmux]) -> None:
+    tty = Tmux("buttons", f"{sys.executable} -m controller diag buttons --pin-factory mock")
+    terminal.append(tty)
+    tty.wait("keys v, s, a press void, surrender, ack")
+    tty.keys("v")
+    tty.wait("void      BCM 17  held  (confirmed: would post)")
+    tty.wait("void      BCM 17  released")
+    tty.keys("a")
+    tty.wait("ack       BCM 22  released")
+    tty.keys("C-c")
+    screen = tty.wait("EXIT=")
+    assert "summary: void 1 pressed, 1 held, surrender 0 pressed, 0 held, ack 1 pressed" in screen
+    assert "EXIT=0" in screen
