@@ -3,14 +3,16 @@
 ``diag reader`` is the raw reader monitor: one line per frame read (``--json``:
 ``{"verdict": "ok", "kind": "ROLL", "seq": 17, "dice": [3, 4]}``) until
 ``--count N`` frames of any verdict, SIGTERM or Ctrl-C, then a summary line of
-the counts per verdict. It only listens (``--ack`` also ACKs every good ROLL).
+the counts per verdict; when nothing at all came it warns and exits 1. It only
+listens (``--ack`` also ACKs every good ROLL).
 
 ``diag leds`` lights each point marker in turn, then the status lamp, then runs
 the lamp test (everything steady, then the fault pattern); ``--relay`` also
 clicks the surveillance relay (warn the surveillance room first).
 
 ``diag buttons`` shows every press, release and confirmed hold live, until
-``--count N`` presses or Ctrl-C; it posts nothing to the game.
+``--count N`` presses or Ctrl-C, then a summary; it posts nothing to the game.
+With ``--pin-factory mock`` on a terminal the keys v, s and a press the buttons.
 
 A missing or forbidden port or GPIO prints which port or pin and the fix, exit 1.
 Run them with the service stopped: they open the port and the pins themselves.
@@ -23,11 +25,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import select
 import signal
 import sys
+import termios
 import threading
 import time
-from collections.abc import Iterator
+import tty
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from controller.cli import options
@@ -180,6 +186,7 @@ def run_reader(args: argparse.Namespace, out: TextIO | None = None) -> int:
     url = args.serial or cfg.reader.port
     protocol = args.protocol if args.protocol is not None else cfg.reader.protocol
     port = open_port(url, cfg.reader.baud, timeout=0.1)  # exclusive: refused beside the service
+    started = time.monotonic()
     stop = threading.Event()
     try:
         with _stop_on_sigterm(stop):
@@ -198,6 +205,14 @@ def run_reader(args: argparse.Namespace, out: TextIO | None = None) -> int:
     _emit(out, summary_line(counters, args.json))
     if error is not None:
         print(f"firebet: {url}: {error}", file=sys.stderr)
+        return 1
+    if not any(counters.values()):
+        print(
+            f"firebet: warning: nothing at all came from {url} ({time.monotonic() - started:.1f} s"
+            f" at {cfg.reader.baud} baud): check the reader's power and cable, reader.port "
+            "and reader.baud",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -273,6 +288,9 @@ def run_leds(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 0
 
 
+BUTTON_KEYS = {"v": "void", "s": "surrender", "a": "ack"}
+
+
 def watch_buttons(
     cfg: Config,
     factory: Any,
@@ -281,10 +299,12 @@ def watch_buttons(
     as_json: bool = False,
     count: int | None = None,
     stop: threading.Event | None = None,
-) -> int:
+    tick: Callable[[], None] | None = None,
+) -> dict[str, dict[str, int]]:
     """Show each press, release and confirmed hold until ``count`` presses or ``stop``.
 
-    Returns the number of presses seen. Nothing is posted to the game.
+    ``tick`` is called every tenth of a second (the mock buttons' keyboard). Returns
+    the presses and confirmed holds per button. Nothing is posted to the game.
     """
     from drivers.buttons import DealerButtons
 
@@ -299,6 +319,7 @@ def watch_buttons(
         "apply_held": cfg.buttons.apply_held,
         "discard_held": cfg.buttons.discard_held,
     }
+    seen_per = {name: {"presses": 0, "held": 0} for name in pins}
 
     def seen(name: str, what: str) -> None:
         nonlocal presses
@@ -310,8 +331,11 @@ def watch_buttons(
             else:
                 note = "  (confirmed: would post)" if what == "held" else ""
                 _emit(out, f"{at:8.3f}s  {name:<9} BCM {pins[name]:<2}  {what}{note}")
+            if what == "held":
+                seen_per[name]["held"] += 1
             if what == "released":
                 presses += 1
+                seen_per[name]["presses"] += 1
                 if count is not None and presses >= count:
                     stop.set()
 
@@ -323,20 +347,73 @@ def watch_buttons(
         )
     try:
         while not stop.wait(0.1):
-            pass
+            if tick is not None:
+                tick()
     except KeyboardInterrupt:
         pass
     finally:
         buttons.close()
-    return presses
+    with lock:
+        return {name: dict(n) for name, n in seen_per.items()}
+
+
+def buttons_summary(seen: dict[str, dict[str, int]], as_json: bool) -> str:
+    """The last line of ``diag buttons``: presses and confirmed holds per button."""
+    if as_json:
+        return json.dumps({"summary": seen})
+    return "summary: " + ", ".join(
+        f"{name} {n['presses']} pressed, {n['held']} held" for name, n in seen.items()
+    )
+
+
+def _mock_presser(cfg: Config, factory: Any, out: TextIO) -> Callable[[], None] | None:
+    """With mock pins on a terminal: keys v, s, a press that button for its hold time."""
+    from gpiozero.pins.mock import MockFactory
+
+    if not isinstance(factory, MockFactory) or not sys.stdin.isatty():
+        return None
+    pins = {"void": cfg.buttons.void, "surrender": cfg.buttons.surrender, "ack": cfg.buttons.ack}
+    hold = cfg.buttons.hold_s + 0.2
+
+    def tick() -> None:
+        while select.select([sys.stdin], [], [], 0)[0]:
+            key = os.read(sys.stdin.fileno(), 1).decode(errors="replace").lower()
+            name = BUTTON_KEYS.get(key)
+            if name is None:
+                continue
+            pin = factory.pin(pins[name])
+            pin.drive_low()  # pressed (the buttons pull up)
+            threading.Timer(hold, pin.drive_high).start()
+
+    _emit(out, "mock pins: keys v, s, a press void, surrender, ack (held long enough to confirm)")
+    return tick
 
 
 def run_buttons(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """``firebet diag buttons``."""
+    """``firebet diag buttons``: every press live, then a summary (also on Ctrl-C)."""
     out = out if out is not None else sys.stdout
     cfg = options.load(args)
     factory = _pin_factory(cfg, args.pin_factory, "buttons")
     stop = threading.Event()
-    with _stop_on_sigterm(stop):
-        watch_buttons(cfg, factory, out, as_json=args.json, count=args.count, stop=stop)
+    with _stop_on_sigterm(stop), _keys_unbuffered():
+        tick = _mock_presser(cfg, factory, out)
+        seen = watch_buttons(
+            cfg, factory, out, as_json=args.json, count=args.count, stop=stop, tick=tick
+        )
+    _emit(out, buttons_summary(seen, args.json))
     return 0
+
+
+@contextlib.contextmanager
+def _keys_unbuffered() -> Iterator[None]:
+    """Single keys from a terminal without Enter (and no echo), restored afterwards."""
+    if not sys.stdin.isatty():
+        yield
+        return
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)

@@ -32,15 +32,17 @@ def test_status_watch_draws_the_table_live_and_ends_on_ctrl_c(
     cmd = f"{sys.executable} -m controller status --watch 0.2 --socket {running_table.socket}"
     tty = Tmux("watch", cmd)
     terminal.append(tty)
-    first = tty.wait("Ctrl-C to stop")
-    assert "RUNNING" in first and "0 rolls" in first
+    # each expectation is waited for: a capture may fall between two rows of a redraw
+    tty.wait("Ctrl-C to stop")
+    tty.wait("RUNNING")
+    first = tty.wait("0 rolls; last: none")
     assert all(len(row) <= 80 for row in first.splitlines())
     running_table.throw(2, 2)
-    screen = tty.wait("point 4")
-    assert "1 roll; last: 2+2=4" in screen
+    tty.wait("point 4")
+    tty.wait("1 roll; last: 2+2=4")
     running_table.throw(2, 2)
-    screen = tty.wait("1 different point")
-    assert "● 1" in screen  # the marker of 4 lit with its ordinal
+    tty.wait("1 different point")
+    tty.wait("● 1")  # the marker of 4 lit with its ordinal
     tty.keys("C-c")
     assert "EXIT=0" in tty.wait("EXIT=")
     assert "Traceback" not in tty.screen()
@@ -50,8 +52,8 @@ def test_status_watch_says_when_the_service_is_gone(terminal: list[Tmux], tmp_pa
     cmd = f"{sys.executable} -m controller status --watch 0.2 --socket {tmp_path / 'none.sock'}"
     tty = Tmux("gone", cmd)
     terminal.append(tty)
-    screen = tty.wait("retrying")
-    assert "firebet service is not running" in screen
+    tty.wait("retrying")
+    tty.wait("firebet service is not running")
     tty.keys("C-c")
     assert "EXIT=0" in tty.wait("EXIT=")
 
@@ -66,16 +68,17 @@ def test_sim_keys_manual_roll_prompt_and_fault_toggle(terminal: list[Tmux], tmp_
     screen = tty.wait("[q]uit")
     rows = screen.splitlines()
     assert len(rows) <= 24 and all(len(row) <= 80 for row in rows)
-    assert "RUNNING" in screen
+    tty.wait("RUNNING")
 
     tty.keys("f")
     tty.wait("READER FAULT")
     tty.keys("m")  # a prompt at once, and the table still drawn under it
-    screen = tty.wait("manual roll (Esc cancels), type the two dice:")
-    assert "READER FAULT" in screen
+    tty.wait("manual roll (Esc cancels), type the two dice:")
+    tty.wait("READER FAULT")
     tty.keys("3", " ", "5")  # a space between the dice is fine
-    screen = tty.wait("manual roll 3 5 entered")
-    assert "1 roll; last: 3+5=8" in screen and "point 8" in screen
+    tty.wait("manual roll 3 5 entered")
+    tty.wait("1 roll; last: 3+5=8")
+    tty.wait("point 8")
     tty.keys("m", "7")
     tty.wait("(dice show 1 to 6, not '7')")
     tty.keys("Escape")
@@ -93,9 +96,25 @@ def test_sim_keys_manual_roll_prompt_and_fault_toggle(terminal: list[Tmux], tmp_
     tty.wait("reader plugged back in")
     tty.wait("RUNNING")
     tty.keys("f")
-    assert "reader fault injected" in tty.wait("READER FAULT")
+    tty.wait("reader fault injected")
+    tty.wait("READER FAULT")
 
     tty.keys("q")
     screen = tty.wait("EXIT=")
     assert "EXIT=0" in screen and "firebet sim: seed 3" in screen
     assert "Traceback" not in screen
+
+
+def test_diag_buttons_on_mock_pins_are_pressed_from_the_keyboard(terminal: list[Tmux]) -> None:
+    tty = Tmux("buttons", f"{sys.executable} -m controller diag buttons --pin-factory mock")
+    terminal.append(tty)
+    tty.wait("keys v, s, a press void, surrender, ack")
+    tty.keys("v")
+    tty.wait("void      BCM 17  held  (confirmed: would post)")
+    tty.wait("void      BCM 17  released")
+    tty.keys("a")
+    tty.wait("ack       BCM 22  released")
+    tty.keys("C-c")
+    screen = tty.wait("EXIT=")
+    assert "summary: void 1 pressed, 1 held, surrender 0 pressed, 0 held, ack 1 pressed" in screen
+    assert "EXIT=0" in screen

@@ -21,7 +21,7 @@ from controller.core.config import load_config
 from drivers.codec import checksum
 from drivers.pins import make_pin_factory
 from drivers.sim_reader import SimulatedReader
-from tests.support import ROOT
+from tests.support import ROOT, wait_for
 
 SUMMARY_KEYS = ["ok", "bad_checksum", "bad_value", "bad_frame", "overlong", "non_ascii"]
 
@@ -177,7 +177,7 @@ def test_buttons_watch_until_count() -> None:
     cfg = load_config()
     factory = make_pin_factory("mock")
     out = io.StringIO()
-    result: list[int] = []
+    result: list[dict[str, dict[str, int]]] = []
     thread = threading.Thread(
         target=lambda: result.append(watch_buttons(cfg, factory, out, as_json=True, count=2))
     )
@@ -199,7 +199,13 @@ def test_buttons_watch_until_count() -> None:
         assert not thread.is_alive()
     finally:
         factory.reset()
-    assert result == [2]
+    assert result == [
+        {
+            "void": {"presses": 1, "held": 0},
+            "surrender": {"presses": 0, "held": 0},
+            "ack": {"presses": 1, "held": 1},
+        }
+    ]
     events = [json.loads(x) for x in out.getvalue().splitlines()]
     assert [(e["button"], e["event"]) for e in events] == [
         ("void", "pressed"),
@@ -216,3 +222,31 @@ def test_buttons_without_gpio_exit_1() -> None:
     _out, err = proc.communicate(timeout=10)
     assert proc.returncode == 1
     assert "buttons.void BCM 17" in err and "pigpio" in err
+
+
+def test_reader_warns_when_nothing_at_all_came(tmp_path: Path) -> None:
+    with SimulatedReader(heartbeat_s=None, hello=False) as silent:
+        proc = firebet("diag", "reader", "--serial", silent.port)
+        target = os.path.realpath(silent.port)
+
+        def port_open() -> bool:
+            fds = Path(f"/proc/{proc.pid}/fd")
+            return any(os.path.realpath(fd) == target for fd in fds.iterdir())
+
+        wait_for(port_open, what="the monitor to open the port")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert out.splitlines()[-1].startswith("summary: ok 0")
+    assert proc.returncode == 1
+    assert "warning: nothing at all came from" in err and "reader.baud" in err
+
+
+def test_buttons_print_a_summary_when_stopped() -> None:
+    proc = firebet("diag", "buttons", "--pin-factory", "mock")
+    assert first_line(proc).startswith("press the buttons")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert out.splitlines()[-1] == (
+        "summary: void 0 pressed, 0 held, surrender 0 pressed, 0 held, ack 0 pressed, 0 held"
+    )
