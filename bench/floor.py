@@ -43,7 +43,7 @@ from controller.core.commands import Bet, Command, Roll  # noqa: E402
 from controller.core.config import FloorConfig  # noqa: E402
 from controller.core.engine import Engine  # noqa: E402
 from controller.floor.link import FloorLink  # noqa: E402
-from controller.journal.store import Journal  # noqa: E402
+from controller.journal import Journal  # noqa: E402
 
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 

@@ -17,8 +17,9 @@ from controller.core.commands import Command
 from controller.core.config import Config, rules_settings
 from controller.core.engine import Engine
 from controller.core.script import parse_line
+from controller.core.state import TableState
 from controller.floor.wire import FloorRecord, topic
-from controller.journal.store import Journal
+from controller.journal import Journal
 from tests.broker import USERS, Mosquitto
 
 
@@ -61,6 +62,24 @@ class TableJournal:
             for r in self.journal.records()
             if r.record >= first
         ]
+
+    def records_with_events(self) -> list[FloorRecord]:
+        """The records as a table that publishes its engine's events would send them: each
+        command record's payload ``{"command": ..., "events": [...]}`` (what the floor's
+        second opinion compares with its own engine's answer)."""
+        engine, state, out = self.engine, TableState(), []
+        for r in self.journal.records():
+            payload = r.data()
+            if r.kind == "command":
+                command = r.command()
+                outcome = engine.apply(state, command)
+                state = outcome.state
+                payload = {
+                    "command": command.to_dict(),
+                    "events": [e.to_dict() for e in outcome.events],
+                }
+            out.append(FloorRecord(self.table, r.record, r.at, r.kind, r.actor, payload, r.hash))
+        return out
 
     def close(self) -> None:
         self.journal.close()

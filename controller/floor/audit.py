@@ -40,6 +40,7 @@ from controller.core.events import (
 )
 from controller.core.state import TableState, evolve, fold
 from controller.floor.wire import FloorRecord
+from controller.journal.recipe import decode_command, to_ms
 
 RULE_KEYS = (
     "positions",
@@ -349,8 +350,15 @@ class TableAudit:
     def _command(self, rec: FloorRecord, found: Findings) -> None:
         state = self.state
         try:
-            command = command_from_dict(rec.payload["command"])
-            recorded = [event_from_dict(e) for e in rec.payload["events"]]
+            if "events" in rec.payload:  # a format-1 journal: the table's events are recorded
+                command = command_from_dict(rec.payload["command"])
+                recorded = [event_from_dict(e) for e in rec.payload["events"]]
+            else:  # format 2 records the command only: its events are the rules' answer
+                at = to_ms(rec.at)
+                if at is None:
+                    raise ValueError(f"no readable time {rec.at!r}")
+                command = decode_command(rec.payload, rec.actor, at)
+                recorded = self.engine.decide(state, command)
             after = fold(recorded, state)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             found.discrepancies.append(
@@ -427,7 +435,8 @@ class TableAudit:
             self._hand(e.hand, rec.record, found)["alert_record"] = rec.record
             found.alerts.append(AlertRaised(rec.record, e.hand, rec.at, e.unique_points))
         elif isinstance(e, Refused) and e.command == "confirm":
-            asked = rec.payload["command"]
+            # a format-1 record wraps the command beside its events; format 2 is the command
+            asked = rec.payload["command"] if "events" in rec.payload else rec.payload
             hand = asked.get("hand")
             ident = asked.get("id")
             found.refusals.append(

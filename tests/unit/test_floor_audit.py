@@ -16,9 +16,10 @@ FIVE = ["bet 1 5", "bet 2 3", *make_points(4, 5, 6, 8, 9), "4 4", "3 4"]
 
 
 def everything(tmp_path: Path, *lines: str) -> list[FloorRecord]:
+    """The records with the table's events, as a table that publishes them sends them."""
     table = TableJournal(tmp_path / "j.db")
     table.do(*lines)
-    return table.records()
+    return table.records_with_events()
 
 
 def walk(records: list[FloorRecord], audit: TableAudit | None = None):  # type: ignore[no-untyped-def]
@@ -88,7 +89,7 @@ def test_the_rules_journaled_at_start_are_the_rules_checked(tmp_path: Path) -> N
     config = load_config(house)
     table = TableJournal(tmp_path / "j.db", config=config)
     table.do(*FIVE)
-    records = table.records()
+    records = table.records_with_events()
     assert records[1].kind == "rules"
     audit, found = walk(records)
     assert [d for f in found for d in f.discrepancies] == []
