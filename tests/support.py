@@ -167,6 +167,9 @@ def start_table(
     thread = threading.Thread(target=engine, daemon=True)
     thread.start()
     wait_for(controller.ready.is_set)
+    # the driver opens the port on its own thread, and opening flushes what was sent before:
+    # a test's first frame (a FAULT, a throw) must not race it
+    wait_for(lambda: reader.status().connected, what="the reader's port to open")
     return RunningTable(controller, device, factory, sock), thread
 
 
