@@ -204,6 +204,8 @@ def test_buttons_watch_until_count() -> None:
             "void": {"presses": 1, "held": 0},
             "surrender": {"presses": 0, "held": 0},
             "ack": {"presses": 1, "held": 1},
+            "apply_held": {"presses": 0, "held": 0},
+            "discard_held": {"presses": 0, "held": 0},
         }
     ]
     events = [json.loads(x) for x in out.getvalue().splitlines()]
@@ -248,5 +250,6 @@ def test_buttons_print_a_summary_when_stopped() -> None:
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert out.splitlines()[-1] == (
-        "summary: void 0 pressed, 0 held, surrender 0 pressed, 0 held, ack 0 pressed, 0 held"
+        "summary: void 0 pressed, 0 held, surrender 0 pressed, 0 held, ack 0 pressed, 0 held, "
+        "apply_held 0 pressed, 0 held, discard_held 0 pressed, 0 held"
     )
