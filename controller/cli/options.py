@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from controller.core.config import Config, load_config
+from controller.core.errors import ConfigError
 from controller.core.numbers import WHOLE_NUMBER, decimal_number, whole_number
 
 SYSTEM_CONFIG = Path("/etc/firebet/table.toml")
@@ -30,7 +31,15 @@ def config_path(given: str | None) -> str | None:
     env = os.environ.get("FIREBET_CONFIG")
     if env:
         return env
-    return str(SYSTEM_CONFIG) if SYSTEM_CONFIG.is_file() else None
+    try:
+        return str(SYSTEM_CONFIG) if SYSTEM_CONFIG.is_file() else None
+    except PermissionError as exc:  # /etc/firebet is the service group's (0750)
+        raise ConfigError(
+            str(SYSTEM_CONFIG),
+            "",
+            "cannot be read: permission denied (your user must be in the firebet group: "
+            "sudo usermod -aG firebet $USER, then log in again; or give --config)",
+        ) from exc
 
 
 def load(args: argparse.Namespace) -> Config:

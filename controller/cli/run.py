@@ -15,6 +15,7 @@ from controller.cli import logs
 from controller.cli import options as paths
 from controller.core.errors import ConfigError, UsageError
 from controller.service.controller import Controller
+from controller.service.integrity import installed
 from drivers.pins import make_pin_factory
 from drivers.serial_reader import SerialDiceReader
 from drivers.sim_reader import SimulatedReader
@@ -61,12 +62,13 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--socket {args.socket}: the folder {folder} does not exist")
         raise ConfigError(config.source, "control.socket", f"the folder {folder} does not exist")
     device: SimulatedReader | None = None
+    if config.source == "defaults" and (args.simulated_reader or not installed()):
+        # a bench or a test from a checkout keeps its journal key with its state, like
+        # `firebet sim`: no /etc needed (an installed table's own file names its key)
+        config = replace(config, journal=replace(config.journal, key_file="journal.key"))
     if args.simulated_reader:
         # a fake reader device on a pseudo-terminal: the real driver reads it unchanged
         state.mkdir(parents=True, exist_ok=True)
-        if config.source == "defaults":  # a bench from a checkout keeps its journal key with
-            # its state, like `firebet sim`: no /etc needed (a table's own file names its key)
-            config = replace(config, journal=replace(config.journal, key_file="journal.key"))
         device = SimulatedReader(
             seed=args.sim_seed,
             interval_s=args.sim_interval,
