@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from controller.core.commands import Roll
 from controller.core.config import Config, load_config
+from controller.core.engine import Engine
 from controller.core.lamps import Effect
+from controller.floor.link import FloorLink
 from controller.journal.store import Journal
 from tests import support
 from tests.broker import Mosquitto, Subscriber, one_shot
@@ -251,3 +254,39 @@ def test_a_command_from_an_identity_without_the_right_is_refused_by_the_broker(
     wait_for(lambda: all_published(table, floor), what="every record at the floor")
     confirms = [e for e in floor.on(EVENT) if '"confirm"' in json.dumps(e)]
     assert len(confirms) == 1  # only the floor's reached the table
+
+
+def test_a_backlog_is_read_in_bounded_batches_with_a_bounded_window(
+    tmp_path: Path, mosquitto: Mosquitto, floor: Subscriber
+) -> None:
+    state = tmp_path / "state"
+    engine = Engine()
+    with Journal(state / "journal.db", durable=False) as journal:
+        journal.recover(engine)
+        for i in range(600):  # a backlog the link has never published
+            journal.apply(engine, Roll(1 + i % 6, 1 + (i * 5) % 6, seq=i + 1))
+        head = journal.last_record
+    config = floor_config(tmp_path, mosquitto)
+    link = FloorLink(
+        config.floor, "CR-07", state / "journal.db", state,
+        status=lambda: {"table": "CR-07"}, post=lambda command: None, program="test",
+        window=8,
+    )  # fmt: skip
+    seen: list[int] = []  # records in flight, sampled while it catches up
+    queued: list[int] = []  # messages paho holds (records, plus online and state)
+
+    def caught_up() -> bool:
+        seen.append(len(link._inflight))
+        if link._client is not None:
+            queued.append(len(link._client._out_messages))
+        return link.cursor.record >= head
+
+    link.start()
+    try:
+        wait_for(caught_up, what="the link to catch up")
+        wait_for(lambda: set(floor.records()) >= set(range(1, head + 1)), what="the backlog")
+    finally:
+        link.stop()
+    assert max(queued) <= 8 + 2
+    assert max(seen) <= 8 and link.cursor.record == head
+    assert list(dict.fromkeys(floor.records())) == list(range(1, head + 1))
