@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from dataclasses import replace
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -30,6 +31,52 @@ SWITCH_INTERVAL_S = 0.0005
 # the simulated reader's port: a symlink in the state directory kept pointing at its
 # pseudo-terminal, stable across unplug/replug as /dev/serial/by-id/... is
 SIM_READER_LINK = "sim-reader.tty"
+
+
+def url_schemes() -> list[str]:
+    """The URL schemes pyserial can open (``socket``, ``rfc2217``, ``loop``, ...)."""
+    import pkgutil
+
+    import serial.urlhandler
+
+    return sorted(
+        m.name.removeprefix("protocol_")
+        for m in pkgutil.iter_modules(serial.urlhandler.__path__)
+        if m.name.startswith("protocol_")
+    )
+
+
+def check_port(port: str, given_as: str) -> None:
+    """Refuse a URL no driver can open (exit 2); warn of a device path that is not there yet.
+
+    A missing or forbidden device is not a bad configuration (the reader may be
+    plugged in later): the service starts in reader fault, and the log says why.
+    """
+    if "://" in port:
+        scheme = port.split("://", 1)[0]
+        if scheme not in url_schemes():
+            raise UsageError(
+                f"{given_as} {port}: unknown URL scheme {scheme!r}; a device path "
+                f"(/dev/ttyUSB0) or one of: {', '.join(s + '://' for s in url_schemes())}"
+            )
+        return
+    device = Path(port)
+    if not device.exists():
+        log.warning(
+            "dice reader port %s: no such file; the table is in reader fault (PORT_LOST) "
+            "until it appears: check the reader's cable and power, and %s",
+            port,
+            given_as,
+            extra={"fields": {"reader_problem": "no_such_file"}},
+        )
+    elif not os.access(device, os.R_OK | os.W_OK):
+        log.warning(
+            "dice reader port %s: permission denied for this user; the table is in reader "
+            "fault (PORT_LOST): add the service's user to the dialout group "
+            "(sudo usermod -aG dialout firebet)",
+            port,
+            extra={"fields": {"reader_problem": "permission_denied"}},
+        )
 
 
 def install_signal_handlers(controller: Controller) -> None:
@@ -78,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         port = device.port
     else:
         port = args.serial or config.reader.port
+        check_port(port, "--serial" if args.serial else f"reader.port in {config.source}")
     try:
         reader = SerialDiceReader(
             port,

@@ -144,3 +144,31 @@ def test_a_service_on_a_real_reader_says_how_to_get_a_simulated_one(
 ) -> None:
     reply = running_table.ask("sim-reader", action="throw", d1=3, d2=4)
     assert reply["ok"] is False and "firebet run --simulated-reader" in reply["error"]
+
+
+def test_run_refuses_a_url_scheme_no_driver_knows(tmp_path: Path) -> None:
+    proc = run_firebet("run", "--serial", "foo://bar", "--state-dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert "--serial foo://bar: unknown URL scheme 'foo'" in proc.stderr
+    assert "socket://" in proc.stderr
+
+
+def test_run_says_why_the_reader_port_cannot_be_opened(tmp_path: Path) -> None:
+    missing = tmp_path / "ttyUSB9"
+    log = tmp_path / "service.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "controller", "run", "--serial", str(missing),
+                "--pin-factory", "mock", "--state-dir", str(tmp_path / "state"),
+            ],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+    try:
+        wait_for(lambda: "ready in" in log.read_text(), what="the service to be ready")
+        text = log.read_text()
+        assert f"dice reader port {missing}: no such file" in text
+        assert "check the reader's cable and power, and --serial" in text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=PROCESS_DEADLINE_S)
