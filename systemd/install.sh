@@ -7,7 +7,8 @@
 #   systemd/install.sh --dry-run         print what it would do, change nothing
 #
 # Idempotent: run it again after `git pull` to upgrade. It never touches an existing
-# /etc/firebet/table.toml or the journal in /var/lib/firebet.
+# /etc/firebet/table.toml, the journal key /etc/firebet/journal.key or the journal in
+# /var/lib/firebet.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,7 +29,7 @@ START=1
 ROLLBACK=0
 
 usage() {
-    sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 for arg in "$@"; do
@@ -162,6 +163,21 @@ write_manifest() {
     run "$VENV/bin/python" -m controller.service.integrity write "$ETC/program.manifest"
     run chown root:firebet "$ETC/program.manifest"
 }
+
+install_key() {
+    # the journal's secret: the chain is HMAC-SHA256 with it (docs/journal.md). Never replaced:
+    # a journal whose key is gone halts the table. Back it up with the table's papers.
+    if [ -e "$ETC/journal.key" ]; then
+        say "keeping the existing $ETC/journal.key"
+    else
+        say "making the journal key $ETC/journal.key (mode 0600, $SERVICE_USER only): back it up"
+        run sh -c 'umask 077 && "$1" -c "import secrets; print(secrets.token_hex(32))" > "$2"' \
+            sh "$VENV/bin/python" "$ETC/journal.key"
+        run chown "$SERVICE_USER:$SERVICE_USER" "$ETC/journal.key"
+        run chmod 0600 "$ETC/journal.key"
+    fi
+}
+
 install_unit() {
     say "installing $UNIT_DIR/firebet.service"
     run install -m 0644 "$REPO/systemd/firebet.service" "$UNIT_DIR/firebet.service"
@@ -201,6 +217,7 @@ main() {
     install_shell_help
     install_config
     write_manifest
+    install_key
     install_unit
     say "done. Next: edit $ETC/table.toml, add dealers and technicians to their groups"
     say "(usermod -aG firebet,firebet-dealer NAME / firebet,firebet-tech NAME), then: firebet doctor"

@@ -8,10 +8,13 @@
 - ``wait_for``: poll a condition with a generous deadline (never a fixed sleep).
 - ``mosquitto``: a real MQTT broker on a free local port with the example ACL
   (``tests/broker.py``), stopped afterwards.
+- every test runs with ``$FIREBET_CONFIG`` naming a file that keeps the journal's
+  key in the state directory (no test needs /etc).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +25,25 @@ from gpiozero.pins.mock import MockFactory, MockPWMPin
 
 from tests import support
 from tests.broker import Mosquitto
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _journal_key_beside_the_journal(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[None]:
+    """The tests never touch /etc: ``$FIREBET_CONFIG`` names a file whose only key puts the
+    journal's secret in each state directory (``[journal] key_file = "journal.key"``)."""
+    config = tmp_path_factory.mktemp("config") / "table.toml"
+    config.write_text(support.TEST_CONFIG, encoding="utf-8")
+    saved = os.environ.get("FIREBET_CONFIG")
+    os.environ["FIREBET_CONFIG"] = str(config)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("FIREBET_CONFIG", None)
+        else:
+            os.environ["FIREBET_CONFIG"] = saved
 
 
 @pytest.fixture

@@ -136,6 +136,14 @@ class RunningTable:
         return self.factory.pin(number)
 
 
+TEST_CONFIG = '[journal]\nkey_file = "journal.key"\n'
+
+
+def table_config() -> Config:
+    """The defaults with the journal's key in the state directory (see conftest)."""
+    return load_config(os.environ.get("FIREBET_CONFIG"))
+
+
 def start_table(
     state: Path, sock: Path, config: Config | None = None, program: ProgramCheck | None = None
 ) -> tuple[RunningTable, threading.Thread]:
@@ -144,7 +152,7 @@ def start_table(
     reader = SerialDiceReader(device.port, 9600, heartbeat_timeout_s=2.0, backoff_max_s=0.2)
     factory = MockFactory(pin_class=MockPWMPin)
     controller = Controller(
-        config or load_config(),
+        config or table_config(),
         state,
         reader=reader,
         pin_factory=factory,

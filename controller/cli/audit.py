@@ -16,6 +16,7 @@ import pwd
 import sys
 from typing import Any, TextIO
 
+from controller.cli import journal_init
 from controller.cli import options as paths
 from controller.cli.dealer import call
 from controller.cli.display import count
@@ -27,26 +28,25 @@ from controller.core.errors import (
     ServiceUnreachable,
     UsageError,
 )
-from controller.journal.store import Journal, parse_time
+from controller.journal import Journal, describe_clear, parse_time
 
-EXPORT_FIELDS = ("record", "at", "actor", "kind", "payload", "prev_hash", "hash")
+EXPORT_FIELDS = ("record", "at", "actor", "kind", "payload", "snapshot", "prev_hash", "hash")
 
 
 def _open(args: argparse.Namespace, *, read_only: bool = True) -> tuple[Journal, Engine]:
     config = paths.load(args)
     journal = Journal.open(paths.state_dir(args.state_dir), config, read_only=read_only)
-    if read_only and not journal.path.exists() and not journal.marker.exists():
+    if read_only and not journal.path.exists() and not journal.files.traces():
         raise FirebetError(f"there is no journal at {journal.path}")
     return journal, Engine(config.firebet)
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    """Full check from genesis; exit 4 naming the first bad record."""
+    """Full check from genesis (files, key, seals, snapshots, head); exit 4 naming the
+    first problem, 1 when this user may not read the key (the message says who may)."""
     journal, engine = _open(args)
     with journal:
-        recovered = journal.recover(engine)
-        if recovered.halted is not None and recovered.halted.record is None:
-            raise JournalIntegrityError(None, recovered.halted.reason)
+        journal.recover(engine)
         report = journal.verify(engine)
     if not report.ok:
         record, reason = report.problems[0]
@@ -128,13 +128,26 @@ def run_export(args: argparse.Namespace) -> int:
             raise UsageError(f"--since {args.since!r} is not an ISO 8601 time") from exc
     journal, _engine = _open(args)
     out = sys.stdout
+    try:
+        journal.key_file.read_bytes()
+    except OSError as exc:
+        why = "not readable by this user" if isinstance(exc, PermissionError) else "missing"
+        print(
+            f"firebet: note: the journal key {journal.key_file} is {why}: the export is "
+            "complete, but its hashes (HMAC-SHA256) can be checked only with the key "
+            "(firebet journal verify as the service's user or root)",
+            file=sys.stderr,
+        )
     with journal:
-        journal.attach()  # raw rows, no recovery: a damaged journal exports too
+        journal.attach()  # raw rows, no key, no recovery: a damaged journal exports too
         if args.format == "csv":
             writer = csv.writer(out, lineterminator="\n")
             writer.writerow(EXPORT_FIELDS)
             for r in journal.records(args.since):
-                writer.writerow((r.record, r.at, r.actor, r.kind, r.payload, r.prev_hash, r.hash))
+                snap = r.snapshot or ""
+                writer.writerow(
+                    (r.record, r.at, r.actor, r.kind, r.payload, snap, r.prev_hash, r.hash)
+                )
         else:
             for r in journal.records(args.since):
                 print(json.dumps(r.to_dict(), sort_keys=True), file=out)
@@ -162,6 +175,7 @@ def run_clear_halt(args: argparse.Namespace) -> int:
         if not reply.get("ok"):
             raise FirebetError(str(reply.get("error")))
         print(f"halt cleared through the service; was: {reply.get('cleared')}")
+        print(f"    {reply.get('resumed')}")
         return 0
     if args.actor is not None:
         raise UsageError(
@@ -182,6 +196,7 @@ def run_clear_halt(args: argparse.Namespace) -> int:
         print(
             f"halt cleared by {actor} (record {record.record}); was: {recovered.halted.describe()}"
         )
+        print(f"    {describe_clear(record.data())}")
     return 0
 
 
@@ -190,12 +205,13 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``journal verify``, ``history``, ``export`` and ``clear-halt``."""
-    journal = subparsers.add_parser("journal", help="journal tools (verify)")
+    """Add ``journal verify|init|migrate``, ``history``, ``export`` and ``clear-halt``."""
+    journal = subparsers.add_parser("journal", help="journal tools (verify, init, migrate)")
     tools = journal.add_subparsers(dest="journal_command", metavar="TOOL", required=True)
     verify = tools.add_parser("verify", help="check the whole hash chain from genesis")
     _common(verify)
     verify.set_defaults(func=run_verify)
+    journal_init.register(tools, _common)
 
     history = subparsers.add_parser("history", help="last hands: rolls, points, settlement")
     history.add_argument("--hands", type=int, metavar="N", help="hands to show")

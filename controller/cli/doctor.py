@@ -26,7 +26,7 @@ from controller.core.engine import Engine
 from controller.core.errors import ConfigError, FirebetError, ServiceUnreachable
 from controller.floor.cursor import CursorError, CursorFile
 from controller.floor.probe import probe_broker
-from controller.journal.store import Journal, parse_time
+from controller.journal import Journal, JournalKeyUnreadable, parse_time
 from controller.service.integrity import check_program
 
 MIN_FREE_MB = 100
@@ -248,13 +248,18 @@ class Doctor:
     def check_journal(self) -> None:
         assert self.config is not None
         journal = Journal.open(self.state_dir, self.config, read_only=True)
-        if not journal.path.exists() and not journal.marker.exists():
+        if not journal.path.exists() and not journal.files.traces():
             self.add("journal", True, f"no journal yet at {journal.path} (a new table)")
             return
+        engine = Engine(self.config.firebet)
         with journal:
-            journal.attach()
-            report = journal.verify(Engine(self.config.firebet))
-            last = journal.last()
+            try:
+                journal.recover(engine)
+            except JournalKeyUnreadable as exc:
+                self.add("journal", False, str(exc), "sudo firebet doctor")
+                return
+            report = journal.verify(engine)
+            last = journal.last() if report.records else None
             self.last_record_at = parse_time(last.at) if last is not None else None
             self.last_record = last.record if last is not None else 0
         self.add(

@@ -22,6 +22,7 @@ import threading
 import time
 import tty
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -52,10 +53,12 @@ class Bench:
     """The simulated table: the controller, its simulated reader, and seeded players."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        self.config = paths.load(args)
-        if getattr(args, "broker", None):
-            self.config = with_broker(self.config, args.broker)
         self.state_dir = paths.state_dir(args.state_dir)
+        config = paths.load(args)
+        if getattr(args, "broker", None):
+            config = with_broker(config, args.broker)
+        # the bench's own key, in its state directory: sim never needs /etc
+        self.config = replace(config, journal=replace(config.journal, key_file="journal.key"))
         self.seed = args.seed if args.seed is not None else random.randrange(1_000_000)
         self.players = random.Random(self.seed + 1)
         self.bets_on = not args.no_bets

@@ -116,6 +116,13 @@ SCHEMA: tuple[Key, ...] = (
     ),
     Key("journal", "path", "str", "journal file, relative to the state directory", _nonempty),
     Key("journal", "snapshot_every", "int", "records between snapshots", _at_least(1)),
+    Key(
+        "journal",
+        "key_file",
+        "str",
+        "the chain's secret key (HMAC-SHA256); relative to the state directory",
+        _nonempty,
+    ),
     Key("control", "socket", "str", "control socket path", _nonempty),
     Key("control", "dealer_group", "str", "group allowed dealer actions", _nonempty),
     Key("control", "technician_group", "str", "group allowed technician actions", _nonempty),
@@ -192,6 +199,7 @@ class ButtonsConfig:
 class JournalConfig:
     path: str
     snapshot_every: int
+    key_file: str = "/etc/firebet/journal.key"
 
 
 @dataclass(frozen=True)
@@ -525,7 +533,9 @@ def _build(values: dict[str, dict[str, tuple[Any, str]]], source: str) -> Config
             v("buttons", "ack"),
             v("buttons", "hold_s"),
         ),
-        journal=JournalConfig(v("journal", "path"), v("journal", "snapshot_every")),
+        journal=JournalConfig(
+            v("journal", "path"), v("journal", "snapshot_every"), v("journal", "key_file")
+        ),
         control=ControlConfig(
             v("control", "socket"), v("control", "dealer_group"), v("control", "technician_group")
         ),

@@ -74,3 +74,43 @@ class HardwareError(FirebetError, OSError):
     """A pin, port or device is missing or not permitted; the message says the fix."""
 
     exit_code = 1
+
+
+class JournalHalted(JournalIntegrityError):
+    """A game command was refused because the journal is halted (exit 4)."""
+
+    def __init__(self, record: int | None, reason: str) -> None:
+        super().__init__(record, f"halted, nothing is recorded until clear-halt: {reason}")
+        self.halt_record = record
+        self.halt_reason = reason
+
+    def describe(self) -> str:
+        """Why the journal is halted, in one line."""
+        where = f"record {self.halt_record}: " if self.halt_record is not None else ""
+        return f"{where}{self.halt_reason}"
+
+
+class JournalWriteError(FirebetError, OSError):
+    """The journal cannot be written (disk full, read-only, I/O error): nothing was recorded."""
+
+    exit_code = 1
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"cannot write the journal {path}: {reason}")
+
+
+class JournalKeyUnreadable(FirebetError, PermissionError):
+    """The journal's key exists but this user may not read it (exit 1): the message says
+    what is needed."""
+
+    exit_code = 1
+
+    def __init__(self, path: object) -> None:
+        self.path = str(path)
+        super().__init__(
+            f"the journal key {path} is not readable by this user: the chain is checked "
+            "with it. Run the command as the service's user or root "
+            "(sudo firebet journal verify), see docs/runbook.md"
+        )

@@ -44,7 +44,7 @@ from controller.core.commands import Command, Confirm
 from controller.core.config import FloorConfig
 from controller.core.errors import FirebetError
 from controller.floor.cursor import Cursor, CursorError, CursorFile
-from controller.journal.store import Journal, Record, now_iso
+from controller.journal import Journal, Record, now_iso
 
 log = logging.getLogger("firebet.floor")
 

@@ -7,8 +7,13 @@ each hand began (the record and the state after it); then it folds only the
 records of the hands asked for, from where the oldest of them began. So a
 request costs what it asks for, not the journal's length: the last 10 hands of a
 million-record journal read about a hundred records. After a restart the first
-request for hands older than the newest snapshot walks back to find where they
-began (only as far as those hands), and notes it for the next ones.
+request for hands older than the newest snapshot starts from the newest snapshot
+taken before the oldest of them (at most one snapshot interval more), and notes
+where they began for the next ones.
+
+The journal keeps commands, not events (docs/journal.md): each command is folded
+through the rules engine again, which gives the very events the table decided.
+Records a clear-halt set aside are skipped: they were never part of the game.
 
 Voided rolls come off again (a voided seven-out gives the hand back, and its
 settlement is withdrawn), so ``rolls`` are the rolls that stood. A request is
@@ -28,6 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from controller.core.engine import Engine
 from controller.core.errors import FirebetError, UsageError
 from controller.core.events import (
     Acknowledged,
@@ -40,9 +46,10 @@ from controller.core.events import (
     Settlement,
     Surrendered,
     SurveillanceConfirmed,
-    event_from_dict,
 )
 from controller.core.state import TableState, evolve
+from controller.journal import store
+from controller.journal.recipe import decode_body, iso
 
 MAX_HANDS = 1000  # hands one request may ask for
 MAX_RECORDS = 200_000  # records one request may read
@@ -153,16 +160,6 @@ class _Recall:
         self.hand(after.hand).points = list(after.points)
 
 
-def _starts_hand(payload: str, hand: int) -> bool:
-    if '"new_hand"' not in payload:
-        return False
-    try:
-        events = json.loads(payload)["events"]
-    except (ValueError, KeyError, TypeError):
-        return False
-    return any(e.get("event") == "new_hand" and e.get("hand") == hand for e in events)
-
-
 @dataclass
 class _Budget:
     """What one request may still read, and until when."""
@@ -185,16 +182,18 @@ class _Budget:
             )
 
 
-def _decode(kind: str, payload: str) -> TableState | list[Event] | None:
-    """A record's effect: the state a clear-halt resumes, a command's events, or None."""
-    try:
-        if kind == "clear_halt":
-            return TableState.from_dict(json.loads(payload)["resume_state"])
-        if kind != "command":
-            return None
-        return [event_from_dict(e) for e in json.loads(payload)["events"]]
-    except (ValueError, KeyError, TypeError):
-        return None  # a damaged record: `journal verify` reports it
+def _set_aside(db: sqlite3.Connection, after: int) -> list[tuple[int, int]]:
+    """Record ranges clear-halts after record ``after`` set aside (never part of the game)."""
+    ranges = []
+    for (body,) in db.execute(
+        "SELECT body FROM records WHERE kind = 'clear_halt' AND record > ?", (after,)
+    ):
+        try:
+            first, last = json.loads(body)["set_aside"]["records"]
+            ranges.append((int(first), int(last)))
+        except (ValueError, KeyError, TypeError):
+            continue  # nothing set aside, or a damaged record: `journal verify` reports it
+    return ranges
 
 
 class Recall:
@@ -204,7 +203,9 @@ class Recall:
     connection). Nothing here writes.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, engine: Engine) -> None:
+        """``engine`` folds the commands again (one of this recall's own: not thread-safe)."""
+        self._engine = engine
         self._state: TableState | None = None  # after record ``_seen``
         self._seen = 0
         # hand -> (the record that began it, the state after that record)
@@ -250,46 +251,53 @@ class Recall:
 
     def _rows(
         self, db: sqlite3.Connection, after: int, upto: int | None, budget: _Budget
-    ) -> Iterable[tuple[int, str, str, str, str]]:
-        query = "SELECT record, at, kind, payload, actor FROM records WHERE record > ?"
+    ) -> Iterable[tuple[int, int, str, str, str]]:
+        query = "SELECT record, at, actor, kind, body FROM records WHERE record > ?"
         params: tuple[int, ...] = (after,)
         if upto is not None:
             query += " AND record <= ?"
             params = (after, upto)
+        aside = _set_aside(db, after)
         n = 0
         for row in db.execute(query + " ORDER BY record", params):
             n += 1
             if n % _BATCH == 0:
                 budget.spend(_BATCH)
+            if aside and any(first <= row[0] <= last for first, last in aside):
+                continue
             yield row
         budget.spend(n % _BATCH)
 
     def _fold(
         self,
-        rows: Iterable[tuple[int, str, str, str, str]],
+        rows: Iterable[tuple[int, int, str, str, str]],
         state: TableState,
         recall: _Recall | None,
         *,
         follow: bool = False,
     ) -> TableState:
         """Fold ``rows`` from ``state``, noting where hands began (and what they did)."""
-        for number, at, kind, payload, actor in rows:
+        for number, at, actor, kind, body in rows:
             if follow:
                 self._seen = number
-            effect = _decode(kind, payload)
-            if effect is None:
-                continue
-            if isinstance(effect, TableState):
-                state = effect
-                self._forget(state.hand, number)
-                if recall is not None:
-                    recall.cleared(state.hand, number, at, actor, payload)
-                continue
+            try:
+                if kind == "clear_halt":
+                    state = TableState.from_dict(json.loads(body)["resume_state"])
+                    self._forget(state.hand, number)
+                    if recall is not None:
+                        recall.cleared(state.hand, number, iso(at), actor, body)
+                    continue
+                if kind != "command":
+                    continue
+                at_text = iso(at)
+                events = self._engine.apply(state, decode_body(body, actor, at, at_text)).events
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue  # a damaged record: `journal verify` reports it
             began = False
-            for e in effect:
+            for e in events:
                 after = evolve(state, e)
                 if recall is not None:
-                    recall.event(state, e, after, number, at)
+                    recall.event(state, e, after, number, at_text)
                 if isinstance(e, NewHand):
                     began = True
                 elif isinstance(e, RollVoided) and after.hand < state.hand:
@@ -317,35 +325,13 @@ class Recall:
     def _origin(
         self, db: sqlite3.Connection, first: int, budget: _Budget
     ) -> tuple[int, TableState]:
-        """Where to fold from when ``first`` began before anything noted: the snapshot
-        before the record that began it (genesis for the first hand)."""
-        start = 0 if first <= 1 else self._start_record(db, first, budget)
-        snap = db.execute(
-            "SELECT record, state FROM snapshots WHERE record < ? ORDER BY record DESC LIMIT 1",
-            (start,),
-        ).fetchone()
-        if snap is None:
+        """Where to fold from when ``first`` began before anything noted: the newest
+        snapshot taken before it began (genesis for the first hand)."""
+        record = store.anchor_for_hand(db, first) if first > 1 else 0
+        text = store.snapshot(db, record) if record else None
+        if text is None:
             return 0, TableState()
-        return snap[0], TableState.from_dict(json.loads(snap[1]))
-
-    def _start_record(self, db: sqlite3.Connection, first: int, budget: _Budget) -> int:
-        """The record that began ``first`` (or a clear-halt anchor); 0 for genesis."""
-        known = [r for h, (r, _) in self._starts.items() if h > first]
-        upper = min(known, default=self._seen) + 1
-        while upper > 1:
-            rows = db.execute(
-                "SELECT record, kind, payload FROM records WHERE record < ? "
-                "ORDER BY record DESC LIMIT ?",
-                (upper, _BATCH),
-            ).fetchall()
-            if not rows:
-                break
-            budget.spend(len(rows))
-            for number, kind, payload in rows:
-                if kind == "clear_halt" or (kind == "command" and _starts_hand(payload, first)):
-                    return int(number)
-            upper = rows[-1][0]
-        return 0
+        return record, TableState.from_dict(json.loads(text))
 
     def _lines(
         self, db: sqlite3.Connection, origin: tuple[int, TableState], hands: int, budget: _Budget
@@ -359,6 +345,6 @@ class Recall:
         return [h.line() for h in ordered[-hands:]]
 
 
-def history(db: sqlite3.Connection, hands: int) -> list[dict[str, Any]]:
+def history(db: sqlite3.Connection, engine: Engine, hands: int) -> list[dict[str, Any]]:
     """The last ``hands`` hands of the journal on ``db`` (a one-off :class:`Recall`)."""
-    return Recall().history(db, hands)
+    return Recall(engine).history(db, hands)

@@ -58,8 +58,8 @@ from controller.core.lamps import (
 from controller.core.lamps import view_from_state as lights_view
 from controller.core.state import TableState
 from controller.floor.link import FloorLink
+from controller.journal import Journal, JournalHalted, JournalWriteError, describe_clear
 from controller.journal.history import MAX_HANDS, Recall, connect_read_only
-from controller.journal.store import Journal, JournalHalted, JournalWriteError
 from controller.service import bench, notify
 from controller.service.integrity import ProgramCheck, check_program
 from drivers.buttons import DealerButtons
@@ -164,7 +164,7 @@ class Controller:
         self.started_at = time.monotonic()
         self.ready_after_s: float | None = None
         self._published: Published | None = None
-        self._recall = Recall()  # game recall; used on the socket's reading lane only
+        self._recall = Recall(Engine(config.firebet))  # game recall: the reading lane only
         self._recall_conn: sqlite3.Connection | None = None
         self._recall_inode: tuple[int, int] | None = None
         # the last answer, by (last record, hands): asked again with nothing new, it stands
@@ -243,9 +243,12 @@ class Controller:
         assert self.journal is not None
         self.full_check = "running"
         try:
-            with Journal(self.journal.path, read_only=True) as reader:
-                reader.attach()
-                report = reader.verify(Engine(self.config.firebet))
+            with Journal(
+                self.journal.path, key_file=self.journal.key_file, read_only=True
+            ) as reader:
+                engine = Engine(self.config.firebet)
+                reader.recover(engine)
+                report = reader.verify(engine)
         except FirebetError as exc:
             self.full_check = f"could not run: {exc}"
             return
@@ -289,6 +292,7 @@ class Controller:
             except queue.Empty:
                 if self.stopping.is_set():
                     break
+                self._watch_journal()
                 continue
             if isinstance(item, _Stop):
                 break
@@ -307,6 +311,14 @@ class Controller:
                     item.finish({"ok": False, "error": "internal error; see the service log"})
             if self.floor is not None:  # only now, after the lamps, the ACK and the reply
                 self.floor.wake()
+
+    def _watch_journal(self) -> None:
+        """While idle: halt when a journal file was removed or replaced under the table."""
+        if self.journal is None or self.journal.halted is not None:
+            return
+        if self.journal.watch() is not None:
+            log.error("journal halted: %s", self.journal.halted)
+            self._refresh()
 
     def close(self) -> None:
         """Stop the drivers and release pins, socket and journal."""
@@ -383,7 +395,7 @@ class Controller:
             outcome, _ = self.journal.apply(self.engine, command)
         except JournalHalted as exc:
             raise TableHalted(
-                f"the table is halted ({exc.halt.describe()}): a technician must check the "
+                f"the table is halted ({exc.describe()}): a technician must check the "
                 "journal (firebet journal verify) and lift it with firebet clear-halt"
             ) from exc
         except JournalWriteError as exc:
@@ -578,7 +590,8 @@ class Controller:
     def _close_recall(self) -> None:
         if self._recall_conn is not None:
             self._recall_conn.close()
-        self._recall_conn, self._recall_inode, self._recall = None, None, Recall()
+        self._recall_conn, self._recall_inode = None, None
+        self._recall = Recall(Engine(self.config.firebet))
         self._recall_cache = None
 
     def _answer(self, request: Request) -> dict[str, Any]:
@@ -594,9 +607,10 @@ class Controller:
             if self.journal.halted is None:
                 return {"ok": False, "error": "the table is not halted: nothing to clear"}
             was = self.journal.halted.describe()
-            self.journal.clear_halt(actor, note=str(args.get("note", "")))
+            record = self.journal.clear_halt(actor, note=str(args.get("note", "")))
             self._refresh()
-            return {"ok": True, "cleared": was, "status": self.status()}
+            done = describe_clear(record.data()) if record is not None else ""
+            return {"ok": True, "cleared": was, "resumed": done, "status": self.status()}
         if op in ("diagnostics-on", "diagnostics-off"):
             on = op == "diagnostics-on"
             if on == self.diagnostics:

@@ -20,7 +20,7 @@ if str(ROOT) not in sys.path:
 
 from controller.core.commands import Ack, Bet, Cancel, Command, Roll, Surrender, Void  # noqa: E402
 from controller.core.engine import Engine  # noqa: E402
-from controller.journal.store import Journal  # noqa: E402
+from controller.journal import Journal  # noqa: E402
 
 SNAPSHOT_EVERY = 7
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -64,11 +64,7 @@ def main(argv: list[str]) -> int:
             command = commands[i]
             if i == start and not isinstance(command, Roll):
                 last = journal.last()
-                if (
-                    last is not None
-                    and last.kind == "command"
-                    and last.data()["command"] == command.to_dict()
-                ):
+                if last is not None and last.kind == "command" and last.command() == command:
                     print(f"ACK {i}", flush=True)  # it was durable: only the reply was lost
                     continue
             journal.apply(engine, command)

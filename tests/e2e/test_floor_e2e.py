@@ -15,7 +15,7 @@ import pytest
 
 from controller.floor.cursor import CursorFile
 from controller.floor.link import WINDOW
-from controller.journal.store import Journal
+from controller.journal import Journal
 from drivers.sim_reader import SimulatedReader
 from tests.broker import Mosquitto, Subscriber
 from tests.support import ROOT, run_firebet, wait_for
@@ -28,7 +28,7 @@ ONLINE = "firebet/CR-07/online"
 def write_config(tmp: Path, broker: Mosquitto) -> Path:
     path = tmp / "table.toml"
     path.write_text(
-        '[table]\nid = "CR-07"\n'
+        '[table]\nid = "CR-07"\n[journal]\nkey_file = "journal.key"\n'
         f'[floor]\nbroker = "{broker.url}"\nusername = "CR-07"\n'
         f'password_file = "{broker.password_file("CR-07")}"\n'
     )
@@ -113,7 +113,7 @@ def test_sim_publishes_with_broker_and_doctor_shows_the_cursor(
 ) -> None:
     config = tmp_path / "table.toml"
     config.write_text(
-        '[table]\nid = "CR-07"\n[floor]\nusername = "CR-07"\n'
+        '[table]\nid = "CR-07"\n[journal]\nkey_file = "journal.key"\n[floor]\nusername = "CR-07"\n'
         f'password_file = "{mosquitto.password_file("CR-07")}"\n'
     )
     state = tmp_path / "state"

@@ -12,7 +12,7 @@ import pytest
 
 from controller.core.engine import Engine
 from controller.core.script import replay
-from controller.journal.store import Journal
+from controller.journal import Journal
 from tests.e2e.crash_worker import SNAPSHOT_EVERY, script
 
 WORKER = Path(__file__).with_name("crash_worker.py")

@@ -215,6 +215,9 @@ def test_install_dry_run_changes_nothing_and_says_everything(tmp_path: Path) -> 
     assert f"{gen} completion bash > {tmp_path}/bash-completion/firebet" in out
     assert f"{gen} completion zsh > {tmp_path}/zsh/_firebet" in out
     assert f"{gen} man > {tmp_path}/man1/firebet.1" in out
+    assert f"making the journal key {etc}/journal.key" in out  # the chain's secret, 0600
+    assert f"+ chown firebet:firebet {etc}/journal.key" in out
+    assert f"+ chmod 0600 {etc}/journal.key" in out
     lines = out.splitlines()
     order = [
         lines.index(line)
@@ -231,6 +234,7 @@ def test_install_dry_run_changes_nothing_and_says_everything(tmp_path: Path) -> 
 def test_install_dry_run_keeps_existing_config_and_version(tmp_path: Path) -> None:
     (tmp_path / "etc").mkdir()
     (tmp_path / "etc" / "table.toml").write_text('[table]\nid = "CR-07"\n')
+    (tmp_path / "etc" / "journal.key").write_text("00" * 32 + "\n")
     venv_bin = tmp_path / "opt" / ".venv" / "bin"
     venv_bin.mkdir(parents=True)
     (venv_bin / "python").symlink_to(sys.executable)
@@ -238,6 +242,7 @@ def test_install_dry_run_keeps_existing_config_and_version(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr
     assert "keeping the existing" in result.stdout
     assert "table.toml" in result.stdout and "+ install -m 0640" not in result.stdout
+    assert f"keeping the existing {tmp_path}/etc/journal.key" in result.stdout
     assert f"+ cp -a {tmp_path}/opt/.venv {tmp_path}/opt/.venv.previous" in result.stdout
     assert "-m venv" not in result.stdout
     assert "systemctl restart" not in result.stdout

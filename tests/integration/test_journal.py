@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import hmac
 import io
 import json
 import subprocess
@@ -19,7 +20,7 @@ from controller.core.commands import Ack, Bet, Cancel, Command, Roll, Surrender,
 from controller.core.engine import Engine
 from controller.core.errors import FirebetError
 from controller.core.script import parse_script, replay
-from controller.journal.store import Journal, JournalWriteError
+from controller.journal import Journal, JournalWriteError
 from tests.support import ROOT
 
 ENGINE = Engine()
@@ -117,8 +118,10 @@ def test_refusals_are_kept_duplicate_rolls_are_not(tmp_path: Path) -> None:
     with filled(tmp_path / "journal.db", [Roll(3, 3, seq=7)]) as journal:
         outcome, record = journal.apply(ENGINE, Roll(3, 3, seq=7))
         assert record is None and outcome.state == journal.state
+        before = journal.state
         _, refused = journal.apply(ENGINE, Bet(1, 50))
-        assert refused is not None and refused.data()["events"][0]["event"] == "refused"
+        assert refused is not None and refused.data()["command"] == "bet"
+        assert ENGINE.apply(before, refused.command()).refused is not None
         assert journal.state.rolls == 1
 
 
@@ -154,7 +157,7 @@ DISK_FULL = """
 import resource, signal, sys
 from controller.core.commands import Roll
 from controller.core.engine import Engine
-from controller.journal.store import Journal, JournalWriteError
+from controller.journal import Journal, JournalWriteError
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 engine = Engine()
 journal = Journal(sys.argv[1])
@@ -210,15 +213,23 @@ def test_export_can_be_reverified_with_the_documented_recipe(tmp_path: Path) -> 
 
     done = _firebet("export", "--format", "jsonl", "--state-dir", str(tmp_path))
     assert done.returncode == 0, done.stderr
+    key = bytes.fromhex((tmp_path / "journal.key").read_text())
     prev = "0" * 64
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     for n, row in enumerate(rows, start=1):
-        header = canonical({k: row[k] for k in ("record", "at", "actor", "kind")})
-        text = f"{prev}\n{header}\n{canonical(row['payload'])}"
+        snap = row["snapshot"]
+        text = (
+            f"{row['record']}\n{row['at']}\n{row['actor']}\n{row['kind']}\n{int(bool(snap))}\n"
+            + canonical(row["payload"])
+        )
+        message = bytes.fromhex(prev) + text.encode()
+        if snap:
+            message += b"\nsnapshot " + bytes.fromhex(snap)
         assert row["record"] == n and row["prev_hash"] == prev
-        assert hashlib.sha256(text.encode()).hexdigest() == row["hash"]
+        assert hmac.new(key, message, hashlib.sha256).hexdigest() == row["hash"]
         prev = row["hash"]
     assert len(rows) == len(session()) + 1
+    assert sum(1 for row in rows if row["snapshot"]) == len(rows) // 5
 
     done = _firebet("export", "--format", "csv", "--state-dir", str(tmp_path))
     table = list(csv.DictReader(io.StringIO(done.stdout)))

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from controller.control.client import ControlClient
 from controller.core.commands import Ack, Bet, Command, Roll, Surrender, Void
 from controller.core.engine import Engine
+from controller.journal import Journal
 from controller.journal import history as history_module
 from controller.journal.history import MAX_HANDS, HistoryTooLong, Recall, connect_read_only
-from controller.journal.store import Journal
 from tests.integration.test_control_attacks import Line
 from tests.support import RunningTable, wait_for
 
@@ -46,12 +46,12 @@ def test_a_request_reads_the_new_records_and_the_hands_asked_not_the_journal(
     path = tmp_path / "journal.db"
     journal_with(path, rolls(6000))
     decoded: list[int] = []
-    real = history_module._decode
+    real = history_module.decode_body  # a command folded again: a record read
     monkeypatch.setattr(
-        history_module, "_decode", lambda kind, payload: decoded.append(1) or real(kind, payload)
+        history_module, "decode_body", lambda *args: decoded.append(1) or real(*args)
     )
     db = connect_read_only(path)
-    recall = Recall()
+    recall = Recall(ENGINE)
     first = recall.history(db, 3)
     assert len(first) == 3
     assert len(decoded) < 2100  # from the newest snapshot: at most two snapshot spans
@@ -63,7 +63,7 @@ def test_a_request_reads_the_new_records_and_the_hands_asked_not_the_journal(
     again = recall.history(db, 3)
     # the 10 new records, then only the last 3 hands' records: never a snapshot span again
     assert len(decoded) < 10 + 3 * 60, len(decoded)
-    assert again == Recall().history(db, 3)  # the same as a fresh walk
+    assert again == Recall(ENGINE).history(db, 3)  # the same as a fresh walk
     db.close()
 
 
@@ -72,9 +72,9 @@ def test_too_many_hands_is_refused(tmp_path: Path) -> None:
     journal_with(path, rolls(20))
     db = connect_read_only(path)
     with pytest.raises(ValueError, match=f"from 1 to {MAX_HANDS}"):
-        Recall().history(db, MAX_HANDS + 1)
+        Recall(ENGINE).history(db, MAX_HANDS + 1)
     with pytest.raises(HistoryTooLong, match="deadline"):
-        Recall().history(db, 5, deadline=0.0)  # past already: bounded in time too
+        Recall(ENGINE).history(db, 5, deadline=0.0)  # past already: bounded in time too
     db.close()
 
 
@@ -106,7 +106,7 @@ def test_a_following_recall_says_what_a_fresh_walk_says(
     tmp_path_factory: pytest.TempPathFactory, script: list[Any], every: int, hands: int
 ) -> None:
     path = tmp_path_factory.mktemp("recall") / "journal.db"
-    following = Recall()
+    following = Recall(ENGINE)
     with Journal(path, snapshot_every=every, durable=False) as journal:
         journal.recover(ENGINE)
         db = connect_read_only(path)
@@ -114,8 +114,8 @@ def test_a_following_recall_says_what_a_fresh_walk_says(
             for i, (kind, a, b) in enumerate(script):
                 journal.apply(ENGINE, _command(kind, a, b))
                 if i % 7 == 0:
-                    assert following.history(db, hands) == Recall().history(db, hands)
-            assert following.history(db, hands) == Recall().history(db, hands)
+                    assert following.history(db, hands) == Recall(ENGINE).history(db, hands)
+            assert following.history(db, hands) == Recall(ENGINE).history(db, hands)
             assert following.history(db, hands) == journal.history(hands)
         finally:
             db.close()

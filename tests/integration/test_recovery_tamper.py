@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import secrets
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,8 @@ import pytest
 
 from controller.core.commands import Bet, Roll
 from controller.core.engine import Engine
-from controller.journal.store import Journal, canonical, record_hash
+from controller.journal import Journal, canonical
+from controller.journal.recipe import GENESIS, seal
 from tests.support import run_firebet as firebet
 
 ENGINE = Engine()
@@ -43,23 +45,21 @@ def sql(path: Path, *statements: str) -> None:
         db.close()
 
 
-def rehash_from(path: Path, first: int) -> None:
-    """What a careful forger does: recompute every hash from ``first`` on."""
+def reseal_from(path: Path, first: int, key: bytes) -> None:
+    """What a careful forger does: seal every record again from ``first`` on, with the
+    key they have (not the table's: the table's key is readable only by the service)."""
     db = sqlite3.connect(path)
     try:
-        rows = db.execute("SELECT record, at, actor, kind, payload FROM records ORDER BY record")
-        prev = "0" * 64
-        for number, at, actor, kind, payload in rows.fetchall():
+        rows = db.execute(
+            "SELECT record, at, actor, kind, body, snap FROM records ORDER BY record"
+        ).fetchall()
+        snaps = dict(db.execute("SELECT record, state FROM snapshots").fetchall())
+        prev = GENESIS
+        for number, at, actor, kind, body, _snap in rows:
             if number >= first:
-                h = record_hash(prev, number, at, actor, kind, payload)
-                db.execute(
-                    "UPDATE records SET prev_hash = ?, hash = ? WHERE record = ?", (prev, h, number)
-                )
-                prev = h
-            else:
-                prev = db.execute(
-                    "SELECT hash FROM records WHERE record = ?", (number,)
-                ).fetchone()[0]
+                mac = seal(key, prev, number, at, actor, kind, body, snaps.get(number))
+                db.execute("UPDATE records SET mac = ? WHERE record = ?", (mac, number))
+            prev = db.execute("SELECT mac FROM records WHERE record = ?", (number,)).fetchone()[0]
         db.commit()
     finally:
         db.close()
@@ -75,35 +75,15 @@ def flip_payload_byte(path: Path) -> None:
 def edit_wager(path: Path) -> None:
     sql(
         path,
-        "UPDATE records SET payload = "
-        "replace(payload, '\"amount\":3', '\"amount\":5') WHERE record = 3",
+        "UPDATE records SET body = replace(body, '\"amount\":3', '\"amount\":5') WHERE record = 3",
     )
 
 
 def forge_wager(path: Path) -> None:
-    """An edited wager with the whole chain re-hashed: the rules cross-check catches it."""
-    payload = canonical(
-        {
-            "command": Bet(2, 500, actor="alice").to_dict(),
-            "events": [
-                {
-                    "event": "bet",
-                    "position": 2,
-                    "amount": 500,
-                    "total": 500,
-                    "actor": "alice",
-                    "at": "",
-                }
-            ],
-        }
-    )
-    db = sqlite3.connect(path)
-    try:
-        db.execute("UPDATE records SET payload = ? WHERE record = 3", (payload,))
-        db.commit()
-    finally:
-        db.close()
-    rehash_from(path, 3)
+    """An edited wager with the whole chain sealed again, with a key of the forger's own."""
+    body = canonical({"amount": 500, "command": "bet", "position": 2})
+    sql(path, f"UPDATE records SET body = '{body}' WHERE record = 3")
+    reseal_from(path, 3, secrets.token_bytes(32))
 
 
 def delete_record(path: Path) -> None:
@@ -150,7 +130,10 @@ def test_tampered_record_is_caught_halts_and_clear_halt_lifts_it(tmp_path: Path,
             with pytest.raises(Exception, match="halted"):
                 journal.apply(ENGINE, Roll(1, 2))
             halts = [r for r in journal.records() if r.kind == "halt"]
-            assert len(halts) == 1
+            if name == "cut tail":  # the chain's end is gone: the halt is kept beside it
+                assert not halts and path.with_name("journal.db.halt").exists()
+            else:
+                assert len(halts) == 1
 
     cleared = firebet("clear-halt", "--state-dir", str(tmp_path), "--note", "tech-tom checked")
     assert cleared.returncode == 0, cleared.stderr
@@ -164,7 +147,7 @@ def test_tampered_record_is_caught_halts_and_clear_halt_lifts_it(tmp_path: Path,
         journal.apply(ENGINE, Roll(1, 2, seq=99))  # the game goes on
     verify = firebet("journal", "verify", "--state-dir", str(tmp_path))
     assert verify.returncode == 0, verify.stderr
-    assert "acknowledged" in verify.stdout
+    assert "set aside by clear-halt" in verify.stdout
 
 
 def test_edited_snapshot_is_caught(tmp_path: Path) -> None:
@@ -209,13 +192,16 @@ def test_unreadable_file_halts_persistently_even_without_writing(
     with Journal(path) as journal:
         assert journal.recover(ENGINE).halted is not None
     assert not path.exists()
-    cleared = firebet("clear-halt", "--state-dir", str(tmp_path), "--note", "moved aside")
-    assert cleared.returncode == 0, cleared.stderr
+    refused = firebet("clear-halt", "--state-dir", str(tmp_path), "--note", "moved aside")
+    assert refused.returncode == 4 and "journal init" in refused.stderr, refused.stderr
+    done = firebet("journal", "init", "--state-dir", str(tmp_path), "--reason", "disk replaced")
+    assert done.returncode == 0, done.stderr
     with Journal(path) as journal:
         recovered = journal.recover(ENGINE)
         assert recovered.halted is None
-        kinds = [(r.kind, r.actor) for r in journal.records()]
-        assert kinds == [("start", "journal"), ("clear_halt", OS_ACTOR)]
+        records = list(journal.records())
+        assert [(r.kind, r.actor) for r in records] == [("start", OS_ACTOR)]
+        assert records[0].data()["init"]["reason"] == "disk replaced"
 
 
 def test_missing_journal_beside_its_wal_is_halted_not_fresh(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.journal.store import JournalWriteError
-from tests.support import MARKER_PINS, RunningTable, start_table, wait_for
+from controller.journal import JournalWriteError
+from tests.support import MARKER_PINS, RunningTable, run_firebet, start_table, wait_for
 
 
 def test_rolls_are_acked_and_markers_lit_on_the_pins(running_table: RunningTable) -> None:
@@ -104,19 +104,32 @@ def test_a_damaged_journal_halts_until_a_technician_clears_it(tmp_path: Path) ->
     t, thread = start_table(state, tmp_path / "c.sock")
     try:
         s = t.status()
-        assert s["mode"] == "halted" and "cannot be read" in s["halted"]
+        assert s["mode"] == "halted" and "is not a journal" in s["halted"]
         seq = t.throw(3, 4, acked=False)
         time.sleep(0.3)
         assert seq not in t.device.acked  # nothing is applied or ACKed while halted
         refused = t.ask("bet", position=1, amount=5)
         assert not refused["ok"] and "halted" in refused["error"]
         still = t.ask("clear-halt", note="tried too early")
-        assert not still["ok"] and "still cannot be read" in still["error"]
-        (state / "journal.db").rename(state / "journal.db.damaged")  # the technician's fix
-        cleared = t.ask("clear-halt", note="damaged file moved aside for the auditors")
-        assert cleared["ok"], cleared
-        assert t.device.wait_acked(seq, timeout=30)
+        assert not still["ok"] and "journal init" in still["error"]
+        (state / "journal.db").rename(state / "journal.db.damaged")
+        gone = t.ask("clear-halt", note="moved aside: still no fresh game from clear-halt")
+        assert not gone["ok"] and "journal init" in gone["error"], gone
+        assert t.status()["mode"] == "halted"
+    finally:
+        t.controller.stop()
+        thread.join(timeout=5)
+        t.controller.close()
+        t.device.stop()
+        t.factory.close()
+    done = run_firebet(
+        "journal", "init", "--state-dir", str(state), "--reason", "damaged file, ticket 1"
+    )
+    assert done.returncode == 0, done.stderr
+    t, thread = start_table(state, tmp_path / "c.sock")
+    try:
         assert t.status()["mode"] == "running"
+        t.throw(3, 4)
     finally:
         t.controller.stop()
         thread.join(timeout=5)

@@ -16,7 +16,7 @@ from controller.core.lamps import Mode as LampMode
 from controller.core.state import TableState
 from controller.floor.cursor import Cursor, CursorError, CursorFile
 from controller.floor.link import CommandError, Resend, event_message, parse_command, topics
-from controller.journal.store import Record
+from controller.journal import Record
 from tests.support import Table, make_points
 
 

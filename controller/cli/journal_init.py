@@ -1,0 +1,91 @@
+"""Technician's journal tools: ``journal init`` (a new journal over a damaged one) and
+``journal migrate`` (a format-1 journal moved to the keyed format). Both run only
+while the service is stopped (they take the journal's writer lock) and only for
+root or the technician group (docs/runbook.md)."""
+
+from __future__ import annotations
+
+import argparse
+import grp
+import os
+from collections.abc import Callable
+from typing import Any
+
+from controller.cli import options as paths
+from controller.core.engine import Engine
+from controller.core.errors import FirebetError
+from controller.journal import Journal
+from controller.journal.init import init_journal
+from controller.journal.legacy import migrate
+
+
+def _require_technician(group: str) -> None:
+    if os.geteuid() == 0:
+        return
+    try:
+        gid = grp.getgrnam(group).gr_gid
+    except KeyError:
+        gid = None
+    if gid is not None and (gid == os.getegid() or gid in os.getgroups()):
+        return
+    raise FirebetError(
+        f"only a technician may do this: root or a member of the group {group!r} "
+        "([control] technician_group)"
+    )
+
+
+def _who() -> str:
+    """Who runs this, as the OS says (as ``clear-halt`` records it)."""
+    from controller.cli.audit import os_actor  # audit registers this module's commands
+
+    return os_actor()
+
+
+def run_init(args: argparse.Namespace) -> int:
+    """Move a damaged journal aside and start a new one, recorded with who and why."""
+    config = paths.load(args)
+    _require_technician(config.control.technician_group)
+    journal = Journal.open(paths.state_dir(args.state_dir), config)
+    actor = _who()
+    done = init_journal(journal, Engine(config.firebet), actor, args.reason or "")
+    if done.aside is not None:
+        print(f"moved {', '.join(done.moved)} to {done.aside}")
+    if done.key_made:
+        print(f"made a new journal key {journal.key_file} (mode 0600)")
+    print(f"new journal {journal.path}; its first record names {actor} and the reason")
+    return 0
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    """Move a format-1 journal to the keyed format 2 (the old files are kept aside)."""
+    config = paths.load(args)
+    _require_technician(config.control.technician_group)
+    journal = Journal.open(paths.state_dir(args.state_dir), config)
+    actor = _who()
+    done = migrate(
+        journal.path,
+        journal.key_file,
+        Engine(config.firebet),
+        actor,
+        config.journal.snapshot_every,
+    )
+    print(
+        f"migrated {done.records} records to the keyed format (old chain head "
+        f"{done.old_head[:16]}); the format-1 files are in {done.aside}"
+    )
+    return 0
+
+
+def register(tools: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Add ``journal init`` and ``journal migrate`` to the ``journal`` group."""
+    init = tools.add_parser(
+        "init", help="technician: a new journal over a damaged one (the old files kept aside)"
+    )
+    init.add_argument("--reason", required=True, help="what happened to the old journal")
+    common(init)
+    init.set_defaults(func=run_init)
+    move = tools.add_parser(
+        "migrate", help="technician: move a format-1 journal to the keyed format"
+    )
+    common(move)
+    move.set_defaults(func=run_migrate)

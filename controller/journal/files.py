@@ -1,0 +1,214 @@
+"""The journal's files in the state directory, and what their absence means.
+
+``journal.db`` (SQLite, WAL mode) with ``journal.db-wal`` and ``-shm``;
+``journal.db.head`` (the newest acknowledged record, sealed with the key:
+written and synced after every commit, so a deleted or truncated WAL cannot
+take acknowledged records away unnoticed); ``journal.db.lock`` (the writer's
+lock); ``journal.db.halt`` (a halt that could not be written into the journal).
+Any of them, or a folder of damaged files set aside by ``firebet journal init``,
+means the state directory has held a journal: it never starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from controller.journal.recipe import canonical, head_seal
+
+ASIDE_PREFIX = "journal-aside-"
+_HEAD_SIZE = 256  # one sector: rewritten in place
+
+
+@dataclass(frozen=True)
+class JournalFiles:
+    """The paths of one journal's files."""
+
+    db: Path
+
+    @property
+    def wal(self) -> Path:
+        """The write-ahead log: committed records not yet checkpointed into ``db``."""
+        return self.db.with_name(self.db.name + "-wal")
+
+    @property
+    def shm(self) -> Path:
+        """SQLite's shared-memory index of the WAL."""
+        return self.db.with_name(self.db.name + "-shm")
+
+    @property
+    def head(self) -> Path:
+        """The sealed head: the newest acknowledged record."""
+        return self.db.with_name(self.db.name + ".head")
+
+    @property
+    def lock(self) -> Path:
+        """The writer's lock file."""
+        return self.db.with_name(self.db.name + ".lock")
+
+    @property
+    def marker(self) -> Path:
+        """The halt marker, for a halt that could not be journaled."""
+        return self.db.with_name(self.db.name + ".halt")
+
+    def traces(self) -> list[Path]:
+        """What is left of a journal in the state directory (empty: it never held one)."""
+        found = [p for p in (self.db, self.wal, self.head, self.lock, self.marker) if p.exists()]
+        with contextlib.suppress(OSError):
+            found += sorted(self.db.parent.glob(ASIDE_PREFIX + "*"))
+        return found
+
+    def move_aside(self, stamp: str) -> Path:
+        """Move every journal file into a new folder ``journal-aside-<stamp>``; the folder."""
+        folder = self.db.parent / f"{ASIDE_PREFIX}{stamp}"
+        folder.mkdir(mode=0o750)
+        for path in (self.db, self.wal, self.shm, self.head, self.marker):
+            if path.exists():
+                os.replace(path, folder / path.name)
+        fsync_dir(folder)
+        fsync_dir(self.db.parent)
+        return folder
+
+
+@dataclass(frozen=True)
+class Head:
+    """What the head file says: record ``record`` with chain MAC ``mac`` was acknowledged."""
+
+    record: int
+    mac: bytes
+    sealed: bool  # the seal matched the key
+
+
+def head_text(key: bytes, record: int, mac: bytes) -> bytes:
+    """The head file's contents, padded to a fixed size so it is rewritten in place."""
+    text = f"firebet-head 2\n{record}\n{mac.hex()}\n{head_seal(key, record, mac).hex()}\n"
+    return text.encode().ljust(_HEAD_SIZE, b" ")
+
+
+def read_head(path: Path, key: bytes) -> Head | str:
+    """The head in ``path``, or what is wrong with it (missing, emptied, damaged).
+
+    Read again when it does not parse or seal: a reader beside the running service
+    may catch the file in the middle of its rewrite."""
+    for _ in range(3):
+        found = _read_head(path, key)
+        if isinstance(found, Head) and found.sealed:
+            return found
+    return found
+
+
+def _read_head(path: Path, key: bytes) -> Head | str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return f"the head file {path.name} is missing"
+    except OSError as exc:
+        return f"the head file {path.name} cannot be read: {exc}"
+    if not data.strip():
+        return f"the head file {path.name} is empty"
+    try:
+        magic, record, mac, sealed = data.decode("ascii").split("\n")[:4]
+        number, mac_bytes, seal_bytes = int(record), bytes.fromhex(mac), bytes.fromhex(sealed)
+    except ValueError:
+        return f"the head file {path.name} is damaged"
+    if magic != "firebet-head 2":
+        return f"the head file {path.name} is damaged"
+    return Head(number, mac_bytes, seal_bytes == head_seal(key, number, mac_bytes))
+
+
+class HeadWriter:
+    """The head file, open for rewriting in place and syncing after every commit."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
+
+    def write(self, key: bytes, record: int, mac: bytes) -> None:
+        """Seal ``record`` as the newest acknowledged one, durably."""
+        os.pwrite(self._fd, head_text(key, record, mac), 0)
+        os.fdatasync(self._fd)
+
+    def close(self) -> None:
+        """Close the file."""
+        os.close(self._fd)
+
+
+def write_head_new(path: Path, key: bytes, record: int, mac: bytes) -> None:
+    """A head file made whole beside ``path`` and renamed into place."""
+    tmp = path.with_name(path.name + ".new")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
+    try:
+        os.write(fd, head_text(key, record, mac))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+# identity: files removed or replaced under a running service -------------------------------
+def identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``path``; None when it is not there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+# the halt marker ---------------------------------------------------------------------------
+def read_marker(path: Path) -> tuple[int | None, str, str] | None:
+    """(record, reason, at) from the halt marker; None when there is none."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return None, f"the halt marker {path} cannot be read: {exc}", ""
+    try:
+        data = json.loads(text)
+        return data.get("record"), str(data["reason"]), str(data.get("at", ""))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None, f"the halt marker {path} is damaged", ""
+
+
+def write_marker(path: Path, record: int | None, reason: str, at: str) -> None:
+    """Keep a halt in the marker file (best effort: nothing writable means the damage is
+    found again at the next start)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(canonical({"record": record, "reason": reason, "at": at}))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except OSError:
+        pass
+
+
+def fsync_file(path: Path) -> None:
+    """Flush ``path`` to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush a directory's entries (a rename or a new file) to the disk."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def stamp_now() -> str:
+    """A timestamp for a folder name: ``20261130T081500Z``."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")

@@ -1,0 +1,65 @@
+"""The table's secret key: the chain is HMAC-SHA256 with it (docs/journal.md).
+
+The key file holds 32 random bytes as 64 hexadecimal digits and a newline,
+mode 0600, owned by the service's user (``systemd/install.sh`` makes
+``/etc/firebet/journal.key``). When it is missing, the first start on a state
+directory that never held a journal makes it; a journal whose key is gone
+halts the table.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from controller.core.errors import JournalIntegrityError, JournalKeyUnreadable
+from controller.journal.recipe import KEY_BYTES
+
+
+def read_key(path: Path) -> bytes:
+    """The key in ``path``.
+
+    Raises :class:`JournalKeyUnreadable` when this user may not read it (the
+    message says who can), :class:`JournalIntegrityError` when it is missing
+    or not a key.
+    """
+    try:
+        text = path.read_text(encoding="ascii")
+    except FileNotFoundError as exc:
+        raise JournalIntegrityError(
+            None,
+            f"the journal key {path} is missing: without it no record can be checked "
+            "(restore the key from the install's backup; see docs/runbook.md)",
+        ) from exc
+    except PermissionError as exc:
+        raise JournalKeyUnreadable(path) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JournalIntegrityError(None, f"the journal key {path} cannot be read: {exc}") from exc
+    try:
+        key = bytes.fromhex(text.strip())
+    except ValueError:
+        key = b""
+    if len(key) != KEY_BYTES:
+        raise JournalIntegrityError(
+            None, f"the journal key {path} is not a key ({KEY_BYTES * 2} hexadecimal digits)"
+        )
+    return key
+
+
+def make_key(path: Path) -> bytes:
+    """A new random key written to ``path`` (mode 0600, never over an existing file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_bytes(KEY_BYTES)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, key.hex().encode() + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return key

@@ -1,0 +1,168 @@
+"""The journal's recipe: how a record is written down and sealed (format 2).
+
+Everything an auditor needs to re-check an export with the table's key is here,
+and nothing here touches a file.
+
+A record is ``(record, at, actor, kind, body, snap)``:
+
+- ``record``: 1, 2, ... (never reused, also not after damage is set aside);
+- ``at``: the journal's clock, stored as milliseconds since 1970-01-01 UTC and
+  written (in exports, and in the seal) as ``2026-11-30T08:15:00.123+00:00``;
+- ``actor``: who (no control characters); ``kind``: ``start``, ``command``,
+  ``mode``, ``halt``, ``clear_halt``;
+- ``body``: canonical JSON. For a ``command`` record it is the command alone
+  (:func:`encode_command`): the events are not stored, the rules engine gives
+  them again from the state before the record (the journal is "commands in,
+  state out"). Fields equal to the command's defaults are left out, ``actor`` is
+  the record's actor and ``at`` is left out when it is the record's own time;
+- ``snap``: 1 when the record carries a snapshot of the state after it.
+
+The seal (chain hash) of record ``n``::
+
+    mac(n) = HMAC-SHA256(key, mac(n-1) || "n\\nat\\nactor\\nkind\\nsnap\\n" || body
+                               [|| "\\nsnapshot " || SHA-256(state text)  when snap = 1])
+    mac(0) = 32 zero bytes (GENESIS)
+
+(``mac(n-1)`` and the SHA-256 as raw bytes, the rest UTF-8 text; ``snap`` is ``0``
+or ``1``; an export gives each record's ``at`` text, ``payload`` (the body) and
+``snapshot`` (the hex SHA-256 of its state text, or null).)
+
+so without the key nobody can write a record, a snapshot or a chain that
+verifies. The head file seals the newest acknowledged record:
+``HMAC-SHA256(key, "head\\n" || n || "\\n" || hex(mac(n)))``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import json
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from controller.core.commands import COMMANDS, Command, Roll
+
+FORMAT = 2
+GENESIS = bytes(32)
+KEY_BYTES = 32
+KINDS = ("start", "command", "mode", "halt", "clear_halt")
+SYSTEM_KINDS = ("start", "mode")
+_CONTROL = {c: "?" for c in range(32)} | {127: "?"}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def canonical(value: Any) -> str:
+    """The canonical JSON text of ``value``: sorted keys, no spaces, ASCII only."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def clean_actor(actor: str) -> str:
+    """``actor`` as it is recorded: control characters become ``?`` (the seal splits on lines)."""
+    return actor.translate(_CONTROL) or "?"
+
+
+def seal(
+    key: bytes, prev: bytes, record: int, at: int, actor: str, kind: str, body: str,
+    snapshot: str | None = None,
+) -> bytes:  # fmt: skip
+    """The chain MAC of one record (see the module docstring); ``snapshot`` is its state text."""
+    snap = 0 if snapshot is None else 1
+    message = b"%b%d\n%b\n%b\n%b\n%d\n%b" % (
+        prev, record, iso(at).encode(), actor.encode(), kind.encode(), snap, body.encode()
+    )  # fmt: skip
+    if snapshot is not None:
+        message += b"\nsnapshot " + hashlib.sha256(snapshot.encode()).digest()
+    return hmac.digest(key, message, "sha256")
+
+
+def head_seal(key: bytes, record: int, mac: bytes) -> bytes:
+    """The MAC of the head file: the newest acknowledged record and its chain MAC."""
+    return hmac.digest(key, b"head\n%d\n%b" % (record, mac.hex().encode()), "sha256")
+
+
+def key_id(key: bytes) -> str:
+    """A short name of the key, kept in the journal, to tell a wrong key from damage."""
+    return hmac.digest(key, b"firebet journal key id", "sha256").hex()[:16]
+
+
+# time ---------------------------------------------------------------------------------------
+def to_ms(iso: str) -> int | None:
+    """Milliseconds since the epoch of an ISO 8601 time (no zone = UTC); None if unreadable."""
+    try:
+        value = datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+@cache
+def _second(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def iso(ms: int) -> str:
+    """The ISO 8601 text of ``ms`` (UTC, milliseconds), as the service writes times."""
+    seconds, rest = divmod(ms, 1000)
+    return f"{_second(seconds)}.{rest:03d}+00:00"
+
+
+# command bodies -------------------------------------------------------------------------------
+@cache
+def _defaults(name: str) -> tuple[tuple[str, Any], ...]:
+    cls = COMMANDS[name]
+    out = []
+    for f in dataclasses.fields(cls):
+        if f.name in ("actor", "at"):
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else dataclasses.MISSING
+        out.append((f.name, default))
+    return tuple(out)
+
+
+def encode_command(command: Command, at: int) -> str:
+    """The body of a ``command`` record (see the module docstring)."""
+    body: dict[str, Any] = {"command": command.name}
+    values = command.__dict__
+    for name, default in _defaults(command.name):
+        value = values[name]
+        if value != default or default is dataclasses.MISSING:
+            body[name] = value
+    if command.at != iso(at):
+        body["at"] = command.at
+    return canonical(body)
+
+
+_ROLL = '{"command":"roll","d1":'
+
+
+def decode_body(body: str, actor: str, at: int, at_text: str) -> Command:
+    """The command of a ``command`` record's body text; the common reader roll
+    (``{"command":"roll","d1":3,"d2":4,"seq":17}``) without the JSON parser."""
+    if (
+        body.startswith(_ROLL)
+        and body[24:30] == ',"d2":'
+        and body[31:38] == ',"seq":'
+        and body[-1] == "}"
+        and body[38:-1].isdigit()
+        and body.isascii()
+    ):
+        return Roll(
+            int(body[23]), int(body[30]), "reader", int(body[38:-1]), actor=actor, at=at_text
+        )
+    return decode_command(json.loads(body), actor, at)
+
+
+def decode_command(body: dict[str, Any], actor: str, at: int) -> Command:
+    """The command of a ``command`` record's parsed body (raises ValueError/TypeError/KeyError)."""
+    fields = dict(body)
+    cls = COMMANDS.get(str(fields.pop("command", None)))
+    if cls is None:
+        raise ValueError(f"unknown command {body.get('command')!r}")
+    if "at" not in fields:
+        fields["at"] = iso(at)
+    return cls(**fields, actor=actor)
