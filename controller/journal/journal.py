@@ -157,6 +157,25 @@ class Journal(JournalWriter):
                 yield Record.from_row(row, prev, snaps.get(row.record) if row.snap else None)
             prev = row.mac
 
+    def batch(self, after: int, limit: int) -> list[Record]:
+        """At most ``limit`` records numbered above ``after``, in order (a bounded read)."""
+        with self._mutex:
+            db = self._require_db()
+            rows = db.execute(
+                f"SELECT {store.COLUMNS} FROM records WHERE record > ? ORDER BY record LIMIT ?",
+                (after, limit),
+            ).fetchall()
+            if not rows:
+                return []
+            before = store.before(db, rows[0][0])
+            snaps = store.snapshots(db, after=after) if any(r[5] for r in rows) else {}
+        out, prev = [], before.mac if before is not None else GENESIS
+        for raw in rows:
+            row = store.Row(*raw)
+            out.append(Record.from_row(row, prev, snaps.get(row.record) if row.snap else None))
+            prev = row.mac
+        return out
+
     def last(self) -> Record | None:
         """The newest record (None in an empty file)."""
         with self._mutex:

@@ -9,7 +9,7 @@ A record is ``(record, at, actor, kind, body, snap)``:
 - ``at``: the journal's clock, stored as milliseconds since 1970-01-01 UTC and
   written (in exports, and in the seal) as ``2026-11-30T08:15:00.123+00:00``;
 - ``actor``: who (no control characters); ``kind``: ``start``, ``command``,
-  ``mode``, ``halt``, ``clear_halt``;
+  ``rules`` (the rules a service start plays under), ``mode``, ``halt``, ``clear_halt``;
 - ``body``: canonical JSON. For a ``command`` record it is the command alone
   (:func:`encode_command`): the events are not stored, the rules engine gives
   them again from the state before the record (the journal is "commands in,
@@ -47,8 +47,8 @@ from controller.core.commands import COMMANDS, Command, Roll
 FORMAT = 2
 GENESIS = bytes(32)
 KEY_BYTES = 32
-KINDS = ("start", "command", "mode", "halt", "clear_halt")
-SYSTEM_KINDS = ("start", "mode")
+KINDS = ("start", "command", "rules", "mode", "halt", "clear_halt")
+SYSTEM_KINDS = ("start", "rules", "mode")
 _CONTROL = {c: "?" for c in range(32)} | {127: "?"}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -361,3 +361,11 @@ def test_a_reader_verifies_while_the_service_appends(tmp_path: Path) -> None:
         stop.set()
         thread.join()
         writer.close()
+
+
+def test_batch_reads_a_bounded_slice_with_the_chain(tmp_path: Path) -> None:
+    with filled(tmp_path / "journal.db", session(), snapshot_every=4) as journal:
+        everything = list(journal.records())
+        assert journal.batch(2, 5) == everything[2:7]
+        assert journal.batch(len(everything), 5) == []
+        assert any(r.snapshot for r in journal.batch(0, 10))

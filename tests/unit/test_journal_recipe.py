@@ -1,0 +1,64 @@
+"""The journal's record recipe: commands written lean and read back exactly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from controller.core.commands import (
+    Ack,
+    Bet,
+    Cancel,
+    Command,
+    ReaderFault,
+    ReaderHello,
+    ReaderOk,
+    RecordFault,
+    Roll,
+    Surrender,
+    Void,
+)
+from controller.journal.recipe import decode_body, decode_command, encode_command, iso, to_ms
+
+AT = to_ms("2026-11-30T08:15:00.123+00:00") or 0
+
+COMMANDS: list[Command] = [
+    Roll(3, 4, seq=17, actor="reader", at=iso(AT)),
+    Roll(6, 6, seq=65535, actor="reader", at=iso(AT)),
+    Roll(1, 2, source="manual", actor="alice(1001)", at="2026-11-30T08:14:59.999999+00:00"),
+    Roll(5, 5, source="sim", seq=None, actor="sim"),
+    Bet(3, 5, actor="alice"),
+    Cancel(3, actor="alice", at=iso(AT)),
+    Void(actor="bob"),
+    Surrender(kind="compulsory", actor="boxman"),
+    Ack(actor="surveillance"),
+    ReaderHello(seq=0, actor="reader"),
+    RecordFault(code="DISK", actor="service"),
+    ReaderFault(code="HEARTBEAT", actor="reader"),
+    ReaderOk(actor="reader"),
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
+def test_a_command_comes_back_exactly(command: Command) -> None:
+    body = encode_command(command, AT)
+    assert json.loads(body)["command"] == command.name
+    assert decode_body(body, command.actor, AT, iso(AT)) == command
+    assert decode_command(json.loads(body), command.actor, AT) == command
+
+
+def test_a_reader_roll_is_lean_and_takes_the_fast_path() -> None:
+    roll = Roll(3, 4, seq=17, actor="reader", at=iso(AT))
+    body = encode_command(roll, AT)
+    assert body == '{"command":"roll","d1":3,"d2":4,"seq":17}'
+    for odd in ('{"command":"roll","d1":3,"d2":4,"seq":1٧}', '{"command":"roll","d1":3}'):
+        with pytest.raises((ValueError, TypeError)):
+            decode_body(odd, "reader", AT, iso(AT))
+
+
+def test_times_round_trip_at_millisecond_precision() -> None:
+    assert iso(AT) == "2026-11-30T08:15:00.123+00:00"
+    assert to_ms(iso(AT)) == AT
+    assert to_ms("2026-11-30T08:15:00") == to_ms("2026-11-30T08:15:00.000+00:00")
+    assert to_ms("not a time") is None
