@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -104,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
     if args.simulated_reader:
         # a fake reader device on a pseudo-terminal: the real driver reads it unchanged
         state.mkdir(parents=True, exist_ok=True)
+        if config.source == "defaults":  # a bench from a checkout keeps its journal key with
+            # its state, like `firebet sim`: no /etc needed (a table's own file names its key)
+            config = replace(config, journal=replace(config.journal, key_file="journal.key"))
         device = SimulatedReader(
             seed=args.sim_seed, interval_s=args.sim_interval, link=state / SIM_READER_LINK
         ).start()
