@@ -80,5 +80,5 @@ def test_head_gets_its_line_and_nothing_is_said(played: Path) -> None:
         text=True,
         timeout=PROCESS_DEADLINE_S,
     )
-    assert proc.stdout == "record,at,actor,kind,payload,prev_hash,hash\n"
+    assert proc.stdout == "record,at,actor,kind,payload,snapshot,prev_hash,hash\n"
     assert proc.stderr == ""
