@@ -158,7 +158,10 @@ def ack_latency(broker: Broker, work: Path, rolls: int) -> None:
               f"  ({len(ms)} rolls, service {memory:.0f} MB)")  # fmt: skip
 
     on = work / "floor-on.toml"
-    on.write_text(f'[table]\nid = "BENCH-2"\n[floor]\nbroker = "{broker.url}"\n')
+    on.write_text(
+        f'[table]\nid = "BENCH-2"\n[journal]\nkey_file = "journal.key"\n'
+        f'[floor]\nbroker = "{broker.url}"\n'
+    )
     print(f"roll ACK (ROLL frame -> journal -> lamps -> ACK through firebet run), {rolls} rolls")
     report("link off", None, "off")
     report("link on, broker up", on, "on")

@@ -57,13 +57,15 @@ def measure(
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(work / "notify.sock"))
     env = dict(os.environ, NOTIFY_SOCKET=str(work / "notify.sock"))
-    extra = ["--config", str(config)] if config is not None else []
+    if config is None:  # the bench's own journal key, in its state directory
+        config = work / "table.toml"
+        config.write_text('[journal]\nkey_file = "journal.key"\n', encoding="utf-8")
     started = time.monotonic()
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "controller", "run", "--serial", port,
             "--pin-factory", "mock", "--state-dir", str(work / "state"),
-            "--socket", str(work / "control.sock"), *extra,
+            "--socket", str(work / "control.sock"), "--config", str(config),
         ],
         env=env, stdout=subprocess.DEVNULL, stderr=open(work / "service.log", "w"),  # noqa: SIM115
     )  # fmt: skip
