@@ -299,7 +299,8 @@ class Controller:
             try:
                 if isinstance(item, _Halt):
                     assert self.journal is not None
-                    self.journal.halt(item.record, item.reason, actor="journal check")
+                    if self.journal.watch() is None:  # a removed file names itself first
+                        self.journal.halt(item.record, item.reason, actor="journal check")
                     self._refresh()
                 elif isinstance(item, _Job):
                     self._run_job(item)
