@@ -29,6 +29,7 @@ from controller.core.errors import (
     UsageError,
 )
 from controller.journal import Journal, describe_clear, parse_time
+from controller.journal.parallel import workers
 
 EXPORT_FIELDS = ("record", "at", "actor", "kind", "payload", "snapshot", "prev_hash", "hash")
 
@@ -47,7 +48,7 @@ def run_verify(args: argparse.Namespace) -> int:
     journal, engine = _open(args)
     with journal:
         journal.recover(engine)
-        report = journal.verify(engine)
+        report = journal.verify(engine, processes=workers())
     if not report.ok:
         record, reason = report.problems[0]
         raise JournalIntegrityError(record, reason)

@@ -369,3 +369,22 @@ def test_batch_reads_a_bounded_slice_with_the_chain(tmp_path: Path) -> None:
         assert journal.batch(2, 5) == everything[2:7]
         assert journal.batch(len(everything), 5) == []
         assert any(r.snapshot for r in journal.batch(0, 10))
+
+
+def test_verify_on_every_core_agrees_with_one_core(tmp_path: Path) -> None:
+    commands = session() * 20
+    with filled(tmp_path / "journal.db", commands, snapshot_every=7) as journal:
+        one = journal.verify(ENGINE)
+        many = journal.verify(ENGINE, processes=2)
+        assert one.ok and many.ok
+        assert (many.records, many.snapshots, many.last_hash) == (
+            one.records,
+            one.snapshots,
+            one.last_hash,
+        )
+        assert journal._db is not None
+        journal._db.execute("DELETE FROM records WHERE record = 100")  # damage: one core says
+    with Journal(tmp_path / "journal.db", snapshot_every=7) as journal:
+        journal.recover(ENGINE)
+        many = journal.verify(ENGINE, processes=2)
+        assert many.problems[0] == (100, "record 100 is missing")
