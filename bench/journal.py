@@ -61,14 +61,18 @@ for i in range(int(sys.argv[3])):
     head.append(time.perf_counter() - t)
 checkpoints = journal.checkpoints
 journal.close()
-t = time.perf_counter()
-with Journal(sys.argv[1], read_only=True) as reader:
-    reader.recover(engine)
-    report = reader.verify(engine)
-verify = time.perf_counter() - t
-assert report.ok, report.problems[:3]
+from controller.journal.parallel import workers
+verify = {}
+for processes in (1, workers()):
+    t = time.perf_counter()
+    with Journal(sys.argv[1], read_only=True) as reader:
+        reader.recover(engine)
+        report = reader.verify(engine, processes=processes)
+    verify[processes] = time.perf_counter() - t
+    assert report.ok, report.problems[:3]
 print(json.dumps({"ready": ready, "lat": lat, "head": head, "checkpoints": checkpoints,
-                  "verify": verify, "records": report.records}))
+                  "verify1": verify[1], "verify": verify[workers()], "cores": workers(),
+                  "records": report.records}))
 """
 
 
@@ -139,6 +143,8 @@ def probe(path: Path, appends: int) -> dict[str, float]:
         "head99": p99(head),
         "checkpoints": data["checkpoints"],
         "verify_rate": data["records"] / data["verify"],
+        "verify1_rate": data["records"] / data["verify1"],
+        "cores": data["cores"],
     }
 
 
@@ -152,7 +158,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         print(
             f"{'records':>9} {'build s':>7} {'B/record':>8} {'ready ms':>8} "
-            f"{'verify rec/s':>12} {'append p50':>10} {'p99':>6} {'max ms':>6} "
+            f"{'verify rec/s 1 core':>19} {'all':>9} {'append p50':>10} {'p99':>6} {'max ms':>6} "
             f"{'head p50':>8} {'p99 ms':>6} {'ckpts':>5}"
         )
         for size in sizes:
@@ -162,7 +168,8 @@ def main() -> int:
             r = probe(path, args.appends)
             print(
                 f"{size:>9} {built:>7.1f} {per_record:>8.0f} {r['ready'] * 1e3:>8.1f} "
-                f"{r['verify_rate']:>12,.0f} {r['p50'] * 1e3:>10.3f} {r['p99'] * 1e3:>6.2f} "
+                f"{r['verify1_rate']:>19,.0f} {r['verify_rate']:>9,.0f} "
+                f"{r['p50'] * 1e3:>10.3f} {r['p99'] * 1e3:>6.2f} "
                 f"{r['max'] * 1e3:>6.2f} {r['head50'] * 1e3:>8.3f} {r['head99'] * 1e3:>6.2f} "
                 f"{r['checkpoints']:>5.0f}",
                 flush=True,
@@ -171,7 +178,8 @@ def main() -> int:
         f"(B/record: journal.db after the writer closed, over the records; ready: process "
         f"start to recovered, imports included; append: {args.appends} durable appends, "
         "synchronous=FULL, WAL, checkpoints on a background thread; head: the head file's "
-        "write + fdatasync alone, part of every append; verify: a full check from genesis)"
+        "write + fdatasync alone, part of every append; verify: a full check from genesis, "
+        "on one core and on every core as `firebet journal verify` does)"
     )
     return 0
 
