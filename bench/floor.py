@@ -111,6 +111,7 @@ class Table:
             status=self.status,
             post=self.apply,  # a confirm from the floor, as the service would take it
             program="bench",
+            rules=self.engine.rules,
         )
 
     def status(self) -> dict[str, Any]:

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 import paho.mqtt.client as mqtt  # noqa: E402
 from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
 
-from controller.core.config import FloorConfig  # noqa: E402
+from controller.core.config import FireBetRules, FloorConfig  # noqa: E402
 from controller.floor.link import FloorLink  # noqa: E402
 
 
@@ -126,6 +126,7 @@ def catch_up(broker: Broker, work: Path, backlog: int) -> None:
     link = FloorLink(
         floor, "BENCH-1", state / "journal.db", state,
         status=lambda: {"table": "BENCH-1"}, post=lambda command: None, program="bench",
+        rules=FireBetRules(),
     )  # fmt: skip
     before = rss_mb()
     peak = before

@@ -3,7 +3,8 @@
 Topics (``<p>`` is ``[floor] topic_prefix``, ``<t>`` the table id):
 
 ==================  ==================  =====================================================
-``<p>/<t>/event``   QoS 1               one message per journal record, in record order
+``<p>/<t>/event``   QoS 1               one message per journal record, in record order,
+                                        with the events the table's engine decided
 ``<p>/<t>/state``   QoS 1, retained     the ``status --json`` object, at each change
 ``<p>/<t>/online``  QoS 1, retained     ``{"online": true, "program", "record"}`` at connect;
                                         the will (and a clean stop) ``{"online": false}``
@@ -16,6 +17,12 @@ durable cursor (:mod:`controller.floor.cursor`) over every record the broker
 acknowledged (PUBACK), in order. After a broker outage, a network cut or a SIGKILL
 it publishes from the record after the cursor: only the records that were in
 flight can arrive twice (the floor keeps each (table, record) once).
+
+The journal keeps commands, not events; each command record's message also
+carries the events the table's engine decided (``"events"``), folded on the
+link's thread by :class:`controller.floor.fold.LinkFold` (from the newest
+snapshot before the first record published, then forward), so the floor's
+second opinion has the table's answer to compare with.
 
 Nothing here runs on the engine thread: the engine only calls :meth:`FloorLink.wake`
 and :meth:`FloorLink.state_changed` (each sets a flag). paho's network thread only
@@ -41,9 +48,10 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 from paho.mqtt.reasoncodes import ReasonCode
 
 from controller.core.commands import Command, Confirm
-from controller.core.config import FloorConfig
+from controller.core.config import FireBetRules, FloorConfig
 from controller.core.errors import FirebetError
 from controller.floor.cursor import Cursor, CursorError, CursorFile
+from controller.floor.fold import LinkFold
 from controller.journal import Journal, Record, now_iso
 
 log = logging.getLogger("firebet.floor")
@@ -63,18 +71,23 @@ def topics(prefix: str, table: str) -> dict[str, str]:
     return {leaf: f"{prefix}/{table}/{leaf}" for leaf in ("event", "state", "online", "command")}
 
 
-def event_message(table: str, record: Record) -> str:
+def event_message(table: str, record: Record, events: list[dict[str, Any]] | None = None) -> str:
     """The ``event`` payload of one journal record (SPEC section 9):
-    ``{"table", "record", "at", "kind", "actor", "payload", "chain"}``.
+    ``{"table", "record", "at", "kind", "actor", "payload", "chain"}``, and ``"events"``
+    (what the table's engine decided, each :meth:`Event.to_dict`) when given.
 
-    The stored payload is already canonical JSON and goes in as it is.
+    The stored payload is already canonical JSON and goes in as it is (its seal still
+    checks with the table's key); the events are beside it, not in it.
     """
     dumps = json.dumps
-    return (
+    text = (
         f'{{"table":{dumps(table)},"record":{record.record},"at":{dumps(record.at)},'
         f'"kind":{dumps(record.kind)},"actor":{dumps(record.actor)},'
-        f'"payload":{record.payload},"chain":{dumps(record.hash)}}}'
+        f'"payload":{record.payload},"chain":{dumps(record.hash)}'
     )
+    if events is None:
+        return text + "}"
+    return f'{text},"events":{dumps(events, separators=(",", ":"))}}}'
 
 
 class CommandError(FirebetError, ValueError):
@@ -169,6 +182,8 @@ class FloorLink:
         status: Callable[[], Mapping[str, Any]],
         post: Callable[[Command], None],
         program: str,
+        rules: FireBetRules,
+        live_from: int = 1,
         window: int = WINDOW,
         client_id: str | None = None,
     ) -> None:
@@ -184,6 +199,9 @@ class FloorLink:
         self._status = status
         self._post = post
         self._program = program
+        # what the table's engine decided, folded on this link's thread (controller.floor.fold)
+        self._fold = LinkFold(rules, live_from=live_from)
+        self.underived = 0  # command records published without events (a damaged journal)
         self._cond = threading.Condition()
         self._woken = False
         self._stopping = False
@@ -234,6 +252,7 @@ class FloorLink:
             "cursor": self.cursor.record,
             "backlog": max(0, self.head - self.cursor.record),
             "published": self.published,
+            "underived": self.underived,
             "last_error": self.last_error,
             "last_error_at": self.last_error_at,
             "commands_refused": self.commands_refused,
@@ -249,6 +268,7 @@ class FloorLink:
             "cursor": None,
             "backlog": None,
             "published": 0,
+            "underived": 0,
             "last_error": None,
             "last_error_at": None,
             "commands_refused": 0,
@@ -438,7 +458,9 @@ class FloorLink:
         if room <= 0 or self._next > self.head:
             return
         for record in reader.batch(self._next - 1, room):
-            info = client.publish(self.topics["event"], event_message(self.table, record), qos=1)
+            events = self._events(reader, record)
+            message = event_message(self.table, record, events)
+            info = client.publish(self.topics["event"], message, qos=1)
             if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
                 self._error(f"cannot publish record {record.record}: {mqtt.error_string(info.rc)}")
                 return
@@ -447,6 +469,19 @@ class FloorLink:
             self._by_mid[info.mid] = entry
             self._next = record.record + 1
             self.published += 1
+
+    def _events(self, reader: Journal, record: Record) -> list[dict[str, Any]] | None:
+        """The events the table's engine decided for ``record`` (None when not derivable:
+        the floor then says "not checked" for it)."""
+        try:
+            events = self._fold.events(reader, record)
+        except Exception as exc:  # a fold that fails must not stop the records
+            self._error(f"cannot derive the events of record {record.record}: {exc!r}")
+            self._fold = LinkFold(self._fold.live_rules, live_from=self._fold.live_from)
+            events = None
+        if events is None and record.kind == "command":
+            self.underived += 1
+        return events
 
     def _take_acks(self, acks: list[tuple[int, ReasonCode]]) -> None:
         refused: tuple[int, ReasonCode] | None = None

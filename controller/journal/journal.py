@@ -177,6 +177,32 @@ class Journal(JournalWriter):
             prev = row.mac
         return out
 
+    def anchor_before(self, number: int) -> tuple[int, str] | None:
+        """The newest snapshot at a record before ``number``: ``(record, state text)``, the
+        state after that record; None when there is none (fold from genesis)."""
+        with self._mutex:
+            db = self._require_db()
+            for anchor in store.anchors(db, before=number):
+                text = store.snapshot(db, anchor)
+                if text is not None:
+                    return anchor, text
+            return None
+
+    def rules_before(self, number: int) -> Record | None:
+        """The newest ``rules`` record before record ``number`` (the rules a start journaled)."""
+        with self._mutex:
+            db = self._require_db()
+            found = db.execute(
+                f"SELECT {store.COLUMNS} FROM records WHERE kind = 'rules' AND record < ? "
+                "ORDER BY record DESC LIMIT 1",
+                (number,),
+            ).fetchone()
+            if found is None:
+                return None
+            row = store.Row(*found)
+            before = store.before(db, row.record)
+        return Record.from_row(row, before.mac if before is not None else GENESIS)
+
     def last(self) -> Record | None:
         """The newest record (None in an empty file)."""
         with self._mutex:

@@ -232,6 +232,7 @@ class Controller:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.journal = Journal.open(self.state_dir, self.config)
         recovered = self.journal.recover(self.engine)
+        live_from = recovered.last_record + 1  # the first record this run's engine decides
         if recovered.halted is not None:
             log.error("journal halted: %s", recovered.halted.describe())
         elif self.journal.fs_read_only:
@@ -278,6 +279,8 @@ class Controller:
                 status=self.status,
                 post=self.post,
                 program=self.program.digest,
+                rules=self.engine.rules,  # the link folds the records with the table's engine
+                live_from=live_from,
             )
             self.floor.start()
         threading.Thread(

@@ -28,12 +28,15 @@ EVENT, STATE, ONLINE = "firebet/CR-07/event", "firebet/CR-07/state", "firebet/CR
 COMMAND = "firebet/CR-07/command"
 
 
-def floor_config(tmp: Path, broker: Mosquitto, **extra: str) -> Config:
+def floor_config(
+    tmp: Path, broker: Mosquitto, *, snapshot_every: int = 1000, **extra: str
+) -> Config:
     lines = [
         "[table]",
         'id = "CR-07"',
         "[journal]",
         'key_file = "journal.key"',
+        f"snapshot_every = {snapshot_every}",
         "[floor]",
         f'broker = "{broker.url}"',
         'username = "CR-07"',
@@ -74,17 +77,26 @@ def journal_records(table: RunningTable) -> list[tuple[int, str, str]]:
         return [(r.record, r.kind, r.hash) for r in journal.records()]
 
 
-def with_events(stream: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The stream as the floor reads it: each command folded through the rules engine again
-    (the journal keeps commands, not events: docs/journal.md), its events under "events"."""
-    engine, state, out = Engine(), TableState(), []
-    for e in stream:
+def refolded(stream: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """Each command record's events, folded again here from genesis through the rules engine
+    (the journal keeps commands, not events: docs/journal.md): what the link must publish."""
+    engine, state, out = Engine(), TableState(), {}
+    for e in sorted({e["record"]: e for e in stream}.values(), key=lambda e: e["record"]):
         if e["kind"] == "command":
             command = decode_command(e["payload"], e["actor"], to_ms(e["at"]) or 0)
             outcome = engine.apply(state, command)
             state = outcome.state
-            e = {**e, "events": [json.loads(json.dumps(x.to_dict())) for x in outcome.events]}
-        out.append(e)
+            out[e["record"]] = [json.loads(json.dumps(x.to_dict())) for x in outcome.events]
+    return out
+
+
+def published_events(stream: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """The events each command record's message carried (every message of it the same)."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for e in stream:
+        if e["kind"] == "command":
+            assert "events" in e, f"record {e['record']} was published without its events"
+            assert out.setdefault(e["record"], e["events"]) == e["events"]
     return out
 
 
@@ -103,8 +115,9 @@ def test_every_record_arrives_once_in_order_with_the_spec_payload(
     wait_for(lambda: all_published(table, floor), what="every record at the floor")
     wait_for(lambda: table.status()["floor"]["backlog"] == 0, what="the cursor to catch up")
     journal = journal_records(table)
-    events = with_events(floor.on(EVENT))
+    events = floor.on(EVENT)
     assert [e["record"] for e in events] == [r for r, _, _ in journal]  # once each, in order
+    assert published_events(events) == refolded(events)  # what the table's engine decided
     for event, (_, kind, chain) in zip(events, journal, strict=True):
         assert set(event) - {"events"} == {
             "table",
@@ -214,7 +227,7 @@ def test_confirm_round_trip_and_refusals(
 
     def confirms() -> list[dict[str, object]]:
         return [
-            e for e in with_events(floor.on(EVENT)) if e["kind"] == "command"
+            e for e in floor.on(EVENT) if e["kind"] == "command"
             and e["payload"]["command"] == "confirm"
         ]  # fmt: skip
 
@@ -251,6 +264,36 @@ def test_confirm_round_trip_and_refusals(
     assert "unknown command op" in table.status()["floor"]["last_error"]
 
 
+def test_after_a_restart_the_backlog_is_published_with_its_events(
+    tmp_path: Path, mosquitto: Mosquitto, floor: Subscriber
+) -> None:
+    config = floor_config(tmp_path, mosquitto, snapshot_every=5)
+    state, sock = tmp_path / "state", tmp_path / "control.sock"
+    with support.table_running(state, sock, config) as table:
+        assert table.ask("bet", position=3, amount=5)["ok"]
+        table.make(4)
+        wait_for(lambda: all_published(table, floor), what="the first records")
+        mosquitto.stop()
+        wait_for(lambda: not table.status()["floor"]["connected"], what="the link to notice")
+        table.make(5, 6, 8)
+        table.throw(2, 2)  # point 4
+        table.throw(3, 4)  # seven-out: hand 1 settled in the backlog
+        wait_for(lambda: table.status()["floor"]["backlog"] >= 8, what="the backlog to show")
+        cursor = table.status()["floor"]["cursor"]
+    mosquitto.start()
+    with support.table_running(state, sock, config) as table:  # the backlog goes after it
+        wait_for(lambda: all_published(table, floor), what="the backlog at the floor")
+        assert table.controller.floor is not None and table.controller.floor.underived == 0
+    stream = floor.on(EVENT)
+    backlog = [e for e in stream if e["record"] > cursor and e["kind"] == "command"]
+    assert len(backlog) >= 8 and all("events" in e for e in backlog)
+    settled = [ev for e in backlog for ev in e["events"] if ev["event"] == "settlement"]
+    assert [(s["hand"], s["unique_points"], s["payouts"]) for s in settled] == [
+        (1, 4, {"3": 5 * 24})
+    ]
+    assert published_events(stream) == refolded(stream)  # the fold went on past snapshots
+
+
 def test_resend_publishes_again_from_the_record_asked(
     table: RunningTable, floor: Subscriber
 ) -> None:
@@ -260,6 +303,11 @@ def test_resend_publishes_again_from_the_record_asked(
     floor.publish(COMMAND, {"op": "resend", "from": 2})
     wait_for(lambda: len(floor.records()) >= 2 * count - 1, what="the records again")
     assert floor.records()[count:] == list(range(2, count + 1))
+    stream = floor.on(EVENT)
+    again = {e["record"]: e.get("events") for e in stream[count:]}
+    first = {e["record"]: e.get("events") for e in stream[:count]}
+    assert again == {n: first[n] for n in again}  # the resent records carry their events
+    assert published_events(stream) == refolded(stream)
 
 
 def test_a_command_from_an_identity_without_the_right_is_refused_by_the_broker(
@@ -297,7 +345,7 @@ def test_a_backlog_is_read_in_bounded_batches_with_a_bounded_window(
     link = FloorLink(
         config.floor, "CR-07", state / "journal.db", state,
         status=lambda: {"table": "CR-07"}, post=lambda command: None, program="test",
-        window=8,
+        rules=engine.rules, window=8,
     )  # fmt: skip
     seen: list[int] = []  # records in flight, sampled while it catches up
     queued: list[int] = []  # messages paho holds (records, plus online and state)
