@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from controller.core.state import TableState
-from controller.service.controller import _Halt
+from controller.service.jobs import Halt
 from tests.support import RunningTable, run_firebet, wait_for
 
 
@@ -143,7 +143,7 @@ def test_a_repeated_refused_roll_is_logged_once_and_counted(
     if how == "paused":
         assert t.ask("diagnostics-on")["ok"]
     else:
-        t.controller.queue.put(_Halt(None, "a test halt"))
+        t.controller.queue.put(Halt(None, "a test halt"))
         wait_for(lambda: t.status()["mode"] == "halted")
     with caplog.at_level(logging.INFO, logger="firebet.service"):
         seq = t.throw(4, 5, acked=False)

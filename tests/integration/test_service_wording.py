@@ -9,7 +9,7 @@ import os
 import pwd
 from pathlib import Path
 
-from controller.service.controller import _Halt
+from controller.service.jobs import Halt
 from tests.support import RunningTable, run_firebet, start_table, wait_for
 
 
@@ -109,7 +109,7 @@ def test_history_shows_the_clear_halt_with_who_and_why(tmp_path: Path) -> None:
     t, thread = start_table(state, tmp_path / "c.sock")
     try:
         t.throw(2, 2)
-        t.controller.queue.put(_Halt(None, "a test halt"))
+        t.controller.queue.put(Halt(None, "a test halt"))
         wait_for(lambda: t.status()["mode"] == "halted", what="the halt")
         cleared = t.ask("clear-halt", note="checked the cable")
         assert cleared["ok"], cleared

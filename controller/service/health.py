@@ -1,0 +1,98 @@
+"""The journal's and the disk's health while the table plays.
+
+At start the service checks the disk; after ready it verifies the whole journal on a
+connection of its own (recovery read only the tail); while idle it watches the journal's
+files; in a storage fault it probes until the journal can be written again. What each
+finds reaches the engine thread as a halt or a storage fault. See ``docs/journal.md``
+(halts and faults) and ``docs/runbook.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from typing import TYPE_CHECKING
+
+from controller.core.engine import Engine
+from controller.core.errors import FirebetError
+from controller.journal import Journal, JournalWriteError
+from controller.service.jobs import Halt
+
+if TYPE_CHECKING:
+    from controller.service.controller import Controller
+
+log = logging.getLogger("firebet.service")
+
+MIN_FREE_BYTES = 16 * 1024 * 1024  # below this the self-check warns: rolls may soon be refused
+
+
+def check_whole_journal(table: Controller) -> None:
+    """After ready: verify every record from genesis (recovery read only the tail).
+
+    Runs on its own read-only connection, so the table plays on meanwhile; damage
+    found goes to the engine thread as a halt.
+    """
+    assert table.journal is not None
+    table.full_check = "running"
+    try:
+        with Journal(table.journal.path, key_file=table.journal.key_file, read_only=True) as reader:
+            engine = Engine(table.config.firebet)
+            reader.recover(engine)
+            report = reader.verify(engine)
+    except FirebetError as exc:
+        table.full_check = f"could not run: {exc}"
+        return
+    if report.ok:
+        table.full_check = "ok"
+        return
+    record, reason = report.problems[0]
+    table.full_check = f"record {record}: {reason}"
+    table.queue.put(Halt(record, reason))
+
+
+def self_check(table: Controller) -> None:
+    """At start: a storage fault if the state directory cannot be read, a warning if it is
+    nearly full."""
+    try:
+        free = shutil.disk_usage(table.state_dir).free
+    except OSError as exc:
+        table.storage_fault = f"state directory {table.state_dir}: {exc.strerror or exc}"
+        return
+    if free < MIN_FREE_BYTES:
+        log.warning("only %d bytes free in %s", free, table.state_dir)
+
+
+def probe_storage(table: Controller) -> None:
+    """In a storage fault: can the journal be written again? Then play resumes by itself.
+
+    The probe is a journal record of its own (``mode``, the fault that ended), so the
+    end of the fault is on record too.
+    """
+    journal = table.journal
+    if journal is None or journal.halted is not None or table.storage_fault is None:
+        return
+    if journal.fs_read_only:
+        if not journal.writable_again():
+            return
+        journal.recover(table.engine)  # open it again for writing (nothing was written)
+        if journal.halted is not None or journal.fs_read_only:
+            table.refresh()
+            return
+    was = table.storage_fault
+    try:
+        journal.append_system("mode", actor="service", payload={"storage_fault": None, "was": was})
+    except JournalWriteError as exc:
+        table.storage_fault = exc.reason
+        return
+    table.storage_fault = None
+    log.warning("storage fault over (%s): the journal is written again, play resumes", was)
+    table.refresh()
+
+
+def watch_journal(table: Controller) -> None:
+    """While idle: halt when a journal file was removed or replaced under the table."""
+    if table.journal is None or table.journal.halted is not None:
+        return
+    if table.journal.watch() is not None:
+        log.error("journal halted: %s", table.journal.halted)
+        table.refresh()

@@ -1,0 +1,128 @@
+"""What goes on the service's one queue besides a driver's command, and the refusal log.
+
+The engine thread (:meth:`controller.service.controller.Controller.serve`) takes a
+:class:`~controller.core.commands.Command` from a driver, a :class:`Job` (a
+control-socket request or a local tool's command, waiting for its reply), a
+:class:`Halt` from the background journal check, or :class:`Stop`. See
+``docs/architecture.md`` (one queue, one thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.control.protocol import Request
+from controller.core.commands import Command, Roll
+from controller.core.events import Event, RollHeld, SeqConflict
+
+
+class Stop:
+    """Queue item: finish the command in hand and leave the loop."""
+
+
+@dataclass(frozen=True)
+class Halt:
+    """Queue item: the background check found damage; halt the table."""
+
+    record: int | None
+    reason: str
+
+
+@dataclass
+class Job:
+    """A control-socket request, or a command from a local tool, waiting for its reply.
+
+    The engine never starts a job after its ``deadline`` (``time.monotonic()``): it
+    answers "not done" instead, so a client told it failed is never proved wrong.
+    """
+
+    request: Request | None
+    command: Command | None = None
+    deadline: float = math.inf
+    done: threading.Event = field(default_factory=threading.Event)
+    reply: dict[str, Any] = field(default_factory=dict)
+    future: Future[Mapping[str, Any]] = field(default_factory=Future)
+
+    @property
+    def what(self) -> str:
+        """The request's op, or the command's name: how the job is named in a reply."""
+        if self.request is not None:
+            return self.request.op
+        return self.command.name if self.command is not None else "request"
+
+    def finish(self, reply: dict[str, Any]) -> None:
+        """Hand the reply to whoever waits (any thread; the first reply counts)."""
+        if self.done.is_set():
+            return
+        self.reply = reply
+        self.done.set()
+        self.future.set_result(reply)
+
+
+class RepeatedRefusals:
+    """Log a refused reader roll once, and count its repeats instead of logging each.
+
+    The reader repeats an un-ACKed ROLL every 500 ms: a halted, paused or faulted
+    table would otherwise write a line every half second (about 7,000 an hour).
+    When another refusal comes, or the table takes a command again, the count of
+    repeats is logged in one line.
+    """
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.log = logger
+        self.key: tuple[Any, ...] | None = None
+        self.repeats = 0
+        self.total = 0  # every refused roll counted, repeats included
+
+    def refused(self, key: tuple[Any, ...], level: int, text: str, *args: Any) -> None:
+        """A refusal: logged when it is new, counted when it repeats the last one."""
+        self.total += 1
+        if key == self.key:
+            self.repeats += 1
+            return
+        self.flush()
+        self.key = key
+        self.log.log(level, text, *args)
+
+    def flush(self) -> None:
+        """Log how often the last refusal repeated (if it did); forget it."""
+        if self.repeats:
+            self.log.warning("the refusal above was repeated %d more times", self.repeats)
+        self.key, self.repeats = None, 0
+
+
+def roll_key(command: Command) -> tuple[Any, ...]:
+    """What makes a refused command "the same again" for :class:`RepeatedRefusals`."""
+    if isinstance(command, Roll):
+        return (command.name, command.source, command.seq, command.d1, command.d2)
+    return (command.name,)
+
+
+def log_reader_events(logger: logging.Logger, events: Sequence[Event]) -> None:
+    """Log what the table must hear about a reader's roll: a SEQ_CONFLICT, a roll held."""
+    for event in events:
+        if isinstance(event, SeqConflict):
+            logger.error(
+                "dice reader SEQ_CONFLICT: ROLL seq %d came again with %d %d, recorded as "
+                "%d %d; not applied, not ACKed; reader fault until it says HELLO",
+                event.seq,
+                event.d1,
+                event.d2,
+                event.recorded_d1,
+                event.recorded_d2,
+            )
+        elif isinstance(event, RollHeld):
+            logger.warning(
+                "reader roll %d %d (seq %s) held as %d: a roll was entered by hand; "
+                "the dealer applies or discards it (firebet held)",
+                event.d1,
+                event.d2,
+                event.seq,
+                event.number,
+            )

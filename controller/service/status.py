@@ -1,0 +1,89 @@
+"""What the engine thread publishes, and the ``status --json`` report made from it.
+
+The engine thread publishes a :class:`Published` snapshot after every change; status
+readers on other threads (the control socket's ``status`` lane, the floor link, sd_notify)
+read that snapshot, never the live state. The report's keys are the command-line contract
+(``docs/runbook.md`` shows them; ``firebet status --json``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core.lamps import LightsView, Outputs, marker_report
+from controller.core.state import TableState
+
+SEQ_CONFLICT = "SEQ_CONFLICT"
+
+
+@dataclass(frozen=True)
+class Published:
+    """What the engine thread last published for readers on other threads."""
+
+    state: TableState
+    mode: str
+    outputs: Outputs
+    view: LightsView
+    halted: str | None
+    storage_fault: str | None
+    last_settlement: dict[str, Any] | None
+
+
+def status_line(p: Published) -> str:
+    """The one line systemd shows for the service (sd_notify STATUS)."""
+    s = p.state
+    point = f"point {s.point}" if s.point else s.phase.value.replace("_", " ")
+    return f"{p.mode}: hand {s.hand}, {point}, {s.unique_points} different points, {s.rolls} rolls"
+
+
+def status_report(
+    p: Published,
+    *,
+    table: str,
+    ready: bool,
+    reader: dict[str, Any],
+    journal_check: str | None,
+    program: dict[str, Any] | None,
+    floor: dict[str, Any],
+) -> dict[str, Any]:
+    """``status --json``: the published snapshot with what the caller reads now."""
+    s = p.state
+    if s.reader_conflict is not None and not reader.get("fault"):
+        reader["fault"] = SEQ_CONFLICT
+        reader["reason"] = (
+            f"ROLL seq {s.reader_conflict} came again with other dice; the reader's rolls "
+            "are refused until it restarts (HELLO)"
+        )
+    return {
+        "table": table,
+        "mode": p.mode,
+        "ready": ready,
+        "phase": s.phase.value,
+        "point": s.point,
+        "hand": s.hand,
+        "shooter": s.shooter,
+        "points": list(s.points),
+        "unique_points": s.unique_points,
+        "betting_open": s.betting_open,
+        "bets": {str(pos): amount for pos, amount in sorted(s.bets.items())},
+        "surrender_pending": s.surrender_pending,
+        "last_roll": list(s.last_roll) if s.last_roll else None,
+        "rolls": s.rolls,
+        "surveillance_alert": s.surveillance_alert,
+        "alert_hand": s.alert_hand,
+        "surveillance_confirmed": (
+            {"hand": s.alert_hand, "by": s.confirmed_by} if s.confirmed_by is not None else None
+        ),
+        "held_rolls": [h.to_dict() for h in s.held],
+        "holding_reader_rolls": s.hold_reader,
+        "markers": marker_report(p.view, p.outputs),
+        "reader": reader,
+        "meters": s.meters.to_dict(s.rolls),
+        "halted": p.halted,
+        "storage_fault": p.storage_fault,
+        "last_settlement": p.last_settlement,
+        "journal_check": journal_check,
+        "program": program,
+        "floor": floor,
+    }
