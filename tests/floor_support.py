@@ -17,8 +17,9 @@ from controller.core.commands import Command
 from controller.core.config import Config, rules_settings
 from controller.core.engine import Engine
 from controller.core.script import parse_line
-from controller.core.state import TableState
-from controller.floor.wire import FloorRecord, topic
+from controller.floor.fold import LinkFold
+from controller.floor.link import event_message
+from controller.floor.wire import FloorRecord, parse_event, topic
 from controller.journal import Journal
 from tests.broker import USERS, Mosquitto
 
@@ -57,28 +58,14 @@ class TableJournal:
         return self.records(first)
 
     def records(self, first: int = 1) -> list[FloorRecord]:
-        return [
-            FloorRecord(self.table, r.record, r.at, r.kind, r.actor, r.data(), r.hash)
-            for r in self.journal.records()
-            if r.record >= first
-        ]
-
-    def records_with_events(self) -> list[FloorRecord]:
-        """The records as a table that publishes its engine's events would send them: each
-        command record's payload ``{"command": ..., "events": [...]}`` (what the floor's
-        second opinion compares with its own engine's answer)."""
-        engine, state, out = self.engine, TableState(), []
+        """The records from ``first`` on, exactly as the table's floor link publishes them
+        (its own fold and message, read back as the floor parses it)."""
+        fold = LinkFold(self.engine.rules)
+        out = []
         for r in self.journal.records():
-            payload = r.data()
-            if r.kind == "command":
-                command = r.command()
-                outcome = engine.apply(state, command)
-                state = outcome.state
-                payload = {
-                    "command": command.to_dict(),
-                    "events": [e.to_dict() for e in outcome.events],
-                }
-            out.append(FloorRecord(self.table, r.record, r.at, r.kind, r.actor, payload, r.hash))
+            if r.record >= first:
+                message = event_message(self.table, r, fold.events(self.journal, r))
+                out.append(parse_event(self.table, message.encode()))
         return out
 
     def close(self) -> None:

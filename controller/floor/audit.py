@@ -1,12 +1,19 @@
 """The second opinion: the floor folds each table's records through the same rules engine.
 
-A table journals every dealer and reader command with the events its engine
-decided. The floor takes the rules the table journaled at its last start, asks
-the pure engine of ``controller.core`` what the command gives in the state the
-records have built so far, and compares: a settlement, a different-point count,
-a marker or an alert that differs is a :class:`Discrepancy`. The floor then
-follows what the table recorded, so each difference is reported once, at the
-record where it happened.
+A table journals every dealer and reader command (the command only: the journal
+is "commands in, state out"), and its floor link publishes each command record
+with the events the table's own engine decided (``events``, see
+:mod:`controller.floor.fold`). The floor takes the rules the table journaled at
+its last start, asks the pure engine of ``controller.core`` what the command
+gives in the state the records have built so far, and compares: a settlement, a
+different-point count, a marker or an alert that differs is a
+:class:`Discrepancy`. The floor then follows what the table decided, so each
+difference is reported once, at the record where it happened.
+
+A command record that comes without the table's events (the table could not
+derive them: a damaged journal) is folded with the rules' answer and marked *not
+checked*: :attr:`TableAudit.checked_hand` does not pass its hand, and
+:attr:`TableAudit.unchecked_hands` names it.
 
 The same walk sorts the records into hands (rolls, points in order, wagers,
 settlement, who did what) for the console, in the shape of ``history --json``.
@@ -20,7 +27,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.core.commands import command_from_dict
 from controller.core.config import FireBetRules, rules_from_settings
 from controller.core.engine import Engine
 from controller.core.events import (
@@ -54,6 +60,8 @@ RULE_KEYS = (
     "betting_closes",
 )
 _ENGINES: dict[str, Engine] = {}
+UNCHECKED_KEPT = 20  # the newest hands not checked, named on the console
+NOT_SENT = "not checked: the table sent no events for it (it could not derive them)"
 
 
 def _canonical(value: Any) -> str:
@@ -265,6 +273,9 @@ class TableAudit:
         state: TableState | None = None,
         record: int = 0,
         hands: dict[int, dict[str, Any]] | None = None,
+        first_unchecked: int | None = None,
+        unchecked_hands: list[int] | None = None,
+        unchecked_records: int = 0,
     ) -> None:
         self.rules = rules if rules is not None else FireBetRules()
         self.engine = engine_for(self.rules)
@@ -273,11 +284,30 @@ class TableAudit:
         self.state = state if state is not None else TableState()
         self.record = record  # every record up to this one was checked
         self.hands = hands if hands is not None else {}
+        self.first_unchecked = first_unchecked  # the first hand with a record not checked
+        self.unchecked_hands = unchecked_hands if unchecked_hands is not None else []
+        self.unchecked_records = unchecked_records
+
+    @property
+    def folded_hand(self) -> int:
+        """Every hand before the one in play has been folded."""
+        return self.state.hand - 1
 
     @property
     def checked_hand(self) -> int:
-        """Every hand before the one in play has been checked."""
-        return self.state.hand - 1
+        """Every hand up to this one has been checked against the table's events (it does
+        not pass a hand with a record the table sent no events for)."""
+        if self.first_unchecked is None:
+            return self.folded_hand
+        return min(self.folded_hand, self.first_unchecked - 1)
+
+    def _not_checked(self, hand: int, record: int, found: Findings, why: str) -> None:
+        self.unchecked_records += 1
+        if self.first_unchecked is None or hand < self.first_unchecked:
+            self.first_unchecked = hand
+        if hand not in self.unchecked_hands:
+            self.unchecked_hands = sorted([*self.unchecked_hands, hand])[-UNCHECKED_KEPT:]
+        self._hand(hand, record, found)["problems"].append(f"record {record}: {why}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, for the floor's store; :meth:`from_dict` gives it back."""
@@ -288,6 +318,9 @@ class TableAudit:
             "state": self.state.to_dict(),
             "record": self.record,
             "hands": {str(k): v for k, v in self.hands.items()},
+            "first_unchecked": self.first_unchecked,
+            "unchecked_hands": self.unchecked_hands,
+            "unchecked_records": self.unchecked_records,
         }
 
     @classmethod
@@ -299,6 +332,9 @@ class TableAudit:
             state=TableState.from_dict(data["state"]),
             record=int(data["record"]),
             hands={int(k): v for k, v in data.get("hands", {}).items()},
+            first_unchecked=data.get("first_unchecked"),
+            unchecked_hands=[int(h) for h in data.get("unchecked_hands", [])],
+            unchecked_records=int(data.get("unchecked_records", 0)),
         )
 
     # the walk ---------------------------------------------------------------------
@@ -350,16 +386,10 @@ class TableAudit:
     def _command(self, rec: FloorRecord, found: Findings) -> None:
         state = self.state
         try:
-            if "events" in rec.payload:  # a format-1 journal: the table's events are recorded
-                command = command_from_dict(rec.payload["command"])
-                recorded = [event_from_dict(e) for e in rec.payload["events"]]
-            else:  # format 2 records the command only: its events are the rules' answer
-                at = to_ms(rec.at)
-                if at is None:
-                    raise ValueError(f"no readable time {rec.at!r}")
-                command = decode_command(rec.payload, rec.actor, at)
-                recorded = self.engine.decide(state, command)
-            after = fold(recorded, state)
+            at = to_ms(rec.at)
+            if at is None:
+                raise ValueError(f"no readable time {rec.at!r}")
+            command = decode_command(rec.payload, rec.actor, at)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             found.discrepancies.append(
                 Discrepancy(
@@ -371,12 +401,29 @@ class TableAudit:
             expected = self.engine.decide(state, command)
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             expected = [Refused(command.name, f"the rules cannot apply it: {exc!r}")]
-        if expected != recorded:  # the events as values: every field, in order
+        recorded: list[Event] | None = None
+        if rec.events is None:  # the table could not derive them: fold on, not checked
+            self._not_checked(state.hand, rec.record, found, NOT_SENT)
+        else:
+            try:
+                if not isinstance(rec.events, list):
+                    raise TypeError(f"events must be a list, not {type(rec.events).__name__}")
+                recorded = [event_from_dict(e) for e in rec.events]
+                after = fold(recorded, state)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                words = f"the table's events for the record cannot be read: {exc!r}"
+                found.discrepancies.append(Discrepancy(rec.record, state.hand, "unreadable", words))
+                self._not_checked(state.hand, rec.record, found, words)
+                recorded = None
+        if recorded is not None and expected != recorded:  # as values: every field, in order
             for what, words in describe(expected, recorded):
                 found.discrepancies.append(Discrepancy(rec.record, state.hand, what, words))
                 self._hand(state.hand, rec.record, found)["problems"].append(
                     f"record {rec.record}: {words}"
                 )
+        if recorded is None:  # nothing from the table to follow: the rules' answer
+            recorded = expected
+            after = fold(recorded, state)
         for event in recorded:
             nxt = evolve(state, event)
             self._sort(rec, command.actor, state, event, nxt, found)
@@ -435,8 +482,7 @@ class TableAudit:
             self._hand(e.hand, rec.record, found)["alert_record"] = rec.record
             found.alerts.append(AlertRaised(rec.record, e.hand, rec.at, e.unique_points))
         elif isinstance(e, Refused) and e.command == "confirm":
-            # a format-1 record wraps the command beside its events; format 2 is the command
-            asked = rec.payload["command"] if "events" in rec.payload else rec.payload
+            asked = rec.payload
             hand = asked.get("hand")
             ident = asked.get("id")
             found.refusals.append(

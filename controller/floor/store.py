@@ -6,7 +6,8 @@ in WAL mode. A batch of messages is one transaction, committed durably
 floor restart loses nothing.
 
 Tables
-    ``records``   (table_id, record) once each, with the chain hash as received;
+    ``records``   (table_id, record) once each, with the chain hash and the events the
+                  table's engine decided, as received;
     ``tables``    one row per table: presence, last status, the audit checkpoint;
     ``hands``     the hand logs the audit sorted the records into;
     ``alerts``    surveillance, integrity, audit and offline alerts and what became of them.
@@ -35,6 +36,7 @@ CREATE TABLE IF NOT EXISTS records (
     payload TEXT NOT NULL,
     chain TEXT NOT NULL,
     received TEXT NOT NULL,
+    events TEXT,
     PRIMARY KEY (table_id, record)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tables (
@@ -126,6 +128,9 @@ class FloorStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = self._connect()
         self._db.executescript(SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(records)")}
+        if "events" not in columns:  # a floor.db from before the tables sent their events
+            self._db.execute("ALTER TABLE records ADD COLUMN events TEXT")
         self._readers = threading.local()
 
     def _connect(self, *, read_only: bool = False) -> sqlite3.Connection:
@@ -168,12 +173,13 @@ class FloorStore:
     def add_record(self, rec: FloorRecord, received: str) -> None:
         """Store a record not stored before."""
         self._db.execute(
-            "INSERT INTO records (table_id, record, at, kind, actor, payload, chain, received) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO records (table_id, record, at, kind, actor, payload, chain, received, "
+            "events) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 rec.table, rec.record, rec.at, rec.kind, rec.actor,
                 json.dumps(rec.payload, sort_keys=True, separators=(",", ":")),
                 rec.chain, received,
+                None if rec.events is None else json.dumps(rec.events, separators=(",", ":")),
             ),
         )  # fmt: skip
 
@@ -188,11 +194,15 @@ class FloorStore:
     def records(self, table: str, first: int, last: int) -> list[FloorRecord]:
         """The stored records ``first..last`` of ``table``, in order."""
         rows = self._db.execute(
-            "SELECT record, at, kind, actor, payload, chain FROM records "
+            "SELECT record, at, kind, actor, payload, chain, events FROM records "
             "WHERE table_id = ? AND record BETWEEN ? AND ? ORDER BY record",
             (table, first, last),
         )
-        return [FloorRecord(table, r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]) for r in rows]
+        return [
+            FloorRecord(table, r[0], r[1], r[2], r[3], json.loads(r[4]), r[5],
+                        None if r[6] is None else json.loads(r[6]))
+            for r in rows
+        ]  # fmt: skip
 
     # tables --------------------------------------------------------------------------
     def table_rows(self) -> dict[str, TableRow]:

@@ -31,10 +31,11 @@ class FloorRecord:
     actor: str
     payload: Any
     chain: str
+    events: Any = None  # what the table's engine decided (command records); None: not sent
 
     def message(self) -> dict[str, Any]:
         """The event message's JSON object."""
-        return {
+        body = {
             "table": self.table,
             "record": self.record,
             "at": self.at,
@@ -43,6 +44,9 @@ class FloorRecord:
             "payload": self.payload,
             "chain": self.chain,
         }
+        if self.events is not None:
+            body["events"] = self.events
+        return body
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,8 @@ def _whole(value: Any) -> bool:
 
 
 def parse_event(table: str, data: bytes) -> FloorRecord:
-    """The record carried by an ``event`` message sent on ``table``'s topic."""
+    """The record carried by an ``event`` message sent on ``table``'s topic (``events``,
+    what the table's engine decided, is kept as sent: the second opinion judges it)."""
     body = _json(data)
     if not isinstance(body, dict):
         raise BadMessage("an event is a JSON object")
@@ -108,8 +113,9 @@ def parse_event(table: str, data: bytes) -> FloorRecord:
     if not isinstance(chain, str) or not _CHAIN.fullmatch(chain):
         raise BadMessage(f"chain {chain!r} is not a chain hash (64 hex digits)")
     return FloorRecord(
-        table, number, body["at"], body["kind"], body["actor"], body["payload"], chain
-    )
+        table, number, body["at"], body["kind"], body["actor"], body["payload"], chain,
+        body.get("events"),
+    )  # fmt: skip
 
 
 def parse_online(data: bytes) -> Online:

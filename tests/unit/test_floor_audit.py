@@ -8,7 +8,7 @@ from pathlib import Path
 
 from controller.core.commands import Confirm
 from controller.core.config import load_config
-from controller.floor.audit import TableAudit
+from controller.floor.audit import NOT_SENT, TableAudit
 from controller.floor.wire import FloorRecord
 from tests.floor_support import TableJournal, make_points
 
@@ -16,10 +16,10 @@ FIVE = ["bet 1 5", "bet 2 3", *make_points(4, 5, 6, 8, 9), "4 4", "3 4"]
 
 
 def everything(tmp_path: Path, *lines: str) -> list[FloorRecord]:
-    """The records with the table's events, as a table that publishes them sends them."""
+    """The records with the table's events, as the table's floor link publishes them."""
     table = TableJournal(tmp_path / "j.db")
     table.do(*lines)
-    return table.records_with_events()
+    return table.records()
 
 
 def walk(records: list[FloorRecord], audit: TableAudit | None = None):  # type: ignore[no-untyped-def]
@@ -36,11 +36,13 @@ def test_an_honest_table_checks_clean_and_raises_the_alert_at_the_fifth_point(
     table = TableJournal(tmp_path / "j.db")
     table.do(*FIVE, "bet 3 2", "2 2", "void", "3 4")
     records = table.records()
+    assert all(r.events for r in records if r.kind == "command")  # the table's answer
     audit, found = walk(records)
     assert [d for f in found for d in f.discrepancies] == []
     alerts = [a for f in found for a in f.alerts]
     assert [(a.hand, a.unique_points) for a in alerts] == [(1, 5)]
     assert audit.checked_hand == 1 and audit.record == records[-1].record
+    assert audit.unchecked_records == 0 and audit.unchecked_hands == []
     hand1 = audit.hands[1]
     assert hand1["points"] == [4, 5, 6, 8, 9]
     assert hand1["result"] == "win" and hand1["odds_to_one"] == 249
@@ -59,7 +61,7 @@ def test_a_settlement_the_rules_do_not_give_is_flagged_once(tmp_path: Path) -> N
     records = everything(tmp_path, *FIVE)
     bad = copy.deepcopy(records)
     seven = bad[-1]
-    for event in seven.payload["events"]:
+    for event in seven.events:
         if event["event"] == "settlement":
             event["payouts"] = {"1": 5000, "2": 747}
     _, found = walk(bad)
@@ -68,13 +70,41 @@ def test_a_settlement_the_rules_do_not_give_is_flagged_once(tmp_path: Path) -> N
     d = differences[0]
     assert (d.record, d.hand, d.what) == (seven.record, 1, "settlement")
     assert "$5,000" in d.detail and "$1,245" in d.detail
+    assert audit_problems(bad) == [f"record {seven.record}: {d.detail}"]
+
+
+def audit_problems(records: list[FloorRecord]) -> list[str]:
+    audit, _ = walk(records)
+    return [p for hand in audit.hands.values() for p in hand["problems"]]
+
+
+def test_a_record_without_the_table_s_events_is_folded_and_not_checked(tmp_path: Path) -> None:
+    table = TableJournal(tmp_path / "j.db")
+    table.do(*FIVE, "bet 3 2", *make_points(4), "4 4", "3 4", *make_points(6))
+    records = table.records()
+    hand2 = next(r for r in records if r.kind == "command" and r.payload.get("position") == 3)
+    bare = [replace(r, events=None) if r is hand2 else r for r in records]
+    audit, found = walk(bare)
+    assert [d for f in found for d in f.discrepancies] == []  # nothing to compare: no alarm
+    assert audit.folded_hand == 2 and audit.state.points == (6,)  # folded all the same
+    assert audit.checked_hand == 1  # does not pass hand 2
+    assert audit.unchecked_hands == [2] and audit.unchecked_records == 1
+    assert audit.hands[2]["payouts"] == {"3": 0} and audit.hands[2]["unique_points"] == 1
+    assert audit.hands[2]["problems"] == [f"record {hand2.record}: {NOT_SENT}"]
+    again = TableAudit.from_dict(audit.to_dict())
+    assert (again.checked_hand, again.unchecked_hands) == (1, [2])
+    # events the floor cannot read: a difference, and not checked either
+    garbled = [replace(r, events=[{"event": "jackpot"}]) if r is hand2 else r for r in records]
+    audit, found = walk(garbled)
+    assert [d.what for f in found for d in f.discrepancies] == ["unreadable"]
+    assert audit.checked_hand == 1 and audit.folded_hand == 2
 
 
 def test_a_marker_out_of_order_is_flagged(tmp_path: Path) -> None:
     records = everything(tmp_path, *make_points(4, 5))
     bad = copy.deepcopy(records)
     for rec in bad:
-        for event in rec.payload.get("events", []) if isinstance(rec.payload, dict) else []:
+        for event in rec.events or []:
             if event["event"] == "new_point" and event["point"] == 5:
                 event["ordinal"] = 3
     _, found = walk(bad)
@@ -89,7 +119,7 @@ def test_the_rules_journaled_at_start_are_the_rules_checked(tmp_path: Path) -> N
     config = load_config(house)
     table = TableJournal(tmp_path / "j.db", config=config)
     table.do(*FIVE)
-    records = table.records_with_events()
+    records = table.records()
     assert records[1].kind == "rules"
     audit, found = walk(records)
     assert [d for f in found for d in f.discrepancies] == []

@@ -88,6 +88,10 @@ def test_a_gap_asks_for_a_resend_and_closes(tmp_path: Path, records: list[FloorR
     floor.events(*records[3:])
     assert floor.stored() == [r.record for r in records]
     assert floor.ingest.summaries["T1"]["missing"] is None
+    # records 6..8 were checked from the store: their events were kept with them
+    summary = floor.ingest.summaries["T1"]
+    assert summary["checked_hand"] == 1 and summary["unchecked_records"] == 0
+    assert floor.store.records("T1", 6, 8) == records[5:8]
     floor.clock.now += 60
     floor.ingest.tick()
     assert len(floor.sent) == 2
@@ -179,3 +183,20 @@ def test_the_surveillance_alert_shows_the_hand_and_a_restart_keeps_everything(
     assert len(again.alerts(open_only=False)) == 1
     assert again.stored() == [r.record for r in records]
     assert again.ingest.summaries["T1"]["checked_hand"] == 1
+
+
+def test_a_floor_db_from_before_the_events_column_is_opened(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "floor.db")
+    db.execute(
+        "CREATE TABLE records (table_id TEXT NOT NULL, record INTEGER NOT NULL, at TEXT NOT NULL,"
+        " kind TEXT NOT NULL, actor TEXT NOT NULL, payload TEXT NOT NULL, chain TEXT NOT NULL,"
+        " received TEXT NOT NULL, PRIMARY KEY (table_id, record)) WITHOUT ROWID"
+    )
+    db.execute("INSERT INTO records VALUES ('T1', 1, 'a', 'start', 's', '{}', 'c', 'r')")
+    db.commit()
+    db.close()
+    store = FloorStore(tmp_path / "floor.db")
+    assert store.records("T1", 1, 1)[0].events is None
+    store.close()
