@@ -50,11 +50,9 @@ FIELD_COUNTS: dict[str, int] = {
 KINDS: tuple[str, ...] = tuple(FIELD_COUNTS)
 
 _DOLLAR = 0x24
-_STAR = 0x2A
 _CR = 0x0D
 _LF = 0x0A
 _HEX = frozenset(b"0123456789ABCDEFabcdef")
-_DIGITS = frozenset(b"0123456789")
 
 
 def _printable(b: int) -> bool:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controller.control.protocol import (
+    BUILTIN_OPS,
     BadRequest,
     Handler,
     Identity,
@@ -199,11 +200,8 @@ class RequestDesk:
             log.warning("%s refused %s: %s", who.actor, op, error)
             send(conn, {"ok": False, "error": error}, rid)
             return
-        if op == "ping":
-            send(conn, {"ok": True, "pong": True, "pid": os.getpid()}, rid)
-            return
-        if op == "whoami":
-            send(conn, _whoami(who, role), rid)
+        if op in BUILTIN_OPS:  # answered here, the handler never sees them
+            send(conn, _builtin(op, who, role), rid)
             return
         request = Request(
             op=op,
@@ -348,7 +346,10 @@ class RequestDesk:
         self.wire.wake()
 
 
-def _whoami(who: Identity, role: Role) -> dict[str, Any]:
+def _builtin(op: str, who: Identity, role: Role) -> dict[str, Any]:
+    """The reply to ``ping`` (the service's pid) or ``whoami`` (who the socket sees)."""
+    if op == "ping":
+        return {"ok": True, "pong": True, "pid": os.getpid()}
     return {
         "ok": True,
         "user": who.user,

@@ -90,11 +90,6 @@ def stopping(status_text: str | None = None) -> bool:
     return _announce("STOPPING=1", status_text)
 
 
-def extend_timeout(seconds: float) -> bool:
-    """Ask for more time to start or stop (a long recovery): ``EXTEND_TIMEOUT_USEC=``."""
-    return notify(f"EXTEND_TIMEOUT_USEC={max(0, round(seconds * 1_000_000))}")
-
-
 def watchdog_interval() -> float | None:
     """The watchdog timeout in seconds, or None when no watchdog applies to this process.
 

@@ -56,8 +56,6 @@ def test_each_helper_sends_its_line(systemd: socket.socket) -> None:
     assert received(systemd) == ["STOPPING=1"]
     assert notify.stopping("bye")
     assert received(systemd) == ["STOPPING=1", "STATUS=bye"]
-    assert notify.extend_timeout(2.5)
-    assert received(systemd) == ["EXTEND_TIMEOUT_USEC=2500000"]
     assert notify.notify("MAINPID=1", "STATUS=x")
     assert received(systemd) == ["MAINPID=1", "STATUS=x"]
 
