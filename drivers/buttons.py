@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.core.commands import Ack, ApplyHeld, Command, DiscardHeld, Surrender, Void
-from controller.core.config import ButtonsConfig
+from controller.core.config.model import ButtonsConfig
 from drivers.pins import pin_problem
 from drivers.reader import Post, now_iso
 

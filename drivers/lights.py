@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from controller.core.config import LightsConfig
+from controller.core.config.model import LightsConfig
 from controller.core.lamps import Effect, LightsView, Outputs, desired_outputs
 from drivers.pins import pin_problem
 

@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from controller.core.config import POINT_NUMBERS
+from controller.core.config.model import POINT_NUMBERS
 
 MODE_STYLE = {
     "running": "bold green",

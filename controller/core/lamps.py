@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from controller.core.config import POINT_NUMBERS
+from controller.core.config.model import POINT_NUMBERS
 from controller.core.state import Phase, TableState
 
 

@@ -19,7 +19,7 @@ from operator import add
 from typing import Any
 
 from controller.core.commands import Roll
-from controller.core.config import POINT_NUMBERS, FireBetRules
+from controller.core.config.model import POINT_NUMBERS, FireBetRules
 from controller.core.engine import Engine
 from controller.core.events import Settlement
 from controller.core.state import TableState

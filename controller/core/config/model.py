@@ -1,0 +1,161 @@
+"""The validated configuration of a table as typed values: the rules the engine plays by,
+the reader, lamps, buttons, journal, control socket and floor link.
+
+:func:`controller.core.config.load_config` builds them from the files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+POINT_NUMBERS: tuple[int, ...] = (4, 5, 6, 8, 9, 10)
+
+
+@dataclass(frozen=True)
+class FireBetRules:
+    """Everything the pure rules engine needs to know about the table."""
+
+    positions: int = 16
+    pays: Mapping[int, int] | None = None
+    min_wager: int = 1
+    max_wager: int = 5
+    wager_increment: int = 1
+    pay_six_immediately: bool = False
+    surrender_carries_points: bool = True
+    surveillance_at: int = 5
+    betting_closes: str = "first_roll"
+
+    def pay_table(self) -> dict[int, int]:
+        """The pay table, different points -> odds to 1 (NJ when none was given)."""
+        return dict(self.pays) if self.pays is not None else {4: 24, 5: 249, 6: 999}
+
+    def odds_for(self, unique_points: int) -> tuple[int, int]:
+        """The (tier, odds to 1) that ``unique_points`` different points earn; (0, 0) loses."""
+        best = (0, 0)
+        for tier, odds in sorted(self.pay_table().items()):
+            if unique_points >= tier:
+                best = (tier, odds)
+        return best
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    id: str
+    game: str
+    positions: int
+
+
+@dataclass(frozen=True)
+class ReaderConfig:
+    port: str
+    baud: int
+    heartbeat_timeout_s: float
+    protocol: int = 2
+
+
+@dataclass(frozen=True)
+class LightsConfig:
+    markers: Mapping[int, int]
+    status: int
+    surveillance: int
+    active_high: bool
+
+
+@dataclass(frozen=True)
+class ButtonsConfig:
+    void: int
+    surrender: int
+    ack: int
+    hold_s: float
+    apply_held: int = 23
+    discard_held: int = 24
+
+
+@dataclass(frozen=True)
+class JournalConfig:
+    path: str
+    snapshot_every: int
+    key_file: str = "/etc/firebet/journal.key"
+
+
+@dataclass(frozen=True)
+class ControlConfig:
+    socket: str
+    dealer_group: str
+    technician_group: str
+
+
+@dataclass(frozen=True)
+class FloorConfig:
+    """The floor link (MQTT): where the broker is, who the table is on it, its topics."""
+
+    broker: str = ""
+    username: str = ""
+    password_file: str = ""
+    tls_ca: str = ""
+    topic_prefix: str = "firebet"
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.broker)
+
+    def endpoint(self) -> tuple[bool, str, int]:
+        """(tls, host, port) of the broker; the port defaults to 1883, or 8883 for mqtts."""
+        parts = urlsplit(self.broker)
+        tls = parts.scheme == "mqtts"
+        return tls, parts.hostname or "", parts.port or (8883 if tls else 1883)
+
+    def topic(self, table: str, leaf: str) -> str:
+        """``<topic_prefix>/<table>/<leaf>``."""
+        return f"{self.topic_prefix}/{table}/{leaf}"
+
+
+def broker_problem(url: str) -> str | None:
+    """Why ``url`` is not a broker address firebet can use (None: it is)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"is not a broker address: {exc}"
+    if parts.scheme not in ("mqtt", "mqtts"):
+        return "must start with mqtt:// or mqtts://"
+    if not parts.hostname:
+        return "names no host (mqtt://host:1883)"
+    if parts.username is not None or parts.password is not None:
+        return "must not carry a user or password: use floor.username and floor.password_file"
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        return "must be only mqtt[s]://host[:port]"
+    if port == 0:
+        return "port must be 1 to 65535"
+    return None
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole, validated configuration of one table."""
+
+    table: TableConfig
+    firebet: FireBetRules
+    preset: str
+    history_hands: int
+    reader: ReaderConfig
+    lights: LightsConfig
+    buttons: ButtonsConfig
+    journal: JournalConfig
+    control: ControlConfig
+    floor: FloorConfig = FloorConfig()
+    source: str = "defaults"
+
+    def pins(self) -> dict[str, int]:
+        """Every configured BCM pin by the dotted key that names it."""
+        pins = {f"lights.markers.{p}": pin for p, pin in self.lights.markers.items()}
+        pins["lights.status"] = self.lights.status
+        pins["lights.surveillance"] = self.lights.surveillance
+        pins["buttons.void"] = self.buttons.void
+        pins["buttons.surrender"] = self.buttons.surrender
+        pins["buttons.ack"] = self.buttons.ack
+        pins["buttons.apply_held"] = self.buttons.apply_held
+        pins["buttons.discard_held"] = self.buttons.discard_held
+        return pins

@@ -1,0 +1,85 @@
+"""The bundled jurisdiction presets (``config/presets/*.toml``) and the law a preset like
+``nj`` sets: a table under it may pay more and take a narrower range of wagers, never less.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from importlib import resources
+
+from controller.core.config.model import FireBetRules
+from controller.core.config.schema import Values, merge, read_toml
+from controller.core.errors import ConfigError
+
+
+def defaults_text() -> str:
+    """``config/table.toml``: every key's default."""
+    return resources.files("config").joinpath("table.toml").read_text(encoding="utf-8")
+
+
+def preset_names() -> list[str]:
+    """The names of the bundled jurisdiction presets."""
+    folder = resources.files("config").joinpath("presets")
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def preset_text(name: str, source: str) -> str:
+    """The text of preset ``name``; a ConfigError naming ``source`` when there is none."""
+    if name not in preset_names():
+        raise ConfigError(
+            source,
+            "firebet.preset",
+            f"unknown preset {name!r} (known: {', '.join(preset_names())})",
+        )
+    return resources.files("config").joinpath("presets", f"{name}.toml").read_text(encoding="utf-8")
+
+
+# Presets whose limits and pay table are the regulation's: a table under one of them may
+# pay more and take a narrower range of wagers, never less (SPEC §2, settled questions).
+LAW_PRESETS = ("nj",)
+
+
+def check_law(
+    preset: str,
+    pays: Mapping[int, int],
+    limits: tuple[int, int, int],
+    where: Callable[[str, str], str],
+    source: str,
+) -> None:
+    """Refuse a table that is looser than the law of ``preset`` (its bundled file)."""
+    parsed: Values = {}
+    merge(parsed, read_toml(preset_text(preset, source), f"preset {preset!r}"), preset)
+    law = {name: value for name, (value, _) in parsed["firebet"].items()}
+    lo, hi, step = limits
+    law_rules = FireBetRules(pays=law["pays"])
+    rules = FireBetRules(pays=pays)
+    tail = f'(use preset = "custom" for a house table outside {preset.upper()} law)'
+    is_law = f"preset {preset!r} is law:"
+    if lo < law["min_wager"]:
+        raise ConfigError(
+            where("firebet", "min_wager"),
+            "firebet.min_wager",
+            f"{is_law} the minimum wager is ${law['min_wager']} or more, not ${lo} {tail}",
+        )
+    if hi > law["max_wager"]:
+        raise ConfigError(
+            where("firebet", "max_wager"),
+            "firebet.max_wager",
+            f"{is_law} the maximum wager is ${law['max_wager']} or less, not ${hi} {tail}",
+        )
+    if step != law["wager_increment"]:
+        raise ConfigError(
+            where("firebet", "wager_increment"),
+            "firebet.wager_increment",
+            f"{is_law} wagers are in ${law['wager_increment']} increments, not ${step} {tail}",
+        )
+    for tier, least in sorted(law_rules.pay_table().items()):
+        paid = rules.odds_for(tier)[1]
+        if paid < least:
+            got = f"{paid} to 1" if paid else "nothing"
+            raise ConfigError(
+                where("firebet", "pays"),
+                f"firebet.pays.{tier}",
+                f"{is_law} {tier} different points pay at least {least} to 1, "
+                f"this table pays {got} {tail}",
+            )
