@@ -46,6 +46,21 @@ def _journal_key_beside_the_journal(
             os.environ["FIREBET_CONFIG"] = saved
 
 
+SYSTEM_FOLDER = Path("/etc/firebet")
+_SYSTEM_FOLDER_BEFORE = SYSTEM_FOLDER.exists()
+
+
+@pytest.fixture(autouse=True)
+def _nothing_written_to_etc(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that leaves /etc/firebet behind breaks later tests (and a real table's
+    permissions): fail the test that made it, by name, and take it away again."""
+    yield
+    if not _SYSTEM_FOLDER_BEFORE and SYSTEM_FOLDER.exists():
+        made = sorted(str(p) for p in SYSTEM_FOLDER.rglob("*"))
+        subprocess.run(["rm", "-rf", str(SYSTEM_FOLDER)], check=False)
+        pytest.fail(f"{request.node.nodeid} wrote {SYSTEM_FOLDER}: {made}")
+
+
 @pytest.fixture
 def firebet() -> Callable[..., subprocess.CompletedProcess[str]]:
     """The ``firebet`` command as a real process: ``firebet("status", "--json")``."""

@@ -33,7 +33,7 @@ class RealTable:
         folder.mkdir(parents=True)
         self.config = folder / "table.toml"
         self.config.write_text(
-            f'[table]\nid = "{table}"\n'
+            f'[table]\nid = "{table}"\n[journal]\nkey_file = "journal.key"\n'
             f'[floor]\nbroker = "{broker.url}"\nusername = "{table}"\n'
             f'password_file = "{broker.password_file(table)}"\n'
         )
