@@ -18,7 +18,8 @@ while the socket is attacked, one attack at a time:
   each of which must get exactly one reply line.
 
 With ``--idle`` it also waits for the idle connections to be closed (30 s). Prints
-figures (SPEC section 7: ROLL -> ACK p99 <= 2 ms, none over 20 ms), asserts nothing.
+figures (the budget in docs/architecture.md: ROLL -> ACK p99 <= 2 ms, none over
+20 ms), asserts nothing.
 """
 
 from __future__ import annotations
@@ -317,7 +318,7 @@ def main() -> None:
         while client.request("status").get("journal_check") == "running":
             time.sleep(0.5)
     print(f"the service's full journal check after ready took {time.monotonic() - t0:.0f} s more")
-    print("ROLL -> ACK while attacked (SPEC: p99 <= 2 ms, none over 20 ms):")
+    print("ROLL -> ACK while attacked (budget: p99 <= 2 ms, none over 20 ms):")
     ctx = mp.get_context("spawn")
     try:
         figures("quiet", table.rolls(args.rolls))

@@ -1,4 +1,4 @@
-"""Dice reader frame codec (SPEC §4): pure bytes in, frames out, no I/O.
+"""Dice reader frame codec (``docs/reader-protocol.md``): pure bytes in, frames out, no I/O.
 
 A frame on the wire is ``$<BODY>*<CK>\\r\\n``. Under protocol 2 (the default) CK is four
 uppercase hex digits, the CRC-16/CCITT-FALSE of BODY, and HELLO ends with the protocol
@@ -87,7 +87,7 @@ class Frame:
         return self.fields[index] if index < len(self.fields) else ""
 
     def to_json(self) -> dict[str, Any]:
-        """The ``diag reader --json`` line for this frame (SPEC §5)."""
+        """The ``diag reader --json`` line for this frame (``docs/cli.md``)."""
         return {
             "verdict": self.verdict,
             "kind": self.kind,

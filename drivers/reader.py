@@ -2,7 +2,7 @@
 
 The controller talks to "a dice reader" only through :class:`DiceReader`. The
 reference implementation is :class:`drivers.serial_reader.SerialDiceReader`
-(the SPEC §4 protocol over any pyserial URL); its simulated twin is
+(``docs/reader-protocol.md`` over any pyserial URL); its simulated twin is
 :class:`drivers.sim_reader.SimulatedReader`, a fake *device* the real driver
 talks to unchanged. An adapter for another manufacturer's reader implements this
 class (see ``docs/reader-protocol.md``).

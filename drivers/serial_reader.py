@@ -1,4 +1,4 @@
-"""The reference dice reader driver: SPEC §4 frames over any pyserial URL.
+"""The reference dice reader driver: the reader protocol's frames over any pyserial URL.
 
 One thread, :meth:`SerialDiceReader._supervise`, owns the port: it opens it
 with :func:`serial.serial_for_url` (``/dev/ttyUSB0``, ``socket://``,
@@ -81,13 +81,13 @@ def open_port(url: str, baud: int, timeout: float, open_fn: OpenPort | None = No
 
 
 class SerialDiceReader(DiceReader):
-    """The SPEC §4 reader on a serial port or pyserial URL.
+    """A reader of ``docs/reader-protocol.md`` on a serial port or pyserial URL.
 
     ``heartbeat_timeout_s``: no good frame for this long is a HEARTBEAT fault.
     ``backoff_s``/``backoff_max_s``: first and largest wait between reopen tries.
     ``on_frame``: called (on the reader thread) with every frame of any verdict,
     for monitors and logs. ``open_fn`` replaces :func:`serial.serial_for_url`.
-    ``protocol``: the SPEC §4 protocol, 2 (CRC-16, the default) or 1 (XOR).
+    ``protocol``: the reader protocol's version, 2 (CRC-16, the default) or 1 (XOR).
     """
 
     def __init__(

@@ -3,12 +3,13 @@
 :class:`SimulatedReader` sits where the real reader's cable would be, on the
 master side of a pseudo-terminal (``transport="pty"``; :attr:`port` is the
 slave's path, or a stable symlink to it) or as a TCP serial server
-(``transport="tcp"``; :attr:`port` is a ``socket://`` URL). It speaks the SPEC §4
-protocol, so :class:`~drivers.serial_reader.SerialDiceReader` runs against it
-unchanged: heartbeats, seeded random rolls at an interval, rolls from a script,
-rolls thrown on demand (:meth:`throw`), an un-ACKed ROLL repeated with the same
-seq every ``retransmit_s`` until ACKed, and on demand garbage, bad checksums,
-NOROLL, FAULT/OK, silence and an unplugged cable.
+(``transport="tcp"``; :attr:`port` is a ``socket://`` URL). It speaks the reader
+protocol (``docs/reader-protocol.md``), so
+:class:`~drivers.serial_reader.SerialDiceReader` runs against it unchanged:
+heartbeats, seeded random rolls at an interval, rolls from a script, rolls thrown
+on demand (:meth:`throw`), an un-ACKed ROLL repeated with the same seq every
+``retransmit_s`` until ACKed, and on demand garbage, bad checksums, NOROLL,
+FAULT/OK, silence and an unplugged cable.
 
 Rolls go out one at a time, in order: the next is sent when the one before is
 ACKed, as a real reader holding a result until the controller confirms it.
@@ -41,7 +42,7 @@ class _Roll:
 
 
 class SimulatedReader:
-    """A fake SPEC §4 dice reader device for bench tests, ``firebet sim`` and CI.
+    """A fake dice reader device for bench tests, ``firebet sim`` and CI.
 
     ``seed``/``interval_s``/``rolls``: throw seeded random rolls every
     ``interval_s`` seconds (after the previous one is ACKed), at most ``rolls``
@@ -49,8 +50,9 @@ class SimulatedReader:
     ``script``: dice thrown first, in order. ``heartbeat_s``: HB period (None:
     none). ``retransmit_s``: repeat period of an un-ACKed ROLL. ``link``: with
     the pty transport, a symlink kept pointing at the current slave (a stable
-    port across :meth:`unplug`/:meth:`replug`). ``protocol``: the SPEC §4 protocol it
-    speaks, 2 (CRC-16, the default) or 1 (XOR, older readers).
+    port across :meth:`unplug`/:meth:`replug`). ``protocol``: the version of the
+    reader protocol (``docs/reader-protocol.md``) it speaks, 2 (CRC-16, the
+    default) or 1 (XOR, older readers).
     """
 
     def __init__(

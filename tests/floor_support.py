@@ -1,6 +1,6 @@
 """What the floor's tests share: a table's real journal records, and a small table
-publisher that speaks SPEC section 9 to a broker (events, retained state, online with a
-will) and answers ``resend`` commands from its records."""
+publisher that speaks the floor link (docs/floor.md) to a broker (events, retained
+state, online with a will) and answers ``resend`` commands from its records."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def event_bytes(rec: FloorRecord) -> bytes:
 
 
 class Publisher:
-    """A table on the broker, as SPEC section 9 says: the floor's tests' stand-in."""
+    """A table on the broker, as docs/floor.md says: the floor's tests' stand-in."""
 
     def __init__(self, broker: Mosquitto, table: str, prefix: str = "firebet") -> None:
         self.table = table

@@ -1,4 +1,4 @@
-"""The ``firebet`` command line (SPEC §5): one console script, many subcommands.
+"""The ``firebet`` command line (``docs/cli.md``): one console script, many subcommands.
 
 Each subcommand lives in its own module, which offers ``register(subparsers)``
 and sets ``func`` on its parser; ``func(args) -> int`` returns the exit code.

@@ -1,4 +1,4 @@
-"""Audit commands: ``journal verify``, ``history``, ``export`` and ``clear-halt`` (SPEC §5).
+"""Audit commands: ``journal verify``, ``history``, ``export`` and ``clear-halt`` (``docs/cli.md``).
 
 ``verify`` and ``export`` read the journal directly, read-only
 (``file:...?mode=ro``), so they never block a running service. ``history`` and

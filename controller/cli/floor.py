@@ -1,4 +1,4 @@
-"""``firebet floor``: the surveillance room's service and live web console (SPEC section 9).
+"""``firebet floor``: the surveillance room's service and live web console (docs/floor.md).
 
 ``firebet floor [--config floor.toml] [--state-dir D] [--http HOST:PORT]`` hears every
 table through the broker, keeps their records, checks them and serves the console;

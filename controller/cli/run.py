@@ -23,7 +23,8 @@ from drivers.sim_reader import SimulatedReader
 
 log = logging.getLogger("firebet")
 
-UMASK = 0o027  # state directory 0750, journal 0640, whoever started the service (SPEC §6)
+# state directory 0750, journal 0640, whoever started the service (docs/architecture.md)
+UMASK = 0o027
 # how long the engine thread may wait for the interpreter while a reading client keeps
 # another thread busy (Python's default is 5 ms, more than the whole roll budget)
 SWITCH_INTERVAL_S = 0.0005

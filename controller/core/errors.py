@@ -2,7 +2,7 @@
 
 Each subclass also inherits the builtin it resembles, so callers that only know
 ``ValueError`` or ``OSError`` still catch it. Every error carries the exit code
-of the command-line contract (SPEC §5).
+of the command-line contract (``docs/cli.md``).
 """
 
 from __future__ import annotations

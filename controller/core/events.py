@@ -161,7 +161,7 @@ class Settlement(Event):
         )  # fmt: skip
 
     def report(self) -> dict[str, Any]:
-        """The SPEC §5 ``replay --json`` line for this settlement."""
+        """The ``replay --json`` line for this settlement (``docs/cli.md``)."""
         return {
             "hand": self.hand,
             "points": list(self.points),

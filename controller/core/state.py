@@ -114,7 +114,7 @@ class Meters:
 
 @dataclass(frozen=True)
 class HeldRoll:
-    """A reader roll held for the dealer after manual entry (SPEC §2)."""
+    """A reader roll held for the dealer after manual entry (``docs/rules.md``)."""
 
     number: int
     seq: int | None

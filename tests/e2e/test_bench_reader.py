@@ -93,7 +93,7 @@ def test_a_bench_service_is_driven_from_the_command_line(bench: Bench) -> None:
     assert held.returncode == 0 and "unplugged" in held.stdout
     assert bench.firebet("sim-reader", "replug").returncode == 0
     # a roll was keyed by hand above, so the reader's rolls are held for the dealer
-    # (SPEC §2, "Reader fault and manual entry"): it applies this one
+    # (docs/rules.md, "Reader fault and manual entry"): it applies this one
     wait_for(lambda: bench.status()["held_rolls"], what="the reader's roll to be held")
     assert bench.status()["held_rolls"][0]["dice"] == [2, 3]
     applied = bench.firebet("held", "apply", "1")

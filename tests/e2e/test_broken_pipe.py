@@ -1,4 +1,4 @@
-"""A broken pipe (``firebet ... | head``) ends every command quietly (SPEC §5, issue 14.1)."""
+"""A broken pipe (``firebet ... | head``) ends every command quietly (docs/cli.md, issue 14.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""kill -9 at random moments: nothing ACKed is lost, nothing is applied twice (SPEC §6)."""
+"""kill -9 at random moments: nothing ACKed is lost, nothing is applied twice (docs/journal.md)."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ def one(key: str, section: str = "Service") -> str:
     return values[-1]
 
 
-# the directives the issue and SPEC §6 ask for ---------------------------------------------
+# the directives the issue asks for (docs/install.md, docs/architecture.md) -----------------
 
 REQUIRED = {
     "Type": "notify",

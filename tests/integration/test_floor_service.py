@@ -1,4 +1,5 @@
-"""``firebet floor`` as a real process on a real mosquitto, fed by a small SPEC-shaped publisher."""
+"""``firebet floor`` as a real process on a real mosquitto, fed by a small publisher
+shaped as docs/floor.md says."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A person with the state directory (and not the key) cannot make the table forget,
-start fresh, or adopt a history of their own (SPEC section 6, issue 10).
+start fresh, or adopt a history of their own (docs/journal.md, issue 10).
 
 Each attack: the table halts with a reason naming what is missing or wrong, and
 ``firebet journal verify`` exits 4. A new journal comes only from ``journal init``.

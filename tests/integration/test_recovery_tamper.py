@@ -1,5 +1,5 @@
 """Tampering is caught by `journal verify` (exit 4) and by recovery (halted, persistent);
-`clear-halt` lifts it and is journaled with who (SPEC §6)."""
+`clear-halt` lifts it and is journaled with who (docs/journal.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """storage_fault: a full disk or a read-only file system is a mode of its own, with its own
 lamp pattern; rolls are refused and not ACKed, status is served, and play resumes by itself
-when the journal can be written again (SPEC §6, issue 9 item 8).
+when the journal can be written again (docs/runbook.md, issue 9 item 8).
 
 A real small file system: a tmpfs of a few MiB, filled up and remounted read-only (root).
 """

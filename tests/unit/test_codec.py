@@ -1,4 +1,4 @@
-"""The reader frame codec: examples from SPEC §4 and hypothesis properties."""
+"""The reader frame codec: examples from docs/reader-protocol.md and hypothesis properties."""
 
 from __future__ import annotations
 

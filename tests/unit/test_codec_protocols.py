@@ -1,4 +1,5 @@
-"""Protocol 2 (CRC-16/CCITT-FALSE) against protocol 1 (XOR): SPEC §4, issue 9 item 9."""
+"""Protocol 2 (CRC-16/CCITT-FALSE) against protocol 1 (XOR): docs/reader-protocol.md,
+issue 9 item 9."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The rules of SPEC §2, and hypothesis properties of the engine."""
+"""The rules of docs/rules.md, and hypothesis properties of the engine."""
 
 from __future__ import annotations
 
@@ -176,7 +176,8 @@ def test_surrender_before_any_roll_leaves_betting_open() -> None:
 
 
 def test_surrender_with_no_fire_bet_riding_does_not_block_the_next_shooter() -> None:
-    # SPEC §2 settled question: nothing rides, so nothing carries; a fresh hand, betting open
+    # docs/rules.md, settled questions: nothing rides, so nothing carries; a fresh hand,
+    # betting open
     t = Table().do("3 4", "2 2", "2 2", "surrender", "bet 2 5")
     assert t.refusal() is None
     assert t.state.bets == {2: 5} and t.state.betting_open and not t.state.surrender_pending
@@ -207,7 +208,7 @@ def test_surrender_before_any_point_leaves_the_betting_window_as_it_was() -> Non
     assert not t.state.surrender_pending and t.state.hand == 1
     t = Table().do("surrender", "surrender", "bet 2 5")
     assert t.refusal() is None and t.state.hand == 1 and t.state.shooter == 3
-    # with wagers riding and the window closed, the hand carries (SPEC §2)
+    # with wagers riding and the window closed, the hand carries (docs/rules.md)
     t = Table().do("bet 1 5", "6 5", "surrender", "bet 2 5")
     assert t.refusal() is not None and t.state.surrender_pending and t.state.bets == {1: 5}
 

@@ -1,4 +1,4 @@
-"""Only ASCII digits are numbers (SPEC §2): scripts, command arguments, configuration keys."""
+"""Only ASCII digits are numbers (docs/rules.md): scripts, command arguments, configuration keys."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The pure rules for reader rolls: SEQ_CONFLICT and rolls held after manual entry
-(SPEC §2 "Reader fault and manual entry", §4; issue 9 items 6 and 7)."""
+(docs/rules.md "Reader fault and manual entry", docs/reader-protocol.md; issue 9 items 6 and 7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`firebet replay`: the script format and the JSON lines of SPEC §5, run as the real CLI."""
+"""`firebet replay`: the script format and the JSON lines of docs/cli.md, run as the real CLI."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ def replay(tmp_path: Path, script: str, *args: str) -> subprocess.CompletedProce
     )
 
 
-SPEC_EXAMPLE = """\
-# the example line of SPEC §5
+CLI_EXAMPLE = """\
+# the example line of docs/cli.md
 bet 3 5
 6 6        # craps on the come-out
 3 3
@@ -50,7 +50,7 @@ bet 3 5
 
 
 def test_spec_example_line(tmp_path: Path) -> None:
-    proc = replay(tmp_path, SPEC_EXAMPLE, "--json")
+    proc = replay(tmp_path, CLI_EXAMPLE, "--json")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert [json.loads(x) for x in lines] == [
@@ -150,7 +150,7 @@ def test_comments_and_blank_lines_are_ignored() -> None:
 
 
 def test_table_printout_for_people(tmp_path: Path) -> None:
-    proc = replay(tmp_path, SPEC_EXAMPLE)
+    proc = replay(tmp_path, CLI_EXAMPLE)
     assert "hand 1: 4 different points (6, 8, 5, 4) - WIN 24 to 1" in proc.stdout
     assert "position 3: $5 wins $120" in proc.stdout
 
@@ -287,14 +287,14 @@ def test_replay_memory_does_not_grow_with_the_script() -> None:
 def test_replay_reads_standard_input(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "controller", "replay", "-", "--json"],
-        input=SPEC_EXAMPLE + "bogus\n",
+        input=CLI_EXAMPLE + "bogus\n",
         capture_output=True,
         text=True,
     )
     assert proc.returncode == 2 and "-:14:" in proc.stderr and proc.stdout == ""
     proc = subprocess.run(
         [sys.executable, "-m", "controller", "replay", "-", "--json"],
-        input=SPEC_EXAMPLE,
+        input=CLI_EXAMPLE,
         capture_output=True,
         text=True,
     )

@@ -35,7 +35,7 @@ def preset_text(name: str, source: str) -> str:
 
 
 # Presets whose limits and pay table are the regulation's: a table under one of them may
-# pay more and take a narrower range of wagers, never less (SPEC §2, settled questions).
+# pay more and take a narrower range of wagers, never less (docs/rules.md, settled questions).
 LAW_PRESETS = ("nj",)
 
 
