@@ -213,6 +213,22 @@ def floor_counts(db: Path) -> dict[str, tuple[int, int]]:
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
+def second_opinion(url: str, db: Path) -> tuple[int, int, int]:
+    """(command records stored with the table's events, records not checked, audit alerts)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        (with_events,) = con.execute(
+            "SELECT COUNT(*) FROM records WHERE kind = 'command' AND events IS NOT NULL"
+        ).fetchone()
+    finally:
+        con.close()
+    with urllib.request.urlopen(url + "/api/tables", timeout=30) as reply:
+        unchecked = sum(t["unchecked_records"] for t in json.loads(reply.read()))
+    with urllib.request.urlopen(url + "/api/alerts?all=1", timeout=30) as reply:
+        audits = sum(1 for a in json.loads(reply.read()) if a["kind"] == "audit")
+    return int(with_events), unchecked, audits
+
+
 def contiguous(url: str) -> dict[str, int]:
     with urllib.request.urlopen(url + "/api/tables", timeout=30) as reply:
         return {t["table"]: t["record"] for t in json.loads(reply.read())}
@@ -352,6 +368,9 @@ def main() -> int:
           f"p99 {percentile(flood, 99) * 1000:.0f} ms ({len(flood)} records)")  # fmt: skip
     print(f"floor memory: {rss:.0f} MB resident at the end, {hwm:.0f} MB at most")
     print(f"records lost: {lost}    stored twice: {twice}    (of {total} in {len(heads)} journals)")
+    checked, unchecked, audits = second_opinion(url, work / "floor" / "floor.db")
+    print(f"second opinion: {checked} command records came with the table's events; "
+          f"not checked: {unchecked}; audit alerts: {audits}")  # fmt: skip
     console.close()
     for _, proc in workers:
         proc.terminate()

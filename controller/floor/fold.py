@@ -23,6 +23,7 @@ checked" for it rather than guessing.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -30,12 +31,29 @@ from typing import Any
 
 from controller.core.config import FireBetRules, rules_from_settings
 from controller.core.engine import Engine
+from controller.core.events import Event
 from controller.core.state import TableState
 from controller.journal import Journal, Record, canonical
+from controller.journal.recipe import decode_body, to_ms
 
 log = logging.getLogger("firebet.floor")
 
 _BATCH = 256  # records read at once while catching the fold up to a record
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def event_dict(event: Event) -> dict[str, Any]:
+    """``event.to_dict()``, the same JSON, without ``dataclasses.asdict``'s deep copy of every
+    field (which is most of the link's cost a record): only a nested event is converted."""
+    cls = type(event)
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(event))
+    out: dict[str, Any] = {"event": event.kind}
+    for name in names:
+        value = getattr(event, name)
+        out[name] = dataclasses.asdict(value) if isinstance(value, Event) else value
+    return out
 
 
 class LinkFold:
@@ -117,13 +135,17 @@ class LinkFold:
         events: list[dict[str, Any]] | None = None
         if kind == "command" and self._state is not None:
             try:
-                outcome = self._engine.apply(self._state, rec.command())
+                at = to_ms(rec.at)
+                if at is None:
+                    raise ValueError(f"record {rec.record} has no readable time {rec.at!r}")
+                command = decode_body(rec.payload, rec.actor, at, rec.at)
+                outcome = self._engine.apply(self._state, command)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 log.warning("floor link: record %d cannot be folded: %r", rec.record, exc)
                 self._state = None
             else:
                 self._state = outcome.state
-                events = [e.to_dict() for e in outcome.events]
+                events = [event_dict(e) for e in outcome.events]
         elif kind == "clear_halt":  # the game resumes from the state it names
             try:
                 self._state = TableState.from_dict(rec.data()["resume_state"])

@@ -64,6 +64,7 @@ KEEPALIVE_S = 15  # the broker sends the will this long (x1.5) after a silent cu
 DRAIN_S = 2.0  # a clean stop waits this long at most for the last acks
 MAX_COMMAND_BYTES = 4096
 MAX_COMMANDS_QUEUED = 1000
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 def topics(prefix: str, table: str) -> dict[str, str]:
@@ -87,7 +88,7 @@ def event_message(table: str, record: Record, events: list[dict[str, Any]] | Non
     )
     if events is None:
         return text + "}"
-    return f'{text},"events":{dumps(events, separators=(",", ":"))}}}'
+    return f'{text},"events":{_COMPACT.encode(events)}}}'
 
 
 class CommandError(FirebetError, ValueError):

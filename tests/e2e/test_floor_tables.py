@@ -110,6 +110,7 @@ def test_a_real_table_is_checked_alerted_confirmed_and_seen_going_offline(
 
         wait_for(checked, what="the floor's second opinion on hand 1")
         assert summary["online"] is True and summary["missing"] is None
+        assert summary["unchecked_records"] == 0  # compared with what the table's engine decided
         assert summary["rules_record"] is not None  # the rules journaled at the start
         assert summary["program"] == head["program"]["digest"]
         assert [a["kind"] for a in floor.get("/api/alerts?all=1")] == ["surveillance"]

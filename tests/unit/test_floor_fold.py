@@ -38,7 +38,7 @@ def truth(journal: Journal, engine: Engine) -> dict[int, list[dict[str, Any]]]:
 
 
 LINES = ["bet 1 5", "bet 2 3", *make_points(4, 5, 6, 8, 9), "4 4", "3 4", "bet 3 2", "2 2",
-         "void", "3 4", "bet 4 1", *make_points(10), "5 2"]  # fmt: skip
+         "void", "3 4", "bet 4 1", *make_points(10), "5 2", "4 4", "5 2", "void"]  # fmt: skip
 
 
 def test_every_command_record_gets_the_events_its_engine_decided(tmp_path: Path) -> None:
@@ -52,7 +52,9 @@ def test_every_command_record_gets_the_events_its_engine_decided(tmp_path: Path)
         fold = LinkFold(engine.rules)
         got = {r.record: fold.events(journal, r) for r in records}
         assert fold.rebuilds == 1  # from genesis, then forward
-        assert {n: e for n, e in got.items() if e is not None} == expected
+        assert {n: e for n, e in got.items() if e is not None} == expected  # as to_dict()
+        voided = [e for e in got[records[-1].record] or [] if e["event"] == "void"]
+        assert voided and voided[0]["reversed_settlement"]["hand"] == 2  # a nested event
         assert all(got[r.record] is None for r in records if r.kind != "command")
         # a fresh fold from the middle (a restart with a backlog), and a resend going back
         for start in (7, 13, 2, len(records)):
