@@ -234,6 +234,7 @@ class SerialDiceReader(DiceReader):
                 self.reopens += 1
             if lost:  # a working port that went away: try again soon
                 backoff = self.backoff_s
+            log.debug("dice reader on %s: next try in %g s", self.port_url, backoff)
             self._stopping.wait(backoff)
             if not lost:  # it would not open, or the driver failed: back off further
                 backoff = min(backoff * 2, self.backoff_max_s)
