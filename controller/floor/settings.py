@@ -25,18 +25,25 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
+from controller.core.config import FloorConfig, broker_problem
+from controller.core.config.schema import (
+    Key,
+    check_sections,
+    file_name,
+    nonempty,
+    positive,
+    read_file,
+    topic_prefix,
+)
 from controller.core.errors import ConfigError
 from controller.floor.passwords import hash_problem
 
 SYSTEM_CONFIG = Path("/etc/firebet/floor.toml")
 USER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_TOPIC = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
 
 
 @dataclass(frozen=True)
@@ -81,80 +88,55 @@ class FloorSettings:
             ) from exc
 
 
-_FLOOR_KEYS: dict[str, type] = {
-    "broker": str,
-    "username": str,
-    "password_file": str,
-    "tls_ca": str,
-    "topic_prefix": str,
-    "client_id": str,
-    "http": str,
-    "database": str,
-    "gap_grace_s": float,
-    "resend_every_s": float,
+def http_problem(value: str) -> str | None:
+    """Why ``value`` is not the console's ``HOST:PORT`` (None: it is)."""
+    host, sep, port = value.rpartition(":")
+    if sep and host and port.isascii() and port.isdigit() and 0 <= int(port) <= 65535:
+        return None
+    return "must be HOST:PORT (port 0..65535)"
+
+
+FLOOR_KEYS: dict[str, Key] = {
+    key.name: key
+    for key in (
+        Key("floor", "broker", "str", "MQTT broker mqtt://host:port or mqtts://", broker_problem),
+        Key("floor", "username", "str", "the floor's identity on the broker"),
+        Key("floor", "password_file", "str", "file holding the broker password"),
+        Key("floor", "tls_ca", "str", "CA certificate of the broker (mqtts:// only)"),
+        Key("floor", "topic_prefix", "str", "first topic level of every topic", topic_prefix),
+        Key("floor", "client_id", "str", "the broker keeps this session's messages", nonempty),
+        Key("floor", "http", "str", "HOST:PORT of the console", http_problem),
+        Key("floor", "database", "str", "relative to the state directory", file_name),
+        Key("floor", "gap_grace_s", "float", "a gap open this long asks for a resend", positive),
+        Key("floor", "resend_every_s", "float", "and asks again this often", positive),
+    )
 }
+"""The ``[floor]`` keys, checked by the table configuration's own machinery."""
 
 
 def parse_broker(url: str, source: str = "floor.toml") -> Broker:
     """The broker address of ``url``; a ConfigError naming ``floor.broker`` when bad."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("mqtt", "mqtts"):
-        raise ConfigError(
-            source, "floor.broker", f"must be mqtt://host:port or mqtts://host:port, not {url!r}"
-        )
-    try:
-        port = parts.port
-    except ValueError:
-        raise ConfigError(source, "floor.broker", f"has a bad port: {url!r}") from None
-    if not parts.hostname or parts.path not in ("", "/") or parts.query or parts.username:
-        raise ConfigError(source, "floor.broker", f"must be scheme://host:port only, not {url!r}")
-    tls = parts.scheme == "mqtts"
-    return Broker(parts.hostname, port if port is not None else (8883 if tls else 1883), tls)
+    problem = broker_problem(url)
+    if problem:
+        raise ConfigError(source, "floor.broker", f"{problem} (got {url!r})")
+    tls, host, port = FloorConfig(broker=url).endpoint()
+    return Broker(host, port, tls)
 
 
 def parse_http(value: str, source: str = "--http", key: str = "floor.http") -> tuple[str, int]:
     """``HOST:PORT`` of the console."""
-    host, sep, port = value.rpartition(":")
-    if (
-        not sep
-        or not host
-        or not port.isascii()
-        or not port.isdigit()
-        or not 0 <= int(port) <= 65535
-    ):
-        raise ConfigError(source, key, f"must be HOST:PORT (port 0..65535), not {value!r}")
+    problem = http_problem(value)
+    if problem:
+        raise ConfigError(source, key, f"{problem} (got {value!r})")
+    host, _, port = value.rpartition(":")
     return host.strip("[]"), int(port)
-
-
-def _check(key: str, value: Any, want: type, source: str) -> Any:
-    if want is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(source, f"floor.{key}", f"must be a number, not {value!r}")
-        if value <= 0:
-            raise ConfigError(source, f"floor.{key}", f"must be greater than 0 (got {value!r})")
-        return float(value)
-    if not isinstance(value, str):
-        raise ConfigError(source, f"floor.{key}", f"must be a string, not {value!r}")
-    return value
 
 
 def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
     """Validate a parsed ``floor.toml``."""
-    values: dict[str, Any] = {}
-    for section, body in data.items():
-        if section not in ("floor", "users"):
-            raise ConfigError(source, section, "unknown section (known: floor, users)")
-        if not isinstance(body, dict):
-            raise ConfigError(source, section, "must be a [section] table")
-    for key, value in data.get("floor", {}).items():
-        want = _FLOOR_KEYS.get(key)
-        if want is None:
-            raise ConfigError(
-                source, f"floor.{key}", f"unknown key (known in [floor]: {', '.join(_FLOOR_KEYS)})"
-            )
-        values[key] = _check(key, value, want, source)
+    checked = check_sections(data, {"floor": FLOOR_KEYS}, source, free=("users",))
     users: dict[str, str] = {}
-    for name, encoded in data.get("users", {}).items():
+    for name, encoded in checked.get("users", {}).items():
         if not USER_NAME.fullmatch(name):
             raise ConfigError(
                 source, f"users.{name}", "a user name is letters, digits, _ . - (1 to 64)"
@@ -167,22 +149,11 @@ def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
         if problem:
             raise ConfigError(source, f"users.{name}", problem)
         users[name] = encoded
-    settings = FloorSettings(**values, users=users, source=source)
-    parse_broker(settings.broker, source)
+    settings = FloorSettings(**checked.get("floor", {}), users=users, source=source)
     if settings.tls_ca and not settings.endpoint().tls:
         raise ConfigError(
             source, "floor.tls_ca", "is for an mqtts:// broker; floor.broker is mqtt://"
         )
-    parse_http(settings.http, source)
-    if not _TOPIC.fullmatch(settings.topic_prefix):
-        raise ConfigError(
-            source,
-            "floor.topic_prefix",
-            f"must be topic levels of letters, digits, _ . - (got {settings.topic_prefix!r})",
-        )
-    for key in ("client_id", "database"):
-        if not getattr(settings, key).strip():
-            raise ConfigError(source, f"floor.{key}", "must not be empty")
     return settings
 
 
@@ -200,13 +171,4 @@ def load_settings(path: str | Path | None) -> FloorSettings:
     """The floor's validated configuration (the defaults without a file)."""
     if path is None:
         return FloorSettings()
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(source, "", f"cannot read the file: {exc.strerror or exc}") from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(source, "", f"not valid TOML: {exc}") from exc
-    return settings_from_dict(data, source)
+    return settings_from_dict(read_file(path), str(path))

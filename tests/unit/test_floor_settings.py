@@ -1,0 +1,81 @@
+"""``floor.toml`` is read by the table configuration's own machinery: every bad file,
+section, key or value is a ConfigError naming the file, the key and what was wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controller.core.errors import ConfigError
+from controller.floor.passwords import hash_password
+from controller.floor.settings import FloorSettings, load_settings, parse_broker, parse_http
+
+BAD = [
+    ("[pit]\nx = 1\n", "pit", "unknown section (known: floor, users)"),
+    ("floor = 1\n", "floor", "must be a [section] table"),
+    ("[floor]\nbrokr = 'mqtt://x'\n", "floor.brokr", "unknown key (known in [floor]: broker,"),
+    ("[floor]\nbroker = 1883\n", "floor.broker", "must be a string, not 1883"),
+    ("[floor]\nbroker = 'http://x:1'\n", "floor.broker", "must start with mqtt:// or mqtts://"),
+    ("[floor]\nbroker = 'mqtt://u:p@x'\n", "floor.broker", "must not carry a user or password"),
+    ("[floor]\nbroker = 'mqtt://x:99999'\n", "floor.broker", "is not a broker address"),
+    ("[floor]\ntls_ca = '/ca.pem'\n", "floor.tls_ca", "is for an mqtts:// broker"),
+    ("[floor]\ntopic_prefix = 'fire/#'\n", "floor.topic_prefix", "must be topic levels"),
+    ("[floor]\nclient_id = ' '\n", "floor.client_id", "must not be empty"),
+    ("[floor]\nhttp = 'nowhere'\n", "floor.http", "must be HOST:PORT (port 0..65535)"),
+    ("[floor]\ndatabase = 'db/'\n", "floor.database", "must name a file"),
+    ("[floor]\ngap_grace_s = -1\n", "floor.gap_grace_s", "must be greater than 0 (got -1.0)"),
+    ("[floor]\nresend_every_s = 'often'\n", "floor.resend_every_s", "must be a number"),
+    ("[floor]\nresend_every_s = nan\n", "floor.resend_every_s", "must be a finite number"),
+    ("[users]\n'al ice' = 'x'\n", "users.al ice", "a user name is letters"),
+    ("[users]\nalice = 1\n", "users.alice", "must be a password hash string"),
+    ("[users]\nalice = 'plain-text'\n", "users.alice", ""),
+    ("[floor\n", "", "not valid TOML"),
+]
+
+
+@pytest.mark.parametrize(("text", "key", "reason"), BAD)
+def test_every_bad_floor_toml_names_the_file_the_key_and_the_reason(
+    tmp_path: Path, text: str, key: str, reason: str
+) -> None:
+    path = tmp_path / "floor.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path)
+    assert (caught.value.source, caught.value.key) == (str(path), key)
+    assert reason in caught.value.reason
+    assert str(path) in str(caught.value) and key in str(caught.value)
+
+
+def test_a_floor_toml_that_is_not_utf8_or_not_there_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "floor.toml"
+    path.write_bytes(b"[floor]\nusername = '\xff'\n")
+    with pytest.raises(ConfigError, match=r"line 2: the file is not UTF-8 text \(byte 0xFF"):
+        load_settings(path)
+    with pytest.raises(ConfigError, match="cannot read the file"):
+        load_settings(tmp_path / "missing.toml")
+
+
+def test_a_good_floor_toml_gives_typed_settings(tmp_path: Path) -> None:
+    encoded = hash_password("a long password")
+    path = tmp_path / "floor.toml"
+    path.write_text(
+        "[floor]\nbroker = 'mqtts://broker.local'\ntls_ca = '/ca.pem'\ngap_grace_s = 2\n"
+        f"http = '[::1]:8081'\n[users]\nalice = '{encoded}'\n",
+        encoding="utf-8",
+    )
+    settings = load_settings(path)
+    assert settings.gap_grace_s == 2.0 and isinstance(settings.gap_grace_s, float)
+    assert settings.users == {"alice": encoded} and settings.source == str(path)
+    assert (settings.endpoint().host, settings.endpoint().port) == ("broker.local", 8883)
+    assert settings.endpoint().tls
+    assert parse_http(settings.http) == ("::1", 8081)
+    assert load_settings(None) == FloorSettings()
+
+
+def test_the_broker_and_http_flags_are_checked_the_same_way() -> None:
+    assert parse_broker("mqtt://x").port == 1883
+    with pytest.raises(ConfigError, match=r"--broker: floor\.broker: names no host"):
+        parse_broker("mqtt://", "--broker")
+    with pytest.raises(ConfigError, match=r"--http: --http: must be HOST:PORT .*got 'x'"):
+        parse_http("x", "--http", "--http")
