@@ -11,7 +11,6 @@ the benchmark checks that on the reference hands. Figures, not assertions.
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import time
 from pathlib import Path
@@ -19,29 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from controller.core.commands import Roll  # noqa: E402
 from controller.core.config import FireBetRules  # noqa: E402
-from controller.core.engine import Engine  # noqa: E402
-from controller.core.events import Settlement  # noqa: E402
-from controller.core.odds import report, simulate  # noqa: E402
-from controller.core.state import TableState  # noqa: E402
-
-
-def roll_by_roll(rules: FireBetRules, hands: int, seed: int) -> list[int]:
-    """The engine applied to every roll of randint's dice, as ``simulate`` did before."""
-    engine = Engine(rules)
-    rng = random.Random(seed)
-    counts = [0] * 7
-    state = TableState()
-    done = 0
-    while done < hands:
-        outcome = engine.apply(state, Roll(rng.randint(1, 6), rng.randint(1, 6), source="sim"))
-        state = outcome.state
-        for event in outcome.events:
-            if isinstance(event, Settlement):
-                counts[event.unique_points] += 1
-                done += 1
-    return counts
+from controller.core.odds import report, simulate, simulate_roll_by_roll  # noqa: E402
 
 
 def main() -> None:
@@ -61,7 +39,7 @@ def main() -> None:
     )
     if args.reference:
         start = time.perf_counter()
-        reference = roll_by_roll(rules, args.reference, args.seed)
+        reference = simulate_roll_by_roll(rules, args.reference, args.seed)
         theirs = time.perf_counter() - start
         same = reference == simulate(rules, args.reference, args.seed)
         rate = args.reference / theirs

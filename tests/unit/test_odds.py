@@ -13,12 +13,15 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.core.commands import Roll
 from controller.core.config import FireBetRules
-from controller.core.engine import Engine
-from controller.core.events import Settlement
-from controller.core.odds import exact_distribution, faces, house_edge, report, simulate
-from controller.core.state import TableState
+from controller.core.odds import (
+    exact_distribution,
+    faces,
+    house_edge,
+    report,
+    simulate,
+    simulate_roll_by_roll,
+)
 
 
 def test_exact_distribution_is_fractions_summing_to_one() -> None:
@@ -102,23 +105,6 @@ def test_faces_are_the_faces_randint_shows(seed: int, chunk: int) -> None:
     assert got[: len(expected)] == expected
 
 
-def _by_the_engine(rules: FireBetRules, hands: int, seed: int) -> list[int]:
-    """The reference: the engine rolled roll by roll on randint's dice (the old simulate)."""
-    engine = Engine(replace(rules, pay_six_immediately=False))
-    rng = random.Random(seed)
-    counts = [0] * 7
-    state = TableState()
-    done = 0
-    while done < hands:
-        outcome = engine.apply(state, Roll(rng.randint(1, 6), rng.randint(1, 6), source="sim"))
-        state = outcome.state
-        for event in outcome.events:
-            if isinstance(event, Settlement):
-                counts[event.unique_points] += 1
-                done += 1
-    return counts
-
-
 @settings(max_examples=15, deadline=None)
 @given(
     st.integers(0, 10**6),
@@ -131,4 +117,4 @@ def test_simulation_is_the_engine_rolled_on_the_same_dice(
     seed: int, hands: int, rules: FireBetRules, six_now: bool, closes: str
 ) -> None:
     rules = replace(rules, pay_six_immediately=six_now, betting_closes=closes)
-    assert simulate(rules, hands, seed) == _by_the_engine(rules, hands, seed)
+    assert simulate(rules, hands, seed) == simulate_roll_by_roll(rules, hands, seed)
