@@ -72,11 +72,11 @@ def _code(text: str) -> str:
 
 def register(subparsers: Any) -> None:
     """Add ``sim-reader`` and its actions."""
-    p = subparsers.add_parser(
+    p = paths.add_command(
+        subparsers,
         "sim-reader",
-        help="bench: throw, fault, unplug or send garbage on a --simulated-reader service",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "bench: throw, fault, unplug or send garbage on a --simulated-reader service",
+        __doc__,
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 

@@ -45,11 +45,8 @@ from drivers.codec import DEFAULT_PROTOCOL, VERDICTS, Frame, FrameDecoder, encod
 
 def register(subparsers: Any) -> None:
     """Add ``diag`` and its three tests to the command line."""
-    p = subparsers.add_parser(
-        "diag",
-        help="technician tests: lamp test, button test, raw reader monitor",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = options.add_command(
+        subparsers, "diag", "technician tests: lamp test, button test, raw reader monitor", __doc__
     )
     tests = p.add_subparsers(dest="test", metavar="TEST", required=True)
     for name, func, help_text in (
@@ -58,7 +55,7 @@ def register(subparsers: Any) -> None:
         ("reader", run_reader, "print every frame the dice reader sends"),
     ):
         t = tests.add_parser(name, help=help_text, description=help_text)
-        t.add_argument("--config", metavar="F", help="table configuration file (TOML)")
+        options.add_config_option(t)
         t.add_argument("--json", action="store_true", help="one JSON object a line")
         t.add_argument("--count", type=options.positive, metavar="N", help=_COUNT_HELP[name])
         if name == "reader":

@@ -52,13 +52,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "odds",
-        help="exact odds and house edge of the configured pay table",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = options.add_command(
+        subparsers, "odds", "exact odds and house edge of the configured pay table", __doc__
     )
-    p.add_argument("--config", metavar="F", help="table configuration file (TOML)")
+    options.add_config_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--simulate", type=options.whole, metavar="N", help="also simulate N hands with the engine"

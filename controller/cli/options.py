@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 from controller.core.config import Config, load_config
 from controller.core.errors import ConfigError
@@ -63,9 +64,27 @@ def socket_path(config: Config, given: str | None, state: Path) -> Path:
     return configured if configured.is_absolute() else state / configured
 
 
+def add_command(
+    subparsers: Any, name: str, help_text: str, doc: str | None
+) -> argparse.ArgumentParser:
+    """The parser of command ``name``, its ``--help`` the module's docstring as written."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name,
+        help=help_text,
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
+def add_config_option(parser: argparse.ArgumentParser) -> None:
+    """``--config F``: the table's configuration file (else as :func:`config_path` finds)."""
+    parser.add_argument("--config", metavar="F", help="table configuration file (TOML)")
+
+
 def add_location_options(parser: argparse.ArgumentParser, *, state: bool = True) -> None:
     """``--config F``, ``--socket P`` and (unless ``state=False``) ``--state-dir D``."""
-    parser.add_argument("--config", metavar="F", help="table configuration file (TOML)")
+    add_config_option(parser)
     parser.add_argument("--socket", metavar="P", help="control socket path")
     if state:
         parser.add_argument("--state-dir", metavar="D", help="state directory (default ./var)")

@@ -126,13 +126,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = options.add_command(
+        subparsers,
         "replay",
-        help="run the pure rules engine over a script of rolls and actions",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run the pure rules engine over a script of rolls and actions",
+        __doc__,
     )
     p.add_argument("file", metavar="FILE", help="script file ('-' for standard input)")
     p.add_argument("--json", action="store_true", help="one JSON line per settled hand")
-    p.add_argument("--config", metavar="F", help="table configuration file (TOML)")
+    options.add_config_option(p)
     p.set_defaults(func=run)
