@@ -4,6 +4,7 @@ shaped as docs/floor.md says."""
 from __future__ import annotations
 
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,30 @@ def test_records_arrive_once_gaps_close_and_a_restart_loses_nothing(
         assert summary is not None and summary["checked_hand"] == 1 and summary["missing"] is None
         alerts = floor.get("/api/alerts?all=1")
         assert [(a["kind"], a["hand"]) for a in alerts] == [("surveillance", 1)]
+    finally:
+        table.close()
+        floor.stop()
+
+
+def test_a_record_without_the_table_s_events_shows_as_not_checked(
+    tmp_path: Path, mosquitto: Mosquitto, records: list[FloorRecord]
+) -> None:
+    floor = FloorProcess(tmp_path / "floor", mosquitto)
+    table = Publisher(mosquitto, "CR-07")
+    try:
+        bare = replace(records[5], events=None)  # the table could not derive them
+        assert records[5].kind == "command" and records[5].events
+        table.publish([*records[:5], bare, *records[6:]])
+        wait_for(lambda: (floor.table("CR-07") or {}).get("record") == len(records))
+        summary = floor.table("CR-07")
+        assert summary is not None
+        assert (summary["checked_hand"], summary["folded_hand"]) == (0, 1)
+        assert (summary["unchecked_hands"], summary["unchecked_records"]) == ([1], 1)
+        assert [a["kind"] for a in floor.get("/api/alerts?all=1")] == ["surveillance"]
+        page = floor.page("/")
+        assert "checked up to hand 0" in page
+        assert "not checked: hand 1 (1 record without the table's events)" in page
+        assert "folded up to hand 1" in page
     finally:
         table.close()
         floor.stop()
