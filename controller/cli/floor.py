@@ -24,7 +24,7 @@ from controller.cli import options
 from controller.core.errors import UsageError
 from controller.floor.passwords import hash_password
 from controller.floor.server import FloorService
-from controller.floor.settings import USER_NAME, config_path, load_settings, parse_http
+from controller.floor.settings import USER_NAME, load_settings, parse_http
 from controller.floor.web import build_app
 
 log = logging.getLogger("firebet.floor")
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     logging.getLogger("transitions").setLevel(logging.WARNING)  # a line per callback otherwise
-    settings = load_settings(config_path(args.config))
+    settings = load_settings(options.floor_config_path(args.config))
     state = options.state_dir(args.state_dir)
     host, port = (
         parse_http(args.http, "--http", "--http")

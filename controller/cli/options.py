@@ -22,25 +22,35 @@ from controller.core.errors import ConfigError
 from controller.core.numbers import WHOLE_NUMBER, decimal_number, whole_number
 
 SYSTEM_CONFIG = Path("/etc/firebet/table.toml")
+FLOOR_SYSTEM_CONFIG = Path("/etc/firebet/floor.toml")
 DEFAULT_STATE_DIR = Path("var")
 
 
-def config_path(given: str | None) -> str | None:
-    """The configuration file to read (None: the built-in defaults)."""
+def config_path(
+    given: str | None, env: str = "FIREBET_CONFIG", system: Path = SYSTEM_CONFIG
+) -> str | None:
+    """The configuration file to read: ``given``, else ``$env``, else ``system`` when it
+    exists, else None (the built-in defaults)."""
     if given:
         return given
-    env = os.environ.get("FIREBET_CONFIG")
-    if env:
-        return env
+    named = os.environ.get(env)
+    if named:
+        return named
     try:
-        return str(SYSTEM_CONFIG) if SYSTEM_CONFIG.is_file() else None
+        return str(system) if system.is_file() else None
     except PermissionError as exc:  # /etc/firebet is the service group's (0750)
         raise ConfigError(
-            str(SYSTEM_CONFIG),
+            str(system),
             "",
             "cannot be read: permission denied (your user must be in the firebet group: "
             "sudo usermod -aG firebet $USER, then log in again; or give --config)",
         ) from exc
+
+
+def floor_config_path(given: str | None) -> str | None:
+    """``floor.toml``: ``--config``, else ``$FIREBET_FLOOR_CONFIG``, else
+    /etc/firebet/floor.toml when it exists, else None (the defaults)."""
+    return config_path(given, "FIREBET_FLOOR_CONFIG", FLOOR_SYSTEM_CONFIG)
 
 
 def load(args: argparse.Namespace) -> Config:

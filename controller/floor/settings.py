@@ -23,7 +23,6 @@ naming the file, the key and the reason (exit 2).
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +41,6 @@ from controller.core.config.schema import (
 from controller.core.errors import ConfigError
 from controller.floor.passwords import hash_problem
 
-SYSTEM_CONFIG = Path("/etc/firebet/floor.toml")
 USER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -155,16 +153,6 @@ def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
             source, "floor.tls_ca", "is for an mqtts:// broker; floor.broker is mqtt://"
         )
     return settings
-
-
-def config_path(given: str | None) -> str | None:
-    """``--config``, else ``$FIREBET_FLOOR_CONFIG``, else /etc/firebet/floor.toml, else none."""
-    if given:
-        return given
-    env = os.environ.get("FIREBET_FLOOR_CONFIG")
-    if env:
-        return env
-    return str(SYSTEM_CONFIG) if SYSTEM_CONFIG.is_file() else None
 
 
 def load_settings(path: str | Path | None) -> FloorSettings:

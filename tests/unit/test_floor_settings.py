@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.cli import options
 from controller.core.errors import ConfigError
 from controller.floor.passwords import hash_password
 from controller.floor.settings import FloorSettings, load_settings, parse_broker, parse_http
@@ -79,3 +80,16 @@ def test_the_broker_and_http_flags_are_checked_the_same_way() -> None:
         parse_broker("mqtt://", "--broker")
     with pytest.raises(ConfigError, match=r"--http: --http: must be HOST:PORT .*got 'x'"):
         parse_http("x", "--http", "--http")
+
+
+def test_floor_toml_is_found_as_a_tables_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(options, "FLOOR_SYSTEM_CONFIG", tmp_path / "floor.toml")
+    monkeypatch.delenv("FIREBET_FLOOR_CONFIG", raising=False)
+    assert options.floor_config_path(None) is None  # the defaults
+    (tmp_path / "floor.toml").write_text("", encoding="utf-8")
+    assert options.floor_config_path(None) == str(tmp_path / "floor.toml")
+    monkeypatch.setenv("FIREBET_FLOOR_CONFIG", "/srv/floor.toml")
+    assert options.floor_config_path(None) == "/srv/floor.toml"
+    assert options.floor_config_path("given.toml") == "given.toml"
