@@ -88,7 +88,7 @@ class Line:
                 return
             now = time.perf_counter()
             for frame in self._decoder.feed(data):
-                if frame.ok and frame.kind == "ACK" and frame.seq is not None:
+                if frame.ok and frame.name == "ACK" and frame.seq is not None:
                     self.acks.setdefault(frame.seq, now)
 
     def stop(self) -> None:

@@ -95,7 +95,7 @@ class Table:
                 time.sleep(0.00005)
                 continue
             for frame in decoder.feed(data):
-                if frame.ok and frame.kind == "ACK" and frame.seq == seq:
+                if frame.ok and frame.name == "ACK" and frame.seq == seq:
                     return True
         return False
 

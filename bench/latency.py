@@ -85,7 +85,7 @@ def measure(
                 time.sleep(0.00005)
                 continue
             for frame in decoder.feed(buffer):
-                if frame.ok and frame.kind == "ACK" and frame.seq == seq:
+                if frame.ok and frame.name == "ACK" and frame.seq == seq:
                     return True
         return False
 

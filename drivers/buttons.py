@@ -14,7 +14,15 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from controller.core.commands import Ack, ApplyHeld, Command, DiscardHeld, Surrender, Void
+from controller.core.commands import (
+    Ack,
+    ApplyHeld,
+    Command,
+    DiscardHeld,
+    Surrender,
+    SurrenderHow,
+    Void,
+)
 from controller.core.config.model import ButtonsConfig
 from drivers.pins import pin_problem
 from drivers.reader import Post, now_iso
@@ -34,7 +42,7 @@ def command_for(name: str) -> Command:
     if name == "void":
         return Void(actor=BUTTON, at=at)
     if name == "surrender":
-        return Surrender(kind="voluntary", actor=BUTTON, at=at)
+        return Surrender(kind=SurrenderHow.VOLUNTARY, actor=BUTTON, at=at)
     if name == "ack":
         return Ack(actor=BUTTON, at=at)
     if name == "apply_held":
@@ -47,7 +55,7 @@ def command_for(name: str) -> Command:
 class DealerButtons:
     """The dealer buttons on the ``pin_factory`` passed in.
 
-    ``post`` receives ``Void``, ``Surrender(kind="voluntary")``, ``Ack``,
+    ``post`` receives ``Void``, ``Surrender`` (voluntary), ``Ack``,
     ``ApplyHeld()`` or ``DiscardHeld()`` (the oldest held reader roll), all with
     ``actor="button"``, once per hold of ``buttons.hold_s`` seconds.
     ``bounce_s`` is the debounce time; ``watch`` sees every press, release and hold.

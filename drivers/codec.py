@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import binascii
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 MAX_FRAME = 82
@@ -28,16 +29,22 @@ DEFAULT_PROTOCOL = 2
 """Protocol 2: CRC-16/CCITT-FALSE in four hex digits; protocol 1: XOR in two."""
 CHECKSUM_DIGITS = {1: 2, 2: 4}
 
-OK = "ok"
-BAD_CHECKSUM = "bad_checksum"
-BAD_VALUE = "bad_value"
-BAD_FRAME = "bad_frame"
-OVERLONG = "overlong"
-NON_ASCII = "non_ascii"
-VERDICTS: tuple[str, ...] = (OK, BAD_CHECKSUM, BAD_VALUE, BAD_FRAME, OVERLONG, NON_ASCII)
 
-# frame kind -> number of fields in its body, the kind included (protocol 1;
-# under protocol 2 HELLO has one more: the protocol number)
+class Verdict(StrEnum):
+    """What the codec made of one line read from the reader (its text is the JSON's)."""
+
+    OK = "ok"
+    BAD_CHECKSUM = "bad_checksum"
+    BAD_VALUE = "bad_value"
+    BAD_FRAME = "bad_frame"
+    OVERLONG = "overlong"
+    NON_ASCII = "non_ascii"
+
+
+VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
+
+# frame name (the body's first field) -> number of fields in its body, the name included
+# (protocol 1; under protocol 2 HELLO has one more: the protocol number)
 FIELD_COUNTS: dict[str, int] = {
     "HELLO": 4,  # HELLO,<seq>,<model>,<firmware>[,<protocol>]
     "ROLL": 4,  # ROLL,<seq>,<d1>,<d2>
@@ -47,7 +54,7 @@ FIELD_COUNTS: dict[str, int] = {
     "OK": 2,  # OK,<seq>
     "ACK": 2,  # ACK,<seq>
 }
-KINDS: tuple[str, ...] = tuple(FIELD_COUNTS)
+FRAME_NAMES: tuple[str, ...] = tuple(FIELD_COUNTS)
 
 _DOLLAR = 0x24
 _CR = 0x0D
@@ -63,15 +70,15 @@ def _printable(b: int) -> bool:
 class Frame:
     """One line read from the reader and what the codec made of it.
 
-    ``verdict`` is one of :data:`VERDICTS`. ``kind`` is the frame kind when the
+    ``name`` is the frame's name (``ROLL``, ``HB``, ...: the body's first field) when the
     body names a known one (even in a rejected frame, to help the technician),
     else None. ``seq`` and ``dice`` are set only on an ``ok`` frame (``dice``
     only for ROLL). ``fields`` is the body split at commas, ``raw`` the bytes
     exactly as read (line end included when there was one).
     """
 
-    verdict: str
-    kind: str | None = None
+    verdict: Verdict
+    name: str | None = None
     seq: int | None = None
     dice: tuple[int, int] | None = None
     fields: tuple[str, ...] = ()
@@ -80,7 +87,7 @@ class Frame:
     @property
     def ok(self) -> bool:
         """True when the frame may be acted on."""
-        return self.verdict == OK
+        return self.verdict is Verdict.OK
 
     def text(self, index: int) -> str:
         """The body field at ``index`` (e.g. the model of a HELLO, the code of a FAULT)."""
@@ -90,7 +97,7 @@ class Frame:
         """The ``diag reader --json`` line for this frame (``docs/cli.md``)."""
         return {
             "verdict": self.verdict,
-            "kind": self.kind,
+            "kind": self.name,  # the JSON key of docs/cli.md
             "seq": self.seq,
             "dice": list(self.dice) if self.dice is not None else None,
         }
@@ -193,55 +200,55 @@ def parse_line(line: bytes, protocol: int = DEFAULT_PROTOCOL) -> Frame:
     if content.endswith(b"\r"):
         content = content[:-1]
     if len(content) > MAX_FRAME:
-        return Frame(OVERLONG, raw=raw)
+        return Frame(Verdict.OVERLONG, raw=raw)
     star = content.rfind(b"*")
     region = content[1:star] if star >= 0 else content[1:]
     if not all(_printable(b) for b in region):
-        return Frame(NON_ASCII, raw=raw)
+        return Frame(Verdict.NON_ASCII, raw=raw)
     body = region.decode("ascii")
     fields = tuple(body.split(","))
-    kind = fields[0] if fields[0] in FIELD_COUNTS else None
+    name = fields[0] if fields[0] in FIELD_COUNTS else None
     if star < 0:
-        return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
+        return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
     ck = content[star + 1 :]
     if len(ck) not in (2, 4) or not all(b in _HEX for b in ck):
-        return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
+        return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
     if len(ck) != CHECKSUM_DIGITS[protocol] or ck.decode("ascii").upper() != checksum(
         region, protocol
     ):
-        return Frame(BAD_CHECKSUM, kind=kind, fields=fields, raw=raw)
-    hello_tail = kind == "HELLO" and protocol >= 2
-    if kind is None or len(fields) != FIELD_COUNTS[kind] + hello_tail:
-        return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
+        return Frame(Verdict.BAD_CHECKSUM, name=name, fields=fields, raw=raw)
+    hello_tail = name == "HELLO" and protocol >= 2
+    if name is None or len(fields) != FIELD_COUNTS[name] + hello_tail:
+        return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
     seq = _number(fields[1])
     if seq is None:
-        return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
+        return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
     dice: tuple[int, int] | None = None
-    if kind == "ROLL":
+    if name == "ROLL":
         d1, d2 = _number(fields[2]), _number(fields[3])
         if d1 is None or d2 is None:
-            return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
+            return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
         if not (1 <= d1 <= 6 and 1 <= d2 <= 6):
-            return Frame(BAD_VALUE, kind=kind, fields=fields, raw=raw)
+            return Frame(Verdict.BAD_VALUE, name=name, fields=fields, raw=raw)
         dice = (d1, d2)
     elif any(not f for f in fields[2:]):  # model, firmware, reason, code
-        return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
+        return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
     if hello_tail:
         said = _number(fields[-1])
         if said is None:
-            return Frame(BAD_FRAME, kind=kind, fields=fields, raw=raw)
+            return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
         if said != protocol:  # a reader that claims another protocol than it speaks
-            return Frame(BAD_VALUE, kind=kind, fields=fields, raw=raw)
+            return Frame(Verdict.BAD_VALUE, name=name, fields=fields, raw=raw)
     if seq > MAX_SEQ:
-        return Frame(BAD_VALUE, kind=kind, fields=fields, raw=raw)
-    return Frame(OK, kind=kind, seq=seq, dice=dice, fields=fields, raw=raw)
+        return Frame(Verdict.BAD_VALUE, name=name, fields=fields, raw=raw)
+    return Frame(Verdict.OK, name=name, seq=seq, dice=dice, fields=fields, raw=raw)
 
 
 def _cut_short(partial: bytes, protocol: int) -> Frame:
     """Judge a frame that the next ``$`` cut off before its line end: never ok."""
     frame = parse_line(partial, protocol)
-    if frame.verdict == OK:
-        return Frame(BAD_FRAME, kind=frame.kind, fields=frame.fields, raw=partial)
+    if frame.verdict is Verdict.OK:
+        return Frame(Verdict.BAD_FRAME, name=frame.name, fields=frame.fields, raw=partial)
     return frame
 
 
@@ -298,7 +305,7 @@ class FrameDecoder:
                 buf.clear()
                 self._in_frame = False
             elif len(buf) > MAX_FRAME and not (len(buf) == MAX_FRAME + 1 and b == _CR):
-                self._emit(Frame(OVERLONG, raw=bytes(buf)), out)
+                self._emit(Frame(Verdict.OVERLONG, raw=bytes(buf)), out)
                 buf.clear()
                 self._in_frame = False
         return out

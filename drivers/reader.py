@@ -119,13 +119,13 @@ def command_for(frame: Frame, at: str = "") -> Command | None:
     """
     if not frame.ok:
         return None
-    if frame.kind == "ROLL" and frame.dice is not None:
+    if frame.name == "ROLL" and frame.dice is not None:
         d1, d2 = frame.dice
         return Roll(d1, d2, source="reader", seq=frame.seq, actor=READER, at=at)
-    if frame.kind == "HELLO" and frame.seq is not None:
+    if frame.name == "HELLO" and frame.seq is not None:
         return ReaderHello(seq=frame.seq, actor=READER, at=at)
-    if frame.kind == "FAULT":
+    if frame.name == "FAULT":
         return ReaderFault(code=frame.text(2), actor=READER, at=at)
-    if frame.kind == "OK":
+    if frame.name == "OK":
         return ReaderOk(actor=READER, at=at)
     return None

@@ -285,15 +285,15 @@ class SerialDiceReader(DiceReader):
             return
         self._last_good = time.monotonic()
         at = now_iso()
-        if frame.kind == "FAULT":
+        if frame.name == "FAULT":
             self._set_fault(frame.text(2) or "FAULT")
             return
-        if frame.kind == "OK":
+        if frame.name == "OK":
             self._clear_fault()
             return
         fault = self._fault
         if fault in (HEARTBEAT, PORT_LOST, DRIVER_ERROR) or (
-            fault is not None and frame.kind == "HELLO"
+            fault is not None and frame.name == "HELLO"
         ):
             self._clear_fault()  # frames flow again / the reader restarted
         command = command_for(frame, at)

@@ -20,6 +20,7 @@ from controller.cli.display import count, render_status
 from controller.cli.watch import watch
 from controller.control.client import ControlClient
 from controller.control.protocol import ROLES, Role
+from controller.core.commands import SurrenderHow
 from controller.core.errors import UsageError
 
 
@@ -111,8 +112,8 @@ def void(args: argparse.Namespace) -> int:
 
 
 def surrender(args: argparse.Namespace) -> int:
-    kind = "compulsory" if args.compulsory else "voluntary"
-    return _finish(call(args, "surrender", kind=kind), f"{kind} surrender: new shooter")
+    how = SurrenderHow.COMPULSORY if args.compulsory else SurrenderHow.VOLUNTARY
+    return _finish(call(args, "surrender", kind=how), f"{how} surrender: new shooter")
 
 
 def bet(args: argparse.Namespace) -> int:

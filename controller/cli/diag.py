@@ -119,11 +119,11 @@ def frame_line(frame: Frame) -> str:
         detail = f"seq {frame.seq}"
         if frame.dice is not None:
             detail += f"  dice {frame.dice[0]} {frame.dice[1]}"
-        rest = ",".join(frame.fields[2:]) if frame.kind not in ("ROLL",) else ""
+        rest = ",".join(frame.fields[2:]) if frame.name not in ("ROLL",) else ""
         if rest:
             detail += f"  {rest}"
-        return f"{frame.verdict:<12} {frame.kind or '?':<6} {detail}"
-    return f"{frame.verdict:<12} {frame.kind or '?':<6} {frame.raw!r}"
+        return f"{frame.verdict:<12} {frame.name or '?':<6} {detail}"
+    return f"{frame.verdict:<12} {frame.name or '?':<6} {frame.raw!r}"
 
 
 def monitor_reader(
@@ -156,7 +156,7 @@ def monitor_reader(
             for frame in decoder.feed(data):
                 seen += 1
                 _emit(out, json.dumps(frame.to_json()) if as_json else frame_line(frame))
-                if ack and frame.ok and frame.kind == "ROLL" and frame.seq is not None:
+                if ack and frame.ok and frame.name == "ROLL" and frame.seq is not None:
                     with contextlib.suppress(OSError):
                         port.write(encode_ack(frame.seq, protocol))
                 if count is not None and seen >= count:

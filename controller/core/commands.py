@@ -8,9 +8,18 @@ the actor arrive inside the command, so the rules engine stays pure.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar
 
-SURRENDER_KINDS = ("voluntary", "compulsory")
+
+class SurrenderHow(StrEnum):
+    """How a shooter gave up the dice: by choice, or ordered by the boxperson."""
+
+    VOLUNTARY = "voluntary"
+    COMPULSORY = "compulsory"
+
+
+SURRENDER_KINDS: tuple[SurrenderHow, ...] = tuple(SurrenderHow)  # the engine checks against it
 ROLL_SOURCES = frozenset({"reader", "manual", "script", "sim"})
 
 
@@ -60,10 +69,15 @@ class Void(Command):
 
 @dataclass(frozen=True)
 class Surrender(Command):
-    """The shooter gives up the dice before a loser 7 (voluntary or compulsory)."""
+    """The shooter gives up the dice before a loser 7.
+
+    ``kind`` is how (:class:`SurrenderHow`); the field keeps its name because it is the
+    key in the journal's command records and in the socket's ``surrender`` request. It
+    is a plain string on purpose: the engine refuses any other text with a reason.
+    """
 
     name: ClassVar[str] = "surrender"
-    kind: str = "voluntary"
+    kind: str = SurrenderHow.VOLUNTARY
 
 
 @dataclass(frozen=True)

@@ -7,24 +7,45 @@ state, so the journal, recovery, void and replay all use the same code.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar
+
+
+class RollOutcome(StrEnum):
+    """What an accepted roll did to the hand (``docs/state-machine.md``)."""
+
+    NATURAL = "natural"
+    CRAPS = "craps"
+    POINT_ESTABLISHED = "point_established"
+    POINT_MADE = "point_made"
+    SEVEN_OUT = "seven_out"
+    NO_DECISION = "no_decision"
+
+
+_OUTCOMES: dict[str, RollOutcome] = {o.value: o for o in RollOutcome}
 
 
 @dataclass(frozen=True)
 class Event:
-    """Base of every event; ``kind`` names it in the journal and in JSON."""
+    """Base of every event; ``name`` names it in JSON (under ``"event"``)."""
 
-    kind: ClassVar[str] = "event"
+    name: ClassVar[str] = "event"
+
+    @property
+    def kind(self) -> str:
+        """The event's name, as controller/floor/audit.py still calls it."""
+        return self.name
 
     def to_dict(self) -> dict[str, Any]:
-        return {"event": self.kind, **asdict(self)}
+        """A JSON-ready dict with the event's name under ``"event"``."""
+        return {"event": self.name, **asdict(self)}
 
 
 @dataclass(frozen=True)
 class Refused(Event):
     """A command was not applied; ``reason`` says why in a dealer's words."""
 
-    kind: ClassVar[str] = "refused"
+    name: ClassVar[str] = "refused"
     command: str
     reason: str
 
@@ -33,7 +54,7 @@ class Refused(Event):
 class DuplicateRoll(Event):
     """A copy of a roll already applied (same reader seq): ACK it again, change nothing."""
 
-    kind: ClassVar[str] = "duplicate_roll"
+    name: ClassVar[str] = "duplicate_roll"
     seq: int
 
 
@@ -41,7 +62,7 @@ class DuplicateRoll(Event):
 class ReaderRestarted(Event):
     """The reader said HELLO: the next frame numbers are new."""
 
-    kind: ClassVar[str] = "reader_restarted"
+    name: ClassVar[str] = "reader_restarted"
     seq: int
 
 
@@ -49,11 +70,11 @@ class ReaderRestarted(Event):
 class RollAccepted(Event):
     """A roll counted. ``outcome`` names what it did; ``phase`` and ``point`` are after it."""
 
-    kind: ClassVar[str] = "roll"
+    name: ClassVar[str] = "roll"
     d1: int
     d2: int
     total: int
-    outcome: str  # natural, craps, point_established, point_made, seven_out, no_decision
+    outcome: RollOutcome
     phase: str
     point: int | None
     source: str = "reader"
@@ -75,7 +96,7 @@ class RollAccepted(Event):
         at: str = "",
     ) -> None:
         self.__dict__.update(
-            d1=d1, d2=d2, total=total, outcome=outcome, phase=phase, point=point,
+            d1=d1, d2=d2, total=total, outcome=_OUTCOMES[outcome], phase=phase, point=point,
             source=source, seq=seq, actor=actor, at=at,
         )  # fmt: skip
 
@@ -84,7 +105,7 @@ class RollAccepted(Event):
 class BettingClosed(Event):
     """No more fire bets on this hand."""
 
-    kind: ClassVar[str] = "betting_closed"
+    name: ClassVar[str] = "betting_closed"
     reason: str
 
 
@@ -92,7 +113,7 @@ class BettingClosed(Event):
 class NewDifferentPoint(Event):
     """The shooter made a point not made before this hand: its marker shows ``ordinal``."""
 
-    kind: ClassVar[str] = "new_point"
+    name: ClassVar[str] = "new_point"
     point: int
     ordinal: int
 
@@ -101,7 +122,7 @@ class NewDifferentPoint(Event):
 class SurveillanceAlert(Event):
     """The alert count of different points was reached: surveillance must confirm."""
 
-    kind: ClassVar[str] = "surveillance_alert"
+    name: ClassVar[str] = "surveillance_alert"
     hand: int
     unique_points: int
 
@@ -110,7 +131,7 @@ class SurveillanceAlert(Event):
 class Acknowledged(Event):
     """The surveillance alert was acknowledged."""
 
-    kind: ClassVar[str] = "acknowledged"
+    name: ClassVar[str] = "acknowledged"
     actor: str = "dealer"
     at: str = ""
 
@@ -119,7 +140,7 @@ class Acknowledged(Event):
 class SurveillanceConfirmed(Event):
     """Surveillance confirmed the fire bets and payouts of alerted ``hand`` (``by`` whom)."""
 
-    kind: ClassVar[str] = "surveillance_confirmed"
+    name: ClassVar[str] = "surveillance_confirmed"
     hand: int
     by: str
     id: str = ""
@@ -131,7 +152,7 @@ class SurveillanceConfirmed(Event):
 class Settlement(Event):
     """The fire bets of ``hand`` were settled (at the loser 7, or at the 6th point)."""
 
-    kind: ClassVar[str] = "settlement"
+    name: ClassVar[str] = "settlement"
     hand: int
     points: tuple[int, ...]
     unique_points: int
@@ -176,7 +197,7 @@ class Settlement(Event):
 class NewHand(Event):
     """After the loser 7 a new shooter starts a new fire-bet hand."""
 
-    kind: ClassVar[str] = "new_hand"
+    name: ClassVar[str] = "new_hand"
     hand: int
     shooter: int
 
@@ -185,7 +206,7 @@ class NewHand(Event):
 class Surrendered(Event):
     """The shooter gave up the dice; ``pending`` when the fire bets wait for the successor."""
 
-    kind: ClassVar[str] = "surrendered"
+    name: ClassVar[str] = "surrendered"
     surrender: str  # voluntary or compulsory
     shooter: int  # the successor shooter's number
     pending: bool
@@ -198,7 +219,7 @@ class Surrendered(Event):
 class BetAccepted(Event):
     """A wager was taken on ``position``; ``total`` is what now rides there."""
 
-    kind: ClassVar[str] = "bet"
+    name: ClassVar[str] = "bet"
     position: int
     amount: int
     total: int
@@ -210,7 +231,7 @@ class BetAccepted(Event):
 class BetCancelled(Event):
     """The wager on ``position`` was taken back before betting closed."""
 
-    kind: ClassVar[str] = "cancel"
+    name: ClassVar[str] = "cancel"
     position: int
     amount: int
     actor: str = "dealer"
@@ -221,7 +242,7 @@ class BetCancelled(Event):
 class RollVoided(Event):
     """The last roll was voided; the state is as before it (settlement reversed too)."""
 
-    kind: ClassVar[str] = "void"
+    name: ClassVar[str] = "void"
     d1: int
     d2: int
     reversed_settlement: Settlement | None = None
@@ -236,7 +257,7 @@ class SeqConflict(Event):
     The reader is in fault (``SEQ_CONFLICT``) until it says HELLO; both dice are kept.
     """
 
-    kind: ClassVar[str] = "seq_conflict"
+    name: ClassVar[str] = "seq_conflict"
     seq: int
     recorded_d1: int
     recorded_d2: int
@@ -252,7 +273,7 @@ class RollHeld(Event):
     ``number`` names it for ``firebet held apply N`` / ``discard N``.
     """
 
-    kind: ClassVar[str] = "roll_held"
+    name: ClassVar[str] = "roll_held"
     number: int
     seq: int | None
     d1: int
@@ -264,7 +285,7 @@ class RollHeld(Event):
 class HeldRollApplied(Event):
     """The dealer applied held roll ``number``: the roll events that follow are its."""
 
-    kind: ClassVar[str] = "held_applied"
+    name: ClassVar[str] = "held_applied"
     number: int
     seq: int | None
     d1: int
@@ -277,7 +298,7 @@ class HeldRollApplied(Event):
 class HeldRollDiscarded(Event):
     """The dealer discarded held roll ``number`` (a throw already entered by hand)."""
 
-    kind: ClassVar[str] = "held_discarded"
+    name: ClassVar[str] = "held_discarded"
     number: int
     seq: int | None
     d1: int
@@ -290,12 +311,12 @@ class HeldRollDiscarded(Event):
 class FaultRecorded(Event):
     """A fault was counted on the meters."""
 
-    kind: ClassVar[str] = "fault"
+    name: ClassVar[str] = "fault"
     code: str
 
 
 EVENTS: dict[str, type[Event]] = {
-    e.kind: e
+    e.name: e
     for e in (
         Refused,
         DuplicateRoll,
@@ -333,10 +354,10 @@ def _settlement_from_dict(body: dict[str, Any]) -> Settlement:
 def event_from_dict(data: dict[str, Any]) -> Event:
     """Rebuild an event from :meth:`Event.to_dict` output after a JSON round trip."""
     body = dict(data)
-    kind = body.pop("event", None)
-    cls = EVENTS.get(str(kind))
+    name = body.pop("event", None)
+    cls = EVENTS.get(str(name))
     if cls is None:
-        raise ValueError(f"unknown event {kind!r}")
+        raise ValueError(f"unknown event {name!r}")
     if cls is Settlement:
         return _settlement_from_dict(body)
     if cls is RollVoided and body.get("reversed_settlement") is not None:

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.core.commands import (
-    SURRENDER_KINDS,
     Ack,
     Bet,
     Cancel,
     Command,
     Roll,
     Surrender,
+    SurrenderHow,
     Void,
 )
 from controller.core.engine import Engine
@@ -57,10 +57,13 @@ def parse_line(line: str, source: str = "<script>", no: int = 1) -> Command | No
     if verb == "ack" and len(words) == 1:
         return Ack(actor="script")
     if verb == "surrender" and len(words) <= 2:
-        kind = words[1].lower() if len(words) == 2 else "voluntary"
-        if kind not in SURRENDER_KINDS:
-            raise ScriptError(source, no, line, "a surrender is 'voluntary' or 'compulsory'")
-        return Surrender(kind=kind, actor="script")
+        try:
+            how = SurrenderHow(words[1].lower()) if len(words) == 2 else SurrenderHow.VOLUNTARY
+        except ValueError:
+            raise ScriptError(
+                source, no, line, "a surrender is 'voluntary' or 'compulsory'"
+            ) from None
+        return Surrender(kind=how, actor="script")
     if verb == "bet":
         if len(words) != 3:
             raise ScriptError(source, no, line, "a bet is 'bet POSITION AMOUNT', like 'bet 3 5'")
@@ -96,7 +99,7 @@ def _common_lines() -> dict[str, Command]:
             common[f"{d1} {d2}"] = Roll(d1, d2, source="script", actor="script")
     common["void"] = Void(actor="script")
     common["ack"] = Ack(actor="script")
-    common["surrender"] = Surrender(kind="voluntary", actor="script")
+    common["surrender"] = Surrender(kind=SurrenderHow.VOLUNTARY, actor="script")
     common.update({f"{line}\n": command for line, command in common.items()})
     return common
 

@@ -30,6 +30,7 @@ from controller.core.events import (
     Refused,
     RollAccepted,
     RollHeld,
+    RollOutcome,
     RollVoided,
     SeqConflict,
     Settlement,
@@ -317,7 +318,7 @@ def _roll(f: Fields, e: RollAccepted) -> None:
         f["reader_dice"] = (e.d1, e.d2)
     if e.source == "manual":  # from now on the reader's rolls wait for the dealer
         f["hold_reader"] = True
-    if e.outcome == "point_made":
+    if e.outcome == RollOutcome.POINT_MADE:
         m = f["meters"]
         f["meters"] = _but(m, points_made=m.points_made + 1)
     f["undo"] = undo

@@ -19,6 +19,7 @@ from controller.core.commands import (
     DiscardHeld,
     Roll,
     Surrender,
+    SurrenderHow,
     Void,
 )
 from controller.core.errors import UsageError
@@ -40,7 +41,9 @@ def dealer_command(op: str, args: Mapping[str, Any], actor: str, mode: Mode) -> 
     if op == "void":
         return Void(actor=actor, at=at)
     if op == "surrender":
-        return Surrender(kind=str(args.get("kind", "voluntary")), actor=actor, at=at)
+        # the request names how under "kind"; the engine refuses any other text with a reason
+        how = str(args.get("kind", SurrenderHow.VOLUNTARY))
+        return Surrender(kind=how, actor=actor, at=at)
     if op == "bet":
         return Bet(int_arg(args, "position"), int_arg(args, "amount"), actor=actor, at=at)
     if op == "cancel":

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from controller.core.lamps import LightsView, Outputs, marker_report
+from controller.core.lamps import LightsView, Mode, Outputs, marker_report
 from controller.core.state import TableState
 
 SEQ_CONFLICT = "SEQ_CONFLICT"
@@ -22,7 +22,7 @@ class Published:
     """What the engine thread last published for readers on other threads."""
 
     state: TableState
-    mode: str
+    mode: Mode
     outputs: Outputs
     view: LightsView
     halted: str | None

@@ -99,7 +99,7 @@ def test_loop_url_and_on_frame_see_every_verdict() -> None:
         while len(frames) < 4:
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        assert [(f.verdict, f.kind) for f in frames] == [
+        assert [(f.verdict, f.name) for f in frames] == [
             ("bad_checksum", "HB"),
             ("ok", "HB"),
             ("ok", "ROLL"),

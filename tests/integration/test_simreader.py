@@ -41,13 +41,13 @@ class Line:
             got.extend(f for _, f in self.frames(0.02))
         return got
 
-    def until(self, kind: str, timeout: float = 2.0) -> Frame:
+    def until(self, name: str, timeout: float = 2.0) -> Frame:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for _, frame in self.frames(0.02):
-                if frame.ok and frame.kind == kind:
+                if frame.ok and frame.name == name:
                     return frame
-        raise AssertionError(f"no {kind} frame within {timeout} s")
+        raise AssertionError(f"no {name} frame within {timeout} s")
 
     def ack(self, seq: int) -> None:
         self.port.write(encode_ack(seq))
@@ -80,7 +80,7 @@ def test_pty_port_is_a_tty_path() -> None:
 
 def test_heartbeats_count_up(pair: tuple[SimulatedReader, Line]) -> None:
     _sim, line = pair
-    hbs = [f for _, f in line.frames(0.3) if f.kind == "HB"]
+    hbs = [f for _, f in line.frames(0.3) if f.name == "HB"]
     assert len(hbs) >= 3
     assert all(f.ok for f in hbs)
     seqs = [f.seq for f in hbs if f.seq is not None]
@@ -92,7 +92,7 @@ def test_unacked_roll_repeats_with_same_seq_until_acked(
 ) -> None:
     sim, line = pair
     sim.throw(2, 3)
-    rolls = [(t, f) for t, f in line.frames(0.45) if f.kind == "ROLL"]
+    rolls = [(t, f) for t, f in line.frames(0.45) if f.name == "ROLL"]
     assert len(rolls) >= 3
     assert {f.seq for _, f in rolls} == {rolls[0][1].seq}
     assert all(f.dice == (2, 3) for _, f in rolls)
@@ -102,7 +102,7 @@ def test_unacked_roll_repeats_with_same_seq_until_acked(
     assert seq is not None and sim.pending_seq == seq
     line.ack(seq)
     assert sim.wait_acked(seq)
-    assert not [f for _, f in line.frames(0.3) if f.kind == "ROLL"]
+    assert not [f for _, f in line.frames(0.3) if f.name == "ROLL"]
     assert sim.pending_seq is None
 
 
@@ -113,7 +113,7 @@ def test_ack_of_another_seq_does_not_stop_the_repeats(pair: tuple[SimulatedReade
     assert seq is not None
     line.ack((seq + 1) % 65536)
     time.sleep(0.05)
-    assert [f.seq for _, f in line.frames(0.25) if f.kind == "ROLL"].count(seq) >= 1
+    assert [f.seq for _, f in line.frames(0.25) if f.name == "ROLL"].count(seq) >= 1
     assert sim.pending_seq == seq
 
 
@@ -130,7 +130,7 @@ def test_script_then_seeded_random_rolls(transport: str) -> None:
                 got.append(frame.dice)
                 line.ack(frame.seq)
                 assert sim.wait_acked(frame.seq)
-            assert not [f for _, f in line.frames(0.1) if f.kind == "ROLL"]  # rolls=4 is the end
+            assert not [f for _, f in line.frames(0.1) if f.name == "ROLL"]  # rolls=4 is the end
         finally:
             line.port.close()
             sim.stop()
@@ -167,16 +167,16 @@ def test_faults_noroll_garbage_and_bad_checksum(pair: tuple[SimulatedReader, Lin
     sim.clear_fault()
     sim.send_bad_checksum()
     garbage = sim.send_garbage(40)
-    frames = line.gather(lambda got: len([f for f in got if f.kind != "HB"]) >= 4)
+    frames = line.gather(lambda got: len([f for f in got if f.name != "HB"]) >= 4)
     frames += line.gather(lambda _: garbage in line.raw)
-    kinds = [(f.verdict, f.kind) for f in frames if f.kind != "HB"]
+    kinds = [(f.verdict, f.name) for f in frames if f.name != "HB"]
     assert kinds[:4] == [
         ("ok", "FAULT"),
         ("ok", "NOROLL"),
         ("ok", "OK"),
         ("bad_checksum", "ROLL"),
     ]
-    assert [f.text(2) for f in frames if f.kind == "FAULT"] == ["CAMERA"]
+    assert [f.text(2) for f in frames if f.name == "FAULT"] == ["CAMERA"]
     assert garbage in line.raw
 
 

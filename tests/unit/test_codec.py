@@ -46,7 +46,7 @@ def test_worked_example_checksum() -> None:
     assert encode_roll(17, 3, 4) == b"$ROLL,17,3,4*A00F\r\n"
 
 
-def test_every_kind_decodes() -> None:
+def test_every_frame_name_decodes() -> None:
     data = (
         encode_hello(0, "DR5", "2.1")
         + encode_roll(1, 6, 1)
@@ -58,7 +58,7 @@ def test_every_kind_decodes() -> None:
     )
     frames = decode(data)
     assert [f.verdict for f in frames] == ["ok"] * 7
-    assert [f.kind for f in frames] == ["HELLO", "ROLL", "NOROLL", "HB", "FAULT", "OK", "ACK"]
+    assert [f.name for f in frames] == ["HELLO", "ROLL", "NOROLL", "HB", "FAULT", "OK", "ACK"]
     assert [f.seq for f in frames] == [0, 1, 2, 3, 4, 5, 65535]
     assert frames[1].dice == (6, 1)
     assert frames[0].fields == ("HELLO", "0", "DR5", "2.1", "2")
@@ -74,7 +74,7 @@ def test_lowercase_checksum_is_accepted_and_line_end_may_be_bare_lf() -> None:
 
 
 @pytest.mark.parametrize(
-    ("data", "verdict", "kind"),
+    ("data", "verdict", "name"),
     [
         (framed(b"ROLL,17,3,4", "31"), "bad_checksum", "ROLL"),
         (framed(b"ROLL,17,7,4"), "bad_value", "ROLL"),
@@ -95,10 +95,10 @@ def test_lowercase_checksum_is_accepted_and_line_end_may_be_bare_lf() -> None:
         (b"$" + b"A" * 100 + b"\r\n", "overlong", None),
     ],
 )
-def test_bad_input_verdicts(data: bytes, verdict: str, kind: str | None) -> None:
+def test_bad_input_verdicts(data: bytes, verdict: str, name: str | None) -> None:
     decoder = FrameDecoder()
     frames = decoder.feed(data)
-    assert [(f.verdict, f.kind) for f in frames] == [(verdict, kind)]
+    assert [(f.verdict, f.name) for f in frames] == [(verdict, name)]
     assert frames[0].seq is None and frames[0].dice is None
     assert decoder.counters[verdict] == 1
     assert sum(decoder.counters.values()) == 1
@@ -184,7 +184,7 @@ def test_encode_then_decode_round_trips_any_body(body: str) -> None:
 @given(seqs, die, die)
 def test_roll_round_trip(seq: int, d1: int, d2: int) -> None:
     [frame] = decode(encode_roll(seq, d1, d2))
-    assert (frame.verdict, frame.kind, frame.seq, frame.dice) == ("ok", "ROLL", seq, (d1, d2))
+    assert (frame.verdict, frame.name, frame.seq, frame.dice) == ("ok", "ROLL", seq, (d1, d2))
 
 
 @given(st.lists(st.tuples(st.binary(max_size=120), valid_frames), max_size=12), st.binary())
@@ -226,7 +226,7 @@ def test_random_bytes_never_raise_and_the_buffer_stays_bounded(chunks: list[byte
             assert frame.verdict in VERDICTS
             assert len(frame.raw) <= MAX_FRAME + 2
             if frame.ok:
-                assert frame.kind in codec.KINDS and frame.seq is not None
+                assert frame.name in codec.FRAME_NAMES and frame.seq is not None
             total += 1
         assert decoder.buffered <= MAX_FRAME + 1
     assert sum(decoder.counters.values()) == total
