@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from controller.core.config import load_config
-from tests.support import ROOT, TEST_CONFIG, RunningTable, start_table, wait_for
+from tests.support import ROOT, TEST_CONFIG, RunningTable, table_running, wait_for
 
 NOBODY = 65534
 NOGROUP = 65534  # nobody's own group: the dealer group in this test's config
@@ -82,14 +82,9 @@ def table() -> Iterator[tuple[RunningTable, Path]]:
     config.write_text(
         '[control]\ndealer_group = "nogroup"\ntechnician_group = "root"\n' + TEST_CONFIG
     )
-    t, thread = start_table(top / "state", top / "control.sock", load_config(config))
-    (top / "control.sock").chmod(0o666)  # stands in for membership of the service's group
-    yield t, top
-    t.controller.stop()
-    thread.join(timeout=5)
-    t.controller.close()
-    t.device.stop()
-    t.factory.close()
+    with table_running(top / "state", top / "control.sock", load_config(config)) as t:
+        (top / "control.sock").chmod(0o666)  # stands in for membership of the service's group
+        yield t, top
     shutil.rmtree(top, ignore_errors=True)
 
 

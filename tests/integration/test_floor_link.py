@@ -58,15 +58,8 @@ def floor(mosquitto: Mosquitto) -> Iterator[Subscriber]:
 @pytest.fixture
 def table(tmp_path: Path, mosquitto: Mosquitto, floor: Subscriber) -> Iterator[RunningTable]:
     config = floor_config(tmp_path, mosquitto)
-    running, thread = support.start_table(tmp_path / "state", tmp_path / "control.sock", config)
-    try:
+    with support.table_running(tmp_path / "state", tmp_path / "control.sock", config) as running:
         yield running
-    finally:
-        running.controller.stop()
-        thread.join(timeout=support.PROCESS_DEADLINE_S)
-        running.controller.close()
-        running.device.stop()
-        running.factory.close()
 
 
 def journal_records(table: RunningTable) -> list[tuple[int, str, str]]:

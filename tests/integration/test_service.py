@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from controller.journal import JournalWriteError
-from tests.support import MARKER_PINS, RunningTable, run_firebet, start_table, wait_for
+from tests.support import MARKER_PINS, RunningTable, run_firebet, table_running, wait_for
 
 
 def test_rolls_are_acked_and_markers_lit_on_the_pins(running_table: RunningTable) -> None:
@@ -101,8 +101,7 @@ def test_a_damaged_journal_halts_until_a_technician_clears_it(tmp_path: Path) ->
     state = tmp_path / "state"
     state.mkdir()
     (state / "journal.db").write_bytes(b"this is not a database" * 100)
-    t, thread = start_table(state, tmp_path / "c.sock")
-    try:
+    with table_running(state, tmp_path / "c.sock") as t:
         s = t.status()
         assert s["mode"] == "halted" and "is not a journal" in s["halted"]
         seq = t.throw(3, 4, acked=False)
@@ -116,26 +115,13 @@ def test_a_damaged_journal_halts_until_a_technician_clears_it(tmp_path: Path) ->
         gone = t.ask("clear-halt", note="moved aside: still no fresh game from clear-halt")
         assert not gone["ok"] and "journal init" in gone["error"], gone
         assert t.status()["mode"] == "halted"
-    finally:
-        t.controller.stop()
-        thread.join(timeout=5)
-        t.controller.close()
-        t.device.stop()
-        t.factory.close()
     done = run_firebet(
         "journal", "init", "--state-dir", str(state), "--reason", "damaged file, ticket 1"
     )
     assert done.returncode == 0, done.stderr
-    t, thread = start_table(state, tmp_path / "c.sock")
-    try:
+    with table_running(state, tmp_path / "c.sock") as t:
         assert t.status()["mode"] == "running"
         t.throw(3, 4)
-    finally:
-        t.controller.stop()
-        thread.join(timeout=5)
-        t.controller.close()
-        t.device.stop()
-        t.factory.close()
 
 
 def test_a_journal_that_cannot_be_written_refuses_rolls_but_serves_status(

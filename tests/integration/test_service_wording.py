@@ -10,7 +10,7 @@ import pwd
 from pathlib import Path
 
 from controller.service.jobs import Halt
-from tests.support import RunningTable, run_firebet, start_table, wait_for
+from tests.support import RunningTable, run_firebet, table_running, wait_for
 
 
 def cli(table: RunningTable, *args: str) -> tuple[int, str, str]:
@@ -55,17 +55,10 @@ def test_a_roll_on_a_halted_table_names_the_halt(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir()
     (state / "journal.db").write_bytes(b"this is not a database" * 100)
-    t, thread = start_table(state, tmp_path / "c.sock")
-    try:
+    with table_running(state, tmp_path / "c.sock") as t:
         reply = t.ask("roll", d1=2, d2=2)
         assert not reply["ok"] and "halted" in reply["error"]
         assert "reader is working" not in reply["error"]
-    finally:
-        t.controller.stop()
-        thread.join(timeout=5)
-        t.controller.close()
-        t.device.stop()
-        t.factory.close()
 
 
 def test_a_second_wager_says_the_new_total(running_table: RunningTable) -> None:
@@ -106,20 +99,13 @@ def test_history_names_who_entered_a_manual_roll(running_table: RunningTable) ->
 
 def test_history_shows_the_clear_halt_with_who_and_why(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    t, thread = start_table(state, tmp_path / "c.sock")
-    try:
+    with table_running(state, tmp_path / "c.sock") as t:
         t.throw(2, 2)
         t.controller.queue.put(Halt(None, "a test halt"))
         wait_for(lambda: t.status()["mode"] == "halted", what="the halt")
         cleared = t.ask("clear-halt", note="checked the cable")
         assert cleared["ok"], cleared
         hand = t.ask("history", hands=1)["hands"][-1]
-    finally:
-        t.controller.stop()
-        thread.join(timeout=5)
-        t.controller.close()
-        t.device.stop()
-        t.factory.close()
     (clear,) = [a for a in hand["actions"] if a["action"] == "clear_halt"]
     assert clear["note"] == "checked the cable" and "a test halt" in clear["was"]
     assert clear["actor"].endswith(f"({os.getuid()})")

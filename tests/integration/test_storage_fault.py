@@ -8,7 +8,6 @@ A real small file system: a tmpfs of a few MiB, filled up and remounted read-onl
 from __future__ import annotations
 
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 from controller.core.lamps import Effect, Mode, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
 from controller.core.state import TableState
-from tests.support import RunningTable, start_table, wait_for
+from tests.support import table_running, wait_for
 
 
 def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
@@ -34,22 +33,6 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mnt
     finally:
         _run("umount", "-l", str(mnt))
-
-
-class Table:
-    """A running table whose state directory is on the small disk."""
-
-    def __init__(self, state: Path, sock: Path) -> None:
-        self.t: RunningTable
-        self.thread: threading.Thread
-        self.t, self.thread = start_table(state, sock)
-
-    def stop(self) -> None:
-        self.t.controller.stop()
-        self.thread.join(timeout=60)
-        self.t.controller.close()
-        self.t.device.stop()
-        self.t.factory.close()
 
 
 def test_storage_fault_has_its_own_lamp_pattern() -> None:
@@ -73,9 +56,7 @@ def _fill(disk: Path) -> Path:
 def test_disk_full_is_storage_fault_then_play_resumes_by_itself(
     small_disk: Path, tmp_path: Path
 ) -> None:
-    table = Table(small_disk / "state", tmp_path / "control.sock")
-    t = table.t
-    try:
+    with table_running(small_disk / "state", tmp_path / "control.sock") as t:
         t.throw(3, 3)  # point 6
         filler = _fill(small_disk)
         refused: int | None = None
@@ -100,8 +81,6 @@ def test_disk_full_is_storage_fault_then_play_resumes_by_itself(
         wait_for(lambda: t.status()["mode"] == "running", what="play to resume")
         assert t.status()["rolls"] == rolls + 1
         assert t.controller.lights._applied["status"] == Effect.ON
-    finally:
-        table.stop()
 
 
 @pytest.mark.slow
@@ -109,16 +88,11 @@ def test_read_only_file_system_at_start_is_storage_fault_not_a_halt(
     small_disk: Path, tmp_path: Path
 ) -> None:
     state = small_disk / "state"
-    table = Table(state, tmp_path / "first.sock")
-    try:
-        table.t.throw(4, 4)
-        table.t.throw(5, 5)
-    finally:
-        table.stop()
+    with table_running(state, tmp_path / "first.sock") as t:
+        t.throw(4, 4)
+        t.throw(5, 5)
     assert _run("mount", "-o", "remount,ro", str(small_disk)).returncode == 0
-    table = Table(state, tmp_path / "second.sock")
-    t = table.t
-    try:
+    with table_running(state, tmp_path / "second.sock") as t:
         s = t.status()
         assert s["mode"] == "storage_fault", s
         assert s["halted"] is None and "read-only" in s["storage_fault"]
@@ -130,5 +104,3 @@ def test_read_only_file_system_at_start_is_storage_fault_not_a_halt(
         assert t.device.wait_acked(seq, timeout=30)
         wait_for(lambda: t.status()["mode"] == "running", what="play to resume")
         assert t.status()["rolls"] == 3
-    finally:
-        table.stop()
