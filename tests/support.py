@@ -15,10 +15,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
 from controller.control.client import ControlClient
+from controller.control.protocol import Handler
+from controller.control.server import ControlServer
 from controller.core.config import Config, FireBetRules, load_config
 from controller.core.engine import Engine, Outcome
 from controller.core.events import Event, Refused, Settlement
@@ -187,6 +190,33 @@ def table_running(
         table.controller.close()
         table.device.stop()
         table.factory.close()
+
+
+DEALERS, TECHS = "firebet-dealer", "firebet-tech"  # the control tests' group names
+
+
+@contextmanager
+def control_servers(
+    path: Path, handler: Callable[[], Handler], **defaults: Any
+) -> Iterator[Callable[..., ControlServer]]:
+    """A maker of started control servers (at ``path`` unless told ``path=``; a fresh
+    ``handler()`` unless given one; ``defaults`` under the keywords), all stopped after."""
+    servers: list[ControlServer] = []
+
+    def make(given: Handler | None = None, **kwargs: Any) -> ControlServer:
+        where = kwargs.pop("path", path)
+        server = ControlServer(
+            where, given if given is not None else handler(), DEALERS, TECHS, **defaults | kwargs
+        )
+        server.start()
+        servers.append(server)
+        return server
+
+    try:
+        yield make
+    finally:
+        for server in servers:
+            server.stop()
 
 
 class Tmux:

@@ -28,8 +28,8 @@ from controller.control.protocol import (
 )
 from controller.control.server import ControlServer
 from controller.core.errors import FirebetError, ServiceUnreachable, UsageError
+from tests.support import DEALERS, TECHS, control_servers
 
-DEALERS, TECHS = "firebet-dealer", "firebet-tech"
 SERVICE_UID = 999  # the fake service user in tests; the test process itself runs as someone else
 
 
@@ -62,23 +62,8 @@ def sock_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def make_server(sock_path: Path) -> Iterator[Callable[..., ControlServer]]:
-    servers: list[ControlServer] = []
-
-    def make(handler: Any = None, **kwargs: Any) -> ControlServer:
-        server = ControlServer(
-            kwargs.pop("path", sock_path),
-            handler if handler is not None else Recorder(),
-            DEALERS,
-            TECHS,
-            **kwargs,
-        )
-        server.start()
-        servers.append(server)
-        return server
-
-    yield make
-    for server in servers:
-        server.stop()
+    with control_servers(sock_path, Recorder) as make:
+        yield make
 
 
 def raw_exchange(path: Path, payload: bytes, replies: int) -> list[dict[str, Any]]:

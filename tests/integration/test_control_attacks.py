@@ -20,9 +20,7 @@ from controller.control.client import ControlClient
 from controller.control.protocol import Identity, Request
 from controller.control.server import ControlServer
 from controller.core.errors import FirebetError, ServiceUnreachable
-from tests.support import wait_for
-
-DEALERS, TECHS = "firebet-dealer", "firebet-tech"
+from tests.support import DEALERS, TECHS, control_servers, wait_for
 
 
 class Recorder:
@@ -59,19 +57,8 @@ def sock_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def serve(sock_path: Path) -> Iterator[Callable[..., ControlServer]]:
-    servers: list[ControlServer] = []
-
-    def make(handler: Any = None, **kwargs: Any) -> ControlServer:
-        kwargs.setdefault("identify", dealer)
-        kwargs.setdefault("service_uid", 999)
-        server = ControlServer(sock_path, handler or Recorder(), DEALERS, TECHS, **kwargs)
-        server.start()
-        servers.append(server)
-        return server
-
-    yield make
-    for server in servers:
-        server.stop()
+    with control_servers(sock_path, Recorder, identify=dealer, service_uid=999) as make:
+        yield make
 
 
 class Line:
@@ -100,6 +87,12 @@ class Line:
         self.file.close()
         self.sock.close()
 
+    def __enter__(self) -> Line:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 # item 4: every request, however ill-formed, gets a reply naming what was wrong ---------
 
@@ -121,16 +114,13 @@ def test_every_ill_formed_request_gets_an_error_naming_it(
 ) -> None:
     rec = Recorder()
     serve(rec)
-    conn = Line(sock_path)
-    try:
+    with Line(sock_path) as conn:
         conn.send(line + b"\n")
         bad = conn.reply()
         assert bad["ok"] is False and reason in bad["error"], bad
         assert bad["error"].startswith(("malformed request: ", "request line too long"))
         assert conn.ask({"op": "status", "id": 1}) == {"ok": True, "op": "status", "args": {},
                                                        "n": 1, "id": 1}  # fmt: skip
-    finally:
-        conn.close()
     assert rec.count("bet") == 0
 
 
@@ -138,13 +128,10 @@ def test_a_huge_line_gets_one_error_and_the_next_line_is_served(
     serve: Any, sock_path: Path
 ) -> None:
     serve()
-    conn = Line(sock_path)
-    try:
+    with Line(sock_path) as conn:
         conn.send(b"x" * (3 * 1024 * 1024) + b"\n" + b'{"op":"ping","id":2}\n')
         assert "request line too long" in conn.reply()["error"]
         assert conn.reply()["pong"] is True
-    finally:
-        conn.close()
 
 
 @pytest.fixture(scope="module")
@@ -205,21 +192,17 @@ def test_fuzz_requests_every_line_answered(fuzz_server: Path, body: dict[str, An
 
 def test_idle_connections_are_dropped(serve: Any, sock_path: Path) -> None:
     server = serve(idle_timeout=0.3)
-    conn = Line(sock_path)
-    try:
+    with Line(sock_path) as conn:
         assert conn.ask({"op": "ping"})["pong"] is True
         bye = conn.reply()  # nothing sent: the server says why it closes, then closes
         assert bye == {"ok": False, "error": "closed: no request for 0.3 s"}
         assert conn.file.readline() == b""
         wait_for(lambda: server.connections == 0, what="the server to forget the connection")
-    finally:
-        conn.close()
 
 
 def test_a_slowloris_half_line_is_dropped_too(serve: Any, sock_path: Path) -> None:
     serve(idle_timeout=0.3)
-    conn = Line(sock_path)
-    try:
+    with Line(sock_path) as conn:
         closed = False
         give_up = time.monotonic() + 30  # it is closed after 0.3 s; a busy machine is slow
         while not closed and time.monotonic() < give_up:
@@ -231,8 +214,6 @@ def test_a_slowloris_half_line_is_dropped_too(serve: Any, sock_path: Path) -> No
                 time.sleep(0.05)
         assert closed, "a connection that never completes a request must be closed"
         assert conn.reply() == {"ok": False, "error": "closed: no request for 0.3 s"}
-    finally:
-        conn.close()
 
 
 def test_hundreds_of_idle_connections_keep_nobody_out(serve: Any, sock_path: Path) -> None:
@@ -334,8 +315,7 @@ def test_busy_is_a_retryable_refusal_not_service_down(serve: Any, sock_path: Pat
 def test_a_retry_with_the_same_id_is_applied_once(serve: Any, sock_path: Path) -> None:
     rec = Recorder()
     serve(rec)
-    a, b = Line(sock_path), Line(sock_path)
-    try:
+    with Line(sock_path) as a, Line(sock_path) as b:
         bet = {"op": "bet", "args": {"position": 3, "amount": 1}, "id": "dealer-7"}
         first = a.ask(bet)
         again = b.ask(bet)  # another connection, as after a dropped one
@@ -345,9 +325,6 @@ def test_a_retry_with_the_same_id_is_applied_once(serve: Any, sock_path: Path) -
         assert other["ok"] is False and "already used for another request" in other["error"]
         assert a.ask({**bet, "id": "dealer-8"})["ok"] is True  # a new id is a new bet
         assert rec.count("bet") == 2
-    finally:
-        a.close()
-        b.close()
 
 
 def test_a_retry_while_the_first_is_in_flight_waits_for_it(serve: Any, sock_path: Path) -> None:
@@ -423,8 +400,7 @@ def test_a_kept_connection_closed_for_idleness_is_reopened_by_the_client(
 def test_a_reading_flood_is_paced_per_user_and_a_dealer_is_not(serve: Any, sock_path: Path) -> None:
     rec = Recorder()
     serve(rec, read_rate=20.0)
-    flood, dealer_conn = Line(sock_path), Line(sock_path)
-    try:
+    with Line(sock_path) as flood, Line(sock_path) as dealer_conn:
         t0 = time.monotonic()
         flood.send(b'{"op":"status"}\n' * 60)  # a second's burst (20), then 20 a second
         wait_for(lambda: rec.count("status") >= 25, what="the burst to be served")
@@ -433,9 +409,6 @@ def test_a_reading_flood_is_paced_per_user_and_a_dealer_is_not(serve: Any, sock_
         for _ in range(60):
             assert flood.reply()["ok"] is True
         assert time.monotonic() - t0 >= (60 - 20) / 20 * 0.9  # never faster than the pace
-    finally:
-        flood.close()
-        dealer_conn.close()
 
 
 def test_the_reading_lane_rests_so_it_takes_only_its_share_of_a_cpu(
@@ -448,13 +421,10 @@ def test_the_reading_lane_rests_so_it_takes_only_its_share_of_a_cpu(
         return {}
 
     serve(burn, lane_duty={"read": 0.25})
-    conn = Line(sock_path)
-    try:
+    with Line(sock_path) as conn:
         t0 = time.monotonic()
         conn.send(b'{"op":"history"}\n' * 3)
         for _ in range(3):
             assert conn.reply()["ok"] is True
         # 3 x 50 ms of work, and 150 ms of rest after each of the first two at least
         assert time.monotonic() - t0 >= 3 * 0.05 + 2 * 0.15
-    finally:
-        conn.close()
