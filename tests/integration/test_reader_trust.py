@@ -15,11 +15,10 @@ from gpiozero.pins.mock import MockFactory, MockPWMPin
 
 from controller.control.client import ControlClient
 from controller.core.commands import Command, ReaderFault, ReaderOk, Roll
-from controller.core.config import load_config
 from controller.service.controller import Controller
 from drivers.serial_reader import SerialDiceReader
 from drivers.sim_reader import SimulatedReader
-from tests.support import run_firebet, wait_for
+from tests.support import run_firebet, table_config, wait_for
 
 
 class Posted:
@@ -125,7 +124,7 @@ def test_the_service_shows_a_driver_fault_with_its_reason_and_takes_manual_rolls
     factory = MockFactory(pin_class=MockPWMPin)
     sock = tmp_path / "control.sock"
     controller = Controller(
-        load_config(), tmp_path / "state", reader=reader, pin_factory=factory, socket_path=sock
+        table_config(), tmp_path / "state", reader=reader, pin_factory=factory, socket_path=sock
     )
 
     def engine() -> None:
