@@ -13,7 +13,9 @@ difference is reported once, at the record where it happened.
 A command record that comes without the table's events (the table could not
 derive them: a damaged journal) is folded with the rules' answer and marked *not
 checked*: :attr:`TableAudit.checked_hand` does not pass its hand, and
-:attr:`TableAudit.unchecked_hands` names it.
+:attr:`TableAudit.unchecked_hands` names it. The first such record of a hand is
+also a :class:`Discrepancy` (``unchecked``): a table that stopped sending its
+events (or was made to) raises an alert, not only a quieter console.
 
 The same walk sorts the records into hands (rolls, points in order, wagers,
 settlement, who did what) for the console, in the shape of ``history --json``.
@@ -184,7 +186,7 @@ class Discrepancy:
 
     record: int
     hand: int
-    what: str  # settlement, markers, alert, events, unreadable
+    what: str  # settlement, markers, alert, events, unreadable, unchecked
     detail: str
 
 
@@ -307,6 +309,11 @@ class TableAudit:
             self.first_unchecked = hand
         if hand not in self.unchecked_hands:
             self.unchecked_hands = sorted([*self.unchecked_hands, hand])[-UNCHECKED_KEPT:]
+            if why == NOT_SENT:  # one alert a hand: the hand cannot be vouched for
+                words = (
+                    f"hand {hand} is not checked: record {record} came without the table's events"
+                )
+                found.discrepancies.append(Discrepancy(record, hand, "unchecked", words))
         self._hand(hand, record, found)["problems"].append(f"record {record}: {why}")
 
     def to_dict(self) -> dict[str, Any]:

@@ -63,11 +63,15 @@ def test_a_record_without_the_table_s_events_shows_as_not_checked(
         assert summary is not None
         assert (summary["checked_hand"], summary["folded_hand"]) == (0, 1)
         assert (summary["unchecked_hands"], summary["unchecked_records"]) == ([1], 1)
-        assert [a["kind"] for a in floor.get("/api/alerts?all=1")] == ["surveillance"]
+        alerts = floor.get("/api/alerts?all=1")
+        assert sorted((a["kind"], a["hand"]) for a in alerts) == [("audit", 1), ("surveillance", 1)]
+        (unchecked,) = [a for a in alerts if a["kind"] == "audit"]
+        assert unchecked["detail"]["what"] == "unchecked" and unchecked["record"] == 6
         page = floor.page("/")
         assert "checked up to hand 0" in page
         assert "not checked: hand 1 (1 record without the table's events)" in page
         assert "folded up to hand 1" in page
+        assert "<strong>not checked</strong> at record 6: hand 1 is not checked" in page
     finally:
         table.close()
         floor.stop()

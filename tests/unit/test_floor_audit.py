@@ -85,7 +85,10 @@ def test_a_record_without_the_table_s_events_is_folded_and_not_checked(tmp_path:
     hand2 = next(r for r in records if r.kind == "command" and r.payload.get("position") == 3)
     bare = [replace(r, events=None) if r is hand2 else r for r in records]
     audit, found = walk(bare)
-    assert [d for f in found for d in f.discrepancies] == []  # nothing to compare: no alarm
+    # nothing to compare, but a hand that cannot be vouched for is an alert (once a hand)
+    (unchecked,) = [d for f in found for d in f.discrepancies]
+    assert (unchecked.record, unchecked.hand, unchecked.what) == (hand2.record, 2, "unchecked")
+    assert "hand 2 is not checked" in unchecked.detail
     assert audit.folded_hand == 2 and audit.state.points == (6,)  # folded all the same
     assert audit.checked_hand == 1  # does not pass hand 2
     assert audit.unchecked_hands == [2] and audit.unchecked_records == 1
