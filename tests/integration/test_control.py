@@ -477,7 +477,7 @@ def test_client_times_out_on_a_stuck_service(make_server: Any, sock_path: Path) 
     release = threading.Event()
 
     def stuck(_req: Request) -> Mapping[str, Any]:
-        release.wait(5)
+        release.wait(30)
         return {}
 
     make_server(stuck)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -14,9 +14,13 @@ from controller.core.config import ButtonsConfig
 from controller.core.errors import HardwareError
 from drivers.buttons import DealerButtons
 from drivers.pins import make_pin_factory
+from tests.support import wait_for
 
 HOLD = 0.15
 CONFIG = ButtonsConfig(void=17, surrender=27, ack=22, hold_s=HOLD)
+BRUSH = 0.05
+SLOW = ButtonsConfig(void=17, surrender=27, ack=22, hold_s=1.0)
+"""For the brushes: a stalled test thread must not turn a 50 ms brush into a hold."""
 
 
 class Posted:
@@ -54,6 +58,16 @@ def hold(factory: Any, pin: int, seconds: float) -> None:
     factory.pin(pin).drive_high()
 
 
+def hold_until(factory: Any, pin: int, confirmed: Callable[[], object]) -> None:
+    """Hold ``pin`` down until ``confirmed()`` (gpiozero's hold thread may run late on a
+    busy machine: the test waits for it, never for a fixed time), then let go."""
+    factory.pin(pin).drive_low()
+    try:
+        wait_for(confirmed, what=f"the hold of pin {pin} to be confirmed")
+    finally:
+        factory.pin(pin).drive_high()
+
+
 @pytest.mark.parametrize(
     ("pin", "expected"),
     [
@@ -65,38 +79,41 @@ def hold(factory: Any, pin: int, seconds: float) -> None:
 def test_a_hold_posts_its_command(
     buttons: DealerButtons, factory: Any, posted: Posted, pin: int, expected: Command
 ) -> None:
-    hold(factory, pin, HOLD + 0.15)
-    assert posted.arrived.wait(1)
+    hold_until(factory, pin, posted.arrived.is_set)
     [command] = posted.commands
     assert type(command) is type(expected)
     assert command.to_dict() | {"at": ""} == expected.to_dict()
     assert command.at  # stamped with the time
 
 
-def test_a_brush_under_hold_s_posts_nothing(
-    buttons: DealerButtons, factory: Any, posted: Posted
-) -> None:
-    for pin in (17, 27, 22):
-        hold(factory, pin, HOLD / 4)
-    time.sleep(HOLD + 0.1)
+def test_a_brush_under_hold_s_posts_nothing(factory: Any, posted: Posted) -> None:
+    b = DealerButtons(SLOW, factory, posted, bounce_s=None)
+    try:
+        for pin in (17, 27, 22):
+            hold(factory, pin, BRUSH)
+        time.sleep(SLOW.hold_s + 0.1)  # a hold would have been confirmed by now
+    finally:
+        b.close()
     assert posted.commands == []
 
 
 def test_one_long_hold_posts_once(buttons: DealerButtons, factory: Any, posted: Posted) -> None:
-    hold(factory, 17, HOLD * 4)
-    time.sleep(0.05)
+    factory.pin(17).drive_low()
+    try:
+        wait_for(posted.arrived.is_set, what="the hold to post")
+        time.sleep(HOLD * 3)  # held on: three more hold times post nothing more
+    finally:
+        factory.pin(17).drive_high()
     assert [type(c) for c in posted.commands] == [Void]
 
 
 def test_watcher_sees_presses_releases_and_holds(factory: Any, posted: Posted) -> None:
     seen: list[tuple[str, str]] = []
-    b = DealerButtons(
-        CONFIG, factory, posted, bounce_s=None, watch=lambda n, w: seen.append((n, w))
-    )
+    b = DealerButtons(SLOW, factory, posted, bounce_s=None, watch=lambda n, w: seen.append((n, w)))
     try:
-        hold(factory, 22, HOLD / 4)
-        hold(factory, 22, HOLD + 0.15)
-        time.sleep(0.05)
+        hold(factory, 22, BRUSH)
+        hold_until(factory, 22, lambda: ("ack", "held") in seen)
+        wait_for(lambda: seen[-1] == ("ack", "released"), what="the release to be seen")
     finally:
         b.close()
     assert seen == [
@@ -129,9 +146,8 @@ def test_a_failing_post_does_not_break_the_button(factory: Any) -> None:
 
     b = DealerButtons(CONFIG, factory, post, bounce_s=None)
     try:
-        hold(factory, 17, HOLD + 0.1)
-        hold(factory, 17, HOLD + 0.1)
-        time.sleep(0.05)
+        hold_until(factory, 17, lambda: len(calls) == 1)
+        hold_until(factory, 17, lambda: len(calls) == 2)
     finally:
         b.close()
     assert [type(c) for c in calls] == [Void, Void]
