@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from controller.cli import journal_init
 from controller.cli import options as paths
 from controller.cli.dealer import call
-from controller.cli.display import count
+from controller.cli.display import hand_line
 from controller.control.protocol import identify
 from controller.core.engine import Engine
 from controller.core.errors import (
@@ -58,18 +58,10 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def _print_history(lines: list[dict[str, Any]], out: TextIO) -> None:
     for h in lines:
-        points = ", ".join(str(p) for p in h["points"]) or "none"
-        if h["result"] is None:
-            verdict = "in play"
-        elif h["result"] == "win":
-            verdict = f"WIN {h['odds_to_one']} to 1"
-        else:
-            verdict = "lose"
-        print(
-            f"hand {h['hand']}: {count(h['unique_points'], 'different point')} ({points}) "
-            f"- {verdict}",
-            file=out,
+        hand = hand_line(
+            h["hand"], h["unique_points"], h["points"], h["result"], h.get("odds_to_one", 0)
         )
+        print(hand, file=out)
         rolls = " ".join(f"{a}-{b}" for a, b in h["rolls"]) or "none"
         print(f"    rolls: {rolls}", file=out)
         for pos, won in h["payouts"].items():

@@ -5,7 +5,7 @@ Used by ``firebet status`` (drawn once) and ``firebet sim`` (drawn live).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -27,6 +27,21 @@ MODE_STYLE = {
 def count(n: int, noun: str) -> str:
     """``1 different point``, ``2 different points``: a number with its noun agreeing."""
     return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def hand_line(
+    hand: int, unique_points: int, points: Iterable[int], result: str | None, odds_to_one: int
+) -> str:
+    """``hand 7: 3 different points (4, 5, 9) - WIN 24 to 1`` (or ``lose``, or ``in play``
+    while ``result`` is None): one hand as ``replay``, ``history`` and the table show it."""
+    made = ", ".join(map(str, points)) or "none"
+    if result is None:
+        verdict = "in play"
+    elif result == "win":
+        verdict = f"WIN {odds_to_one} to 1"
+    else:
+        verdict = "lose"
+    return f"hand {hand}: {count(unique_points, 'different point')} ({made}) - {verdict}"
 
 
 def paid_line(settlement: dict[str, Any]) -> str:
@@ -145,13 +160,12 @@ def render_status(
         [status["last_settlement"]] if status.get("last_settlement") else []
     )
     for s in shown:
-        verdict = f"WIN {s['odds_to_one']} to 1" if s["result"] == "win" else "lose"
-        paid = paid_line(s)
-        pts = ", ".join(map(str, s["points"])) or "none"
+        hand = hand_line(
+            s["hand"], s["unique_points"], s["points"], s["result"], s.get("odds_to_one", 0)
+        )
         parts.append(
             Text(
-                f"settled hand {s['hand']}: {count(s['unique_points'], 'different point')} "
-                f"({pts}) - {verdict} - {paid}",
+                f"settled {hand} - {paid_line(s)}",
                 style="green" if s["result"] == "win" else "",
             )
         )

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from controller.cli import options
-from controller.cli.display import count
+from controller.cli.display import hand_line
 from controller.core.engine import Engine
 from controller.core.errors import ScriptError, UsageError
 from controller.core.events import Settlement
@@ -40,10 +40,8 @@ def json_line(s: Settlement) -> str:
 
 
 def _table_lines(s: Settlement) -> Iterator[str]:
-    points = ", ".join(str(p) for p in s.points) or "none"
-    verdict = f"WIN {s.odds_to_one} to 1" if s.result == "win" else "lose"
     when = " (paid at the 6th point)" if s.immediate else ""
-    yield f"hand {s.hand}: {count(s.unique_points, 'different point')} ({points}) - {verdict}{when}"
+    yield hand_line(s.hand, s.unique_points, s.points, s.result, s.odds_to_one) + when
     for pos, won in sorted(s.payouts.items()):
         wager = s.wagers.get(pos, 0)
         outcome = f"wins ${won}" if won else "loses"

@@ -7,7 +7,7 @@ import pytest
 from rich.console import Console
 
 from controller.cli import doctor
-from controller.cli.display import count, paid_line, render_status
+from controller.cli.display import count, hand_line, paid_line, render_status
 
 
 def screen(status: dict) -> str:  # type: ignore[type-arg]
@@ -20,6 +20,24 @@ def test_counts_agree_with_their_noun() -> None:
     assert count(1, "different point") == "1 different point"
     assert count(0, "different point") == "0 different points"
     assert count(2, "roll") == "2 rolls"
+
+
+def test_a_hand_reads_the_same_in_replay_history_and_on_the_table() -> None:
+    assert (
+        hand_line(7, 3, [4, 5, 9], "win", 24)
+        == "hand 7: 3 different points (4, 5, 9) - WIN 24 to 1"
+    )
+    assert hand_line(1, 1, (6,), "lose", 0) == "hand 1: 1 different point (6) - lose"
+    assert hand_line(2, 0, [], None, 0) == "hand 2: 0 different points (none) - in play"
+    table = screen(
+        {
+            "last_settlement": {
+                "hand": 7, "points": [4, 5, 9], "unique_points": 3, "result": "win",
+                "odds_to_one": 24, "payouts": {"3": 120}, "wagers": {"3": 5},
+            }
+        }
+    )  # fmt: skip
+    assert "settled hand 7: 3 different points (4, 5, 9) - WIN 24 to 1 - #3 wins $120" in table
 
 
 def test_a_lost_wager_shows_the_amount_lost() -> None:
