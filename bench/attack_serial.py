@@ -32,6 +32,8 @@ import tty
 from collections.abc import Callable
 from pathlib import Path
 
+from service_on_pty import rss_mb  # bench/service_on_pty.py
+
 from drivers import codec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,13 +47,6 @@ def firebet(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
     )
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 class Line:

@@ -32,12 +32,9 @@ import os
 import random
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
-import termios
 import time
-import tty
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,58 +43,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from service_on_pty import ServiceOnPty  # noqa: E402 - bench/service_on_pty.py
+
 from controller.control.client import ControlClient  # noqa: E402
-from drivers import codec  # noqa: E402
 
 HISTORY_CLIENTS = 4
 
 
 # the service and the dice reader ------------------------------------------------------
-class Table:
+class Table(ServiceOnPty):
     """`firebet run` on a built journal, with this process playing the dice reader."""
-
-    def __init__(self, work: Path, state: Path) -> None:
-        self.work = work
-        self.socket = work / "control.sock"
-        self.master, slave = os.openpty()
-        tty.setraw(slave)
-        termios.tcflush(self.master, termios.TCIOFLUSH)
-        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        notify.bind(str(work / "notify.sock"))
-        env = dict(os.environ, NOTIFY_SOCKET=str(work / "notify.sock"))
-        started = time.monotonic()
-        self.proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "controller", "run", "--serial", os.ttyname(slave),
-                "--pin-factory", "mock", "--state-dir", str(state),
-                "--socket", str(self.socket),
-            ],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-            stderr=open(work / "service.log", "w"),  # noqa: SIM115
-        )  # fmt: skip
-        notify.settimeout(120)
-        while b"READY=1" not in notify.recv(4096):
-            pass
-        notify.close()
-        self.ready_s = time.monotonic() - started
-        os.set_blocking(self.master, False)
-        self.seq = 0
-        self.rng = random.Random(1)
-        os.write(self.master, codec.encode_hello(0, "BENCH", "1.0"))
-        time.sleep(0.3)
-
-    def _read_ack(self, seq: int, deadline: float) -> bool:
-        decoder = codec.FrameDecoder()
-        while time.monotonic() < deadline:
-            try:
-                data = os.read(self.master, 256)
-            except BlockingIOError:
-                time.sleep(0.00005)
-                continue
-            for frame in decoder.feed(data):
-                if frame.ok and frame.name == "ACK" and frame.seq == seq:
-                    return True
-        return False
 
     def rolls(self, n: int, stop: Callable[[], bool] = lambda: False) -> list[float]:
         """Throw ``n`` rolls one after another; ROLL -> ACK in milliseconds each."""
@@ -105,32 +60,12 @@ class Table:
         for _ in range(n):
             if stop():
                 break
-            self.seq = (self.seq + 1) % 65536
-            frame = codec.encode_roll(self.seq, self.rng.randint(1, 6), self.rng.randint(1, 6))
-            t0 = time.perf_counter()
-            os.write(self.master, frame)
-            if not self._read_ack(self.seq, time.monotonic() + 10):
-                print(f"  no ACK for seq {self.seq}: see {self.work / 'service.log'}")
+            ms = self.roll(timeout_s=10)
+            if ms is None:
                 break
-            out.append((time.perf_counter() - t0) * 1000)
+            out.append(ms)
             time.sleep(0.002)  # a little air between throws, as at a real table
-            if self.seq % 200 == 0:
-                self.seq = (self.seq + 1) % 65536
-                os.write(self.master, codec.encode_hb(self.seq))
         return out
-
-    def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
 
 
 BLOCK = 50  # rolls a block; attacked and quiet blocks alternate

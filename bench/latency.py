@@ -12,17 +12,12 @@ Figures, not assertions.
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
-import termios
-import time
-import tty
 from pathlib import Path
+
+from service_on_pty import ServiceOnPty  # bench/service_on_pty.py
 
 from drivers import codec
 
@@ -34,13 +29,6 @@ def wire_ms(frame: bytes, baud: int = 9600) -> float:
     return len(frame) * BITS_PER_BYTE_8N1 / baud * 1000
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def measure(
     rolls: int, seed: int = 1, config: Path | None = None, work: Path | None = None
 ) -> tuple[list[float], float, float]:
@@ -50,71 +38,21 @@ def measure(
     ``config``: a table configuration for the service (e.g. one with a floor broker).
     """
     work = work or Path(tempfile.mkdtemp(prefix="firebet-bench-"))
-    master, slave = os.openpty()
-    tty.setraw(slave)
-    termios.tcflush(master, termios.TCIOFLUSH)
-    port = os.ttyname(slave)
-    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    notify.bind(str(work / "notify.sock"))
-    env = dict(os.environ, NOTIFY_SOCKET=str(work / "notify.sock"))
     if config is None:  # the bench's own journal key, in its state directory
         config = work / "table.toml"
         config.write_text('[journal]\nkey_file = "journal.key"\n', encoding="utf-8")
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        [
-            sys.executable, "-m", "controller", "run", "--serial", port,
-            "--pin-factory", "mock", "--state-dir", str(work / "state"),
-            "--socket", str(work / "control.sock"), "--config", str(config),
-        ],
-        env=env, stdout=subprocess.DEVNULL, stderr=open(work / "service.log", "w"),  # noqa: SIM115
-    )  # fmt: skip
-    notify.settimeout(30)
-    while b"READY=1" not in notify.recv(4096):
-        pass
-    ready_s = time.monotonic() - started
-    os.set_blocking(master, False)
-
-    def read_ack(seq: int, deadline: float) -> bool:
-        buffer = b""
-        decoder = codec.FrameDecoder()
-        while time.monotonic() < deadline:
-            try:
-                buffer = os.read(master, 256)
-            except BlockingIOError:
-                time.sleep(0.00005)
-                continue
-            for frame in decoder.feed(buffer):
-                if frame.ok and frame.name == "ACK" and frame.seq == seq:
-                    return True
-        return False
-
-    rng = random.Random(seed)
-    os.write(master, codec.encode_hello(0, "BENCH", "1.0"))
-    time.sleep(0.2)
+    service = ServiceOnPty(work, work / "state", config, seed=seed, heartbeat_every=400)
     latencies: list[float] = []
-    seq = 0
-    for _ in range(rolls):
-        seq = (seq + 1) % 65536
-        frame = codec.encode_roll(seq, rng.randint(1, 6), rng.randint(1, 6))
-        t0 = time.perf_counter()
-        os.write(master, frame)
-        if not read_ack(seq, time.monotonic() + 5):
-            print(
-                f"no ACK for seq {seq}; the service's log: {work / 'service.log'}", file=sys.stderr
-            )
-            break
-        latencies.append((time.perf_counter() - t0) * 1000)
-        if seq % 400 == 0:  # a heartbeat now and then, as a real reader sends
-            seq = (seq + 1) % 65536
-            os.write(master, codec.encode_hb(seq))
-    memory = rss_mb(proc.pid)
-    proc.terminate()
-    proc.wait(timeout=30)
-    notify.close()
-    os.close(master)
-    os.close(slave)
-    return latencies, ready_s, memory
+    try:
+        for _ in range(rolls):
+            ms = service.roll(timeout_s=5)
+            if ms is None:
+                break
+            latencies.append(ms)
+        memory = service.rss_mb()
+    finally:
+        service.stop()
+    return latencies, service.ready_s, memory
 
 
 def main() -> None:

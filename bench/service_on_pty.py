@@ -1,0 +1,125 @@
+"""`firebet run` on a pseudo-terminal, with this process playing the dice reader: the
+harness ``bench/latency.py`` and ``bench/attack_socket.py`` time ROLL -> ACK round trips
+through (journaled durably, lamps, ACK) on mock pins.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import sys
+import termios
+import time
+import tty
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from drivers import codec  # noqa: E402
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of process ``pid`` in MB (NaN when /proc does not say)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class ServiceOnPty:
+    """The service started on ``state`` (and ``config``, when given), its control socket
+    and log in ``work``; ready (systemd's READY=1) and greeted with a HELLO on return.
+
+    ``heartbeat_every``: a HB frame after every that many rolls, as a real reader sends.
+    """
+
+    def __init__(
+        self,
+        work: Path,
+        state: Path,
+        config: Path | None = None,
+        *,
+        seed: int = 1,
+        heartbeat_every: int = 200,
+        ready_timeout_s: float = 120.0,
+    ) -> None:
+        self.work = work
+        self.socket = work / "control.sock"
+        self.log = work / "service.log"
+        self.master, self._slave = os.openpty()
+        tty.setraw(self._slave)
+        termios.tcflush(self.master, termios.TCIOFLUSH)
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(str(work / "notify.sock"))
+        env = dict(os.environ, NOTIFY_SOCKET=str(work / "notify.sock"))
+        command = [
+            sys.executable, "-m", "controller", "run", "--serial", os.ttyname(self._slave),
+            "--pin-factory", "mock", "--state-dir", str(state), "--socket", str(self.socket),
+        ]  # fmt: skip
+        if config is not None:
+            command += ["--config", str(config)]
+        started = time.monotonic()
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log
+            )
+        notify.settimeout(ready_timeout_s)
+        try:
+            while b"READY=1" not in notify.recv(4096):
+                pass
+        finally:
+            notify.close()
+        self.ready_s = time.monotonic() - started
+        os.set_blocking(self.master, False)
+        self.seq = 0
+        self.rng = random.Random(seed)
+        self.heartbeat_every = heartbeat_every
+        os.write(self.master, codec.encode_hello(0, "BENCH", "1.0"))
+        time.sleep(0.3)
+
+    def _read_ack(self, seq: int, deadline: float) -> bool:
+        decoder = codec.FrameDecoder()
+        while time.monotonic() < deadline:
+            try:
+                data = os.read(self.master, 256)
+            except BlockingIOError:
+                time.sleep(0.00005)
+                continue
+            for frame in decoder.feed(data):
+                if frame.ok and frame.name == "ACK" and frame.seq == seq:
+                    return True
+        return False
+
+    def roll(self, timeout_s: float = 10.0) -> float | None:
+        """Throw one seeded roll: its ROLL -> ACK time in ms, or None (no ACK in time, and
+        a line on standard error naming the service's log)."""
+        self.seq = (self.seq + 1) % 65536
+        frame = codec.encode_roll(self.seq, self.rng.randint(1, 6), self.rng.randint(1, 6))
+        t0 = time.perf_counter()
+        os.write(self.master, frame)
+        if not self._read_ack(self.seq, time.monotonic() + timeout_s):
+            print(f"no ACK for seq {self.seq}; the service's log: {self.log}", file=sys.stderr)
+            return None
+        ms = (time.perf_counter() - t0) * 1000
+        if self.seq % self.heartbeat_every == 0:
+            self.seq = (self.seq + 1) % 65536
+            os.write(self.master, codec.encode_hb(self.seq))
+        return ms
+
+    def rss_mb(self) -> float:
+        """The service's resident memory in MB."""
+        return rss_mb(self.proc.pid)
+
+    def alive(self) -> bool:
+        """Whether the service is still running."""
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        """Stop the service (SIGTERM) and close the pseudo-terminal."""
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        os.close(self.master)
+        os.close(self._slave)
