@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli.diag import run_leds, watch_buttons
+from controller.cli.diag.pins import run_leds, watch_buttons
 from controller.core.config import load_config
 from drivers.codec import checksum
 from drivers.pins import make_pin_factory
