@@ -21,9 +21,12 @@ class Line:
         self.port = serial.serial_for_url(url, timeout=0.02)
         self.decoder = FrameDecoder()
         self.raw = b""
+        self.unread: list[Frame] = []  # decoded after the frame ``until`` looked for
 
     def frames(self, seconds: float) -> list[tuple[float, Frame]]:
-        out = []
+        """The frames read in the next ``seconds`` (the unread ones first, at 0.0)."""
+        out = [(0.0, f) for f in self.unread]
+        self.unread = []
         start = time.monotonic()
         while time.monotonic() - start < seconds:
             data = self.port.read(256)
@@ -44,8 +47,10 @@ class Line:
     def until(self, name: str, timeout: float = 30.0) -> Frame:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for _, frame in self.frames(0.02):
+            got = [f for _, f in self.frames(0.02)]
+            for i, frame in enumerate(got):
                 if frame.ok and frame.name == name:
+                    self.unread = got[i + 1 :]  # the next reader's, not dropped
                     return frame
         raise AssertionError(f"no {name} frame within {timeout} s")
 
