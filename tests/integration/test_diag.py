@@ -75,6 +75,7 @@ def rest(proc: subprocess.Popen[str]) -> tuple[str, str]:
     return got["out"], got["err"]
 
 
+@pytest.mark.slow
 def test_reader_json_names_every_verdict() -> None:
     with SimulatedReader(heartbeat_s=0.3, retransmit_s=0.05) as sim:
         proc = firebet("diag", "reader", "--serial", sim.port, "--json")
@@ -112,6 +113,7 @@ def test_reader_json_names_every_verdict() -> None:
     assert summary["summary"]["ok"] == [f["verdict"] for f in frames].count("ok")
 
 
+@pytest.mark.slow
 def test_reader_count_stops_after_that_many_frames(sim: SimulatedReader) -> None:
     proc = firebet("diag", "reader", "--serial", sim.port, "--json", "--count", "3")
     out, err = proc.communicate(timeout=EXIT_S)
@@ -121,6 +123,7 @@ def test_reader_count_stops_after_that_many_frames(sim: SimulatedReader) -> None
     assert sum(summary["summary"].values()) == 3
 
 
+@pytest.mark.slow
 def test_reader_sigterm_prints_the_summary(sim: SimulatedReader) -> None:
     proc = firebet("diag", "reader", "--serial", sim.port, "--json")
     frames = [json.loads(first_line(proc)), json.loads(first_line(proc))]
@@ -132,6 +135,7 @@ def test_reader_sigterm_prints_the_summary(sim: SimulatedReader) -> None:
     assert last["summary"]["ok"] >= 2
 
 
+@pytest.mark.slow
 def test_reader_readable_output_and_ack(sim: SimulatedReader) -> None:
     sim.throw(6, 6)
     proc = firebet("diag", "reader", "--serial", sim.port, "--count", "6", "--ack")
@@ -143,6 +147,7 @@ def test_reader_readable_output_and_ack(sim: SimulatedReader) -> None:
     assert sim.acked  # --ack answered the roll
 
 
+@pytest.mark.slow
 def test_reader_missing_port_says_which_and_the_fix(tmp_path: Path) -> None:
     proc = firebet("diag", "reader", "--serial", str(tmp_path / "ttyUSB7"), "--count", "1")
     _out, err = proc.communicate(timeout=EXIT_S)
@@ -150,6 +155,7 @@ def test_reader_missing_port_says_which_and_the_fix(tmp_path: Path) -> None:
     assert "ttyUSB7" in err and "no such device" in err
 
 
+@pytest.mark.slow
 def test_reader_port_not_permitted_says_dialout(tmp_path: Path) -> None:
     if os.geteuid() == 0:
         pytest.skip("root may open any port")
@@ -162,6 +168,7 @@ def test_reader_port_not_permitted_says_dialout(tmp_path: Path) -> None:
     assert "sudo usermod -aG dialout $USER" in err
 
 
+@pytest.mark.slow
 def test_leds_without_gpio_names_the_pins_and_the_fix() -> None:
     proc = firebet("diag", "leds", "--pin-factory", "lgpio", "--step", "0")
     _out, err = proc.communicate(timeout=EXIT_S)
@@ -174,6 +181,7 @@ def test_leds_without_gpio_names_the_pins_and_the_fix() -> None:
         pytest.skip("lgpio is installed here")
 
 
+@pytest.mark.slow
 def test_leds_walk_each_marker_then_lamp_test() -> None:
     proc = firebet("diag", "leds", "--pin-factory", "mock", "--step", "0.01", "--json")
     out, err = proc.communicate(timeout=EXIT_S)
@@ -257,6 +265,7 @@ def test_buttons_watch_until_count() -> None:
     assert events[0]["pin"] == cfg.buttons.void
 
 
+@pytest.mark.slow
 def test_buttons_without_gpio_exit_1() -> None:
     proc = firebet("diag", "buttons", "--pin-factory", "pigpio", "--count", "1")
     _out, err = proc.communicate(timeout=EXIT_S)
@@ -264,6 +273,7 @@ def test_buttons_without_gpio_exit_1() -> None:
     assert "buttons.void BCM 17" in err and "pigpio" in err
 
 
+@pytest.mark.slow
 def test_reader_warns_when_nothing_at_all_came(tmp_path: Path) -> None:
     with SimulatedReader(heartbeat_s=None, hello=False) as silent:
         proc = firebet("diag", "reader", "--serial", silent.port)
@@ -281,6 +291,7 @@ def test_reader_warns_when_nothing_at_all_came(tmp_path: Path) -> None:
     assert "warning: nothing at all came from" in err and "reader.baud" in err
 
 
+@pytest.mark.slow
 def test_buttons_print_a_summary_when_stopped() -> None:
     proc = firebet("diag", "buttons", "--pin-factory", "mock")
     assert first_line(proc).startswith("press the buttons")
