@@ -58,7 +58,7 @@ from controller.core.events import (
     SurveillanceAlert,
     SurveillanceConfirmed,
 )
-from controller.core.state import HeldRoll, Phase, TableState, fold_all
+from controller.core.state import HeldRoll, Phase, TableState, fold_all, rolled
 
 # a held reader roll is applied as a roll of its own source, never sent from outside
 _HELD_SOURCES = frozenset({"held"})
@@ -202,7 +202,18 @@ class Outcome(NamedTuple):
         return None
 
 
-_MADE_MAX = 4096  # events kept: (8 hand situations x 36 dice) per source and actor
+_KNOWN_MAX = 16  # events kept a roll in a situation: by source, actor, betting closing
+
+# what a roll does that only moves the hand: (total, outcome, next phase's name, next
+# phase, next point, the dice, a point made, it closes an open betting window, and the
+# events it made, by source, actor and closing)
+_Move = tuple[
+    int, str, str, Phase, int | None, tuple[int, int], bool, bool,
+    dict[tuple[str, str, bool], tuple[Event, ...]],
+]  # fmt: skip
+_POINT = Phase.POINT
+# the roll sources of the roll path besides the reader (whose rolls it checks apart)
+_MOVE_SOURCES = frozenset(ROLL_SOURCES - {"reader"})
 
 
 def _outcome(pair: tuple[TableState, tuple[Event, ...]]) -> Outcome:
@@ -226,9 +237,40 @@ class Engine:
         for (phase, point, total), (outcome, after, next_point) in self._table.items():
             for d1 in range(max(1, total - 6), min(6, total - 1) + 1):
                 self._dice[(phase, point, d1, total - d1)] = (total, outcome, after, next_point)
-        # the events of rolls that only move the hand, for rolls without a reader seq or a
-        # time (scripts, simulations): the same roll in the same situation makes equal events
-        self._made: dict[tuple[object, ...], tuple[RollAccepted, tuple[Event, ...]]] = {}
+        # the rolls that only move the hand (every roll but a seven-out; a point made counts
+        # when its number was made before), for apply's roll path (:meth:`_move`): by
+        # (point, die 1, die 2) in the point phase, by (die 1, die 2) on a come-out (where
+        # a new shooter's roll and a come-out roll do the same; a roll they do not agree on
+        # is left to the full decision)
+        self._on_point: dict[tuple[int | None, int, int], _Move] = {}
+        self._come_out: dict[tuple[int, int], _Move] = {}
+        closes_at = self.rules.betting_closes
+        moves: dict[tuple[Phase, int | None, int, int], _Move] = {}
+        for (phase, point, d1, d2), (total, outcome, after, next_point) in self._dice.items():
+            if outcome == "seven_out":
+                continue
+            closes = closes_at == "first_roll" or (
+                closes_at == "first_point" and outcome == "point_established"
+            )
+            made = outcome == "point_made"
+            move: _Move = (
+                total,
+                outcome,
+                after,
+                Phase(after),
+                next_point,
+                (d1, d2),
+                made,
+                closes,
+                {},
+            )
+            moves[(phase, point, d1, d2)] = move
+            if phase is Phase.POINT:
+                self._on_point[(point, d1, d2)] = move
+        for (phase, _, d1, d2), move in moves.items():
+            other = moves.get((Phase.COME_OUT, None, d1, d2))
+            if phase is Phase.NEW_SHOOTER and other is not None and other[:8] == move[:8]:
+                self._come_out[(d1, d2)] = move
         self._odds = [self.rules.odds_for(k) for k in range(7)]  # (tier, odds) by count
         self._closing = BettingClosed(
             "the come-out roll was thrown"
@@ -240,10 +282,22 @@ class Engine:
     def apply(self, state: TableState, command: Command) -> Outcome:
         """Decide what ``command`` does to ``state`` and fold it."""
         if type(command) is Roll:
+            moved = self._move(state, command.__dict__, True)
+            if moved is not None:
+                return moved
             events = self._roll(state, command)
         else:
             events = tuple(self.decide(state, command))
         return _outcome((fold_all(state, events), events))
+
+    def advance(self, state: TableState, command: Command) -> TableState:
+        """``apply(state, command).state``, without making the events of a roll that only
+        moves the hand (a replay or a check that wants the state alone)."""
+        if type(command) is Roll:
+            moved = self._move(state, command.__dict__, False)
+            if moved is not None:
+                return moved[0]
+        return self.apply(state, command).state
 
     def run(self, commands: Sequence[Command], state: TableState | None = None) -> TableState:
         """Apply many commands in order; the final state."""
@@ -291,28 +345,63 @@ class Engine:
         return "betting is closed: the come-out roll was thrown"
 
     # rolls ----------------------------------------------------------------------
+    def _move(self, state: TableState, c: dict[str, Any], events: bool) -> Outcome | None:
+        """The roll path: the outcome of a roll (``c``: its fields) that only moves the hand,
+        its state made straight from the roll (:func:`rolled`), its events only when
+        ``events`` (else none); None for every other roll (:meth:`_roll` decides)."""
+        d1, d2, seq, source = c["d1"], c["d2"], c["seq"], c["source"]
+        if type(d1) is not int or type(d2) is not int:
+            return None
+        s = state.__dict__
+        point = s["point"]
+        if s["phase"] is _POINT:  # (an enum member's hash is a Python call: not in the keys)
+            move = self._on_point.get((point, d1, d2))
+        elif point is None:
+            move = self._come_out.get((d1, d2))
+        else:
+            return None
+        if move is None:
+            return None
+        if source == "reader":
+            if s["reader_conflict"] is not None or s["hold_reader"]:
+                return None
+        elif source not in _MOVE_SOURCES:
+            return None
+        if seq is not None and (
+            type(seq) is not int or not 0 <= seq <= 65535 or seq == s["reader_seq"]
+        ):
+            return None
+        total, outcome, after, phase, next_point, dice, made, closes, known = move
+        if made and point not in s["points"]:
+            return None  # a new different point: decided in full
+        closes = closes and s["betting_open"]
+        moved = rolled(s, phase, next_point, dice, seq, source, made, closes)
+        if not events:
+            return tuple.__new__(Outcome, (moved, ()))
+        at, actor = c["at"], c["actor"]
+        if seq is not None or at:
+            accepted = RollAccepted(
+                d1, d2, total, outcome, after, next_point, source, seq, actor, at
+            )
+            out: tuple[Event, ...] = (accepted, self._closing) if closes else (accepted,)
+            return tuple.__new__(Outcome, (moved, out))
+        # no reader seq, no time (scripts, simulations): the same roll in the same
+        # situation makes equal events, made once and then looked up
+        key = (source, actor, closes)
+        same = known.get(key)
+        if same is None:
+            accepted = RollAccepted(d1, d2, total, outcome, after, next_point, source, None, actor)
+            same = (accepted, self._closing) if closes else (accepted,)
+            if len(known) < _KNOWN_MAX:
+                known[key] = same
+        return tuple.__new__(Outcome, (moved, same))
+
     def _roll(
         self, state: TableState, cmd: Roll, sources: frozenset[str] = ROLL_SOURCES
     ) -> tuple[Event, ...]:
         c = cmd.__dict__
         d1, d2, seq = c["d1"], c["d2"], c["seq"]
         whole = type(d1) is int and type(d2) is int
-        # a roll without a reader seq or a time (scripts, simulations) that only moves the
-        # hand makes the same event in the same situation: made once, then looked up
-        batch = (
-            whole
-            and seq is None
-            and not c["at"]
-            and not state.betting_open
-            and c["source"] != "reader"
-        )
-        if batch:
-            key = (state.phase, state.point, d1, d2, c["source"], c["actor"])
-            made = self._made.get(key)
-            if made is not None and (
-                made[0].outcome != "point_made" or state.point in state.points
-            ):
-                return made[1]
         rule = self._dice.get((state.phase, state.point, d1, d2)) if whole else None
         if rule is None:
             label, die = ("die 1", d1) if not (_is_int(d1) and 1 <= d1 <= 6) else ("die 2", d2)
@@ -361,11 +450,6 @@ class Engine:
             if not state.settled:
                 events.append(self._settlement(state, state.points, immediate=False))
             events.append(NewHand(state.hand + 1, state.shooter + 1))
-        if len(events) == 1:
-            one = (accepted,)
-            if batch and len(self._made) < _MADE_MAX:
-                self._made[key] = (accepted, one)
-            return one
         return tuple(events)
 
     def _settlement(

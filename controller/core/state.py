@@ -115,7 +115,7 @@ class Meters:
 
 @dataclass(frozen=True)
 class HeldRoll:
-    """A reader roll held for the dealer after manual entry (``docs/rules.md``)."""
+    """A reader roll held for the dealer after manual entry (SPEC §2)."""
 
     number: int
     seq: int | None
@@ -305,24 +305,45 @@ Fields = dict[str, Any]
 # fold() and the engine all run these (fold_all) on a copy of the fields, so a command's
 # several events make one new state, and the engine folds exactly as a replay does.
 def _roll(f: Fields, e: RollAccepted) -> None:
-    before = f.copy()
+    made = e.outcome == RollOutcome.POINT_MADE
+    dice = (e.d1, e.d2)
+    f.update(rolled(f, _PHASE[e.phase], e.point, dice, e.seq, e.source, made, False).__dict__)
+
+
+def rolled(
+    f: Fields, phase: Phase, point: int | None, dice: tuple[int, int], seq: int | None,
+    source: str, made: bool, closes: bool,
+) -> TableState:  # fmt: skip
+    """The state after an accepted roll, from ``f`` (the fields before it): the rule of
+    :class:`RollAccepted` (``phase`` and ``point`` after it, ``dice``, ``seq``, ``source``;
+    ``made``: its outcome is ``point_made``) and, when ``closes``, of the
+    :class:`BettingClosed` after it. The roll's undo buffer is the state before it,
+    without an undo buffer of its own. The engine's roll path makes a roll's state
+    with this alone (its tests hold that to the fold of the roll's events)."""
+    before = f.copy()  # copy-and-set: a dict display with ** is twice as slow
     before["undo"] = before["last_settlement"] = None
     undo = _new(TableState)
     _set(undo, "__dict__", before)
-    f["phase"] = _PHASE[e.phase]
-    f["point"] = e.point
-    f["last_roll"] = (e.d1, e.d2)
-    f["rolls"] += 1
-    if e.seq is not None:
-        f["reader_seq"] = e.seq
-        f["reader_dice"] = (e.d1, e.d2)
-    if e.source == "manual":  # from now on the reader's rolls wait for the dealer
-        f["hold_reader"] = True
-    if e.outcome == RollOutcome.POINT_MADE:
+    new = f.copy()
+    new["phase"] = phase
+    new["point"] = point
+    new["last_roll"] = dice
+    new["rolls"] = f["rolls"] + 1
+    new["undo"] = undo
+    new["last_settlement"] = None
+    if seq is not None:
+        new["reader_seq"] = seq
+        new["reader_dice"] = dice
+    if source == "manual":  # from now on the reader's rolls wait for the dealer
+        new["hold_reader"] = True
+    if made:
         m = f["meters"]
-        f["meters"] = _but(m, points_made=m.points_made + 1)
-    f["undo"] = undo
-    f["last_settlement"] = None
+        new["meters"] = _but(m, points_made=m.points_made + 1)
+    if closes:
+        new["betting_open"] = False
+    state = _new(TableState)
+    _set(state, "__dict__", new)
+    return state
 
 
 def _unchanged(f: Fields, e: Event) -> None:

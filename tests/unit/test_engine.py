@@ -419,3 +419,38 @@ def test_a_roll_of_floats_or_bools_is_refused_even_when_its_event_was_made_befor
     s = engine.apply(engine.apply(TableState(), Roll(2, 2)).state, Roll(3, 3)).state
     for bad in (Roll(3.0, 3), Roll(3, 3.0), Roll(True, 1)):  # type: ignore[arg-type]
         assert engine.apply(s, bad).refused is not None
+
+
+# every source a roll comes from, with and without a reader seq (repeats are duplicates or
+# conflicts) and a time: the roll path (Engine._move) against the full decision and fold
+any_rolls = st.builds(
+    Roll,
+    dice,
+    dice,
+    source=st.sampled_from(["reader", "reader", "manual", "script", "sim"]),
+    seq=st.one_of(st.none(), st.integers(0, 6)),
+    at=st.sampled_from(["", "2026-11-30T09:00:00.000+00:00"]),
+)
+mixed: st.SearchStrategy[Command] = st.one_of(
+    any_rolls, any_rolls, any_rolls, any_rolls, commands, st.builds(ReaderHello, seq=st.just(0))
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rules_strategy, st.lists(mixed, max_size=150))
+def test_property_the_roll_path_is_the_fold_of_the_events_it_gives(
+    rules: FireBetRules, cmds: list[Command]
+) -> None:
+    engine = Engine(rules)
+    state = TableState()
+    for c in cmds:
+        out = engine.apply(state, c)
+        decided = engine.decide(state, c)
+        assert list(out.events) == decided
+        folded = fold(decided, state)
+        assert out.state == folded and out.state.to_dict() == folded.to_dict()
+        advanced = engine.advance(state, c)
+        assert advanced.to_dict() == out.state.to_dict()
+        if out.state.undo is not None:
+            assert out.state.undo.undo is None  # the undo buffer never chains
+        state = out.state
