@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hmac
 import json
+from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.core.commands import (
     Ack,
@@ -19,7 +23,14 @@ from controller.core.commands import (
     Surrender,
     Void,
 )
-from controller.journal.recipe import decode_body, decode_command, encode_command, iso, to_ms
+from controller.journal.recipe import (
+    decode_body,
+    decode_command,
+    encode_command,
+    iso,
+    sealer,
+    to_ms,
+)
 
 AT = to_ms("2026-11-30T08:15:00.123+00:00") or 0
 
@@ -62,3 +73,19 @@ def test_times_round_trip_at_millisecond_precision() -> None:
     assert to_ms(iso(AT)) == AT
     assert to_ms("2026-11-30T08:15:00") == to_ms("2026-11-30T08:15:00.000+00:00")
     assert to_ms("not a time") is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=0, max_size=130), st.binary(max_size=300))
+def test_the_walk_s_sealer_is_hmac_sha256(key: bytes, message: bytes) -> None:
+    assert sealer(key)(message) == hmac.digest(key, message, "sha256")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(min_value=-62_135_596_800_000, max_value=253_402_300_799_999))
+def test_a_time_is_written_as_datetime_writes_it(ms: int) -> None:
+    seconds, rest = divmod(ms, 1000)
+    text = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    assert iso(ms) == f"{text}.{rest:03d}+00:00"
+    if ms >= -30_610_224_000_000:  # from the year 1000 (strftime writes 999 unpadded)
+        assert to_ms(iso(ms)) == ms
