@@ -246,7 +246,9 @@ class ReaderContract:
         start = time.monotonic()
         reader.stop()
         reader.stop()
-        assert time.monotonic() - start < 1
+        # prompt: it does not sit out a read, a heartbeat or a backoff (a busy machine may
+        # take a second to schedule the thread; a hang would take forever)
+        assert time.monotonic() - start < 5
         assert not reader.status().connected
         assert not [t for t in threading.enumerate() if t.name.startswith("dice-reader")]
 
