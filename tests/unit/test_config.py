@@ -68,7 +68,7 @@ def test_a_file_holds_only_what_it_changes_and_wins_over_the_preset(tmp_path: Pa
         ("[firebet]\nsurveillance_at = 7\n", "firebet.surveillance_at", "between 1 and 6"),
         ("[table]\ngame = 'mini-craps'\n", "table.positions", "at most 9 positions"),
         (
-            "[firebet]\npays = { 4 = 24 }\npay_six_immediately = true\n",
+            "[firebet]\npreset = 'custom'\npays = { 4 = 24 }\npay_six_immediately = true\n",
             "firebet.pay_six_immediately",
             "6-point tier",
         ),
@@ -116,6 +116,9 @@ def test_cli_bad_config_exits_2_naming_file_and_key(tmp_path: Path) -> None:
         ("[firebet]\npays = { 4 = 24, 5 = 249, 6 = 998 }\n", "firebet.pays.6", "999 to 1"),
         ("[firebet]\npays = { 4 = 24, 5 = 249 }\n", "firebet.pays.6", "999 to 1"),
         ("[firebet]\npays = { 5 = 249, 6 = 999 }\n", "firebet.pays.4", "at least 24 to 1"),
+        ("[firebet]\npay_six_immediately = true\n", "firebet.pay_six_immediately", "loser 7"),
+        ("[firebet]\nbetting_closes = 'first_point'\n", "firebet.betting_closes", "come-out"),
+        ("[firebet]\nsurveillance_at = 6\n", "firebet.surveillance_at", "5 or less, not 6"),
     ],
 )
 def test_nj_preset_is_law_not_a_default(tmp_path: Path, text: str, key: str, rule: str) -> None:
@@ -134,6 +137,8 @@ def test_nj_allows_richer_pays_and_tighter_limits(tmp_path: Path) -> None:
     assert c.firebet.pay_table() == {3: 2, 4: 30, 5: 300, 6: 1200} and c.firebet.max_wager == 3
     c = load_config(write(tmp_path, "[firebet]\nmin_wager = 2\n"))
     assert (c.firebet.min_wager, c.firebet.max_wager) == (2, 5)
+    c = load_config(write(tmp_path, "[firebet]\nsurveillance_at = 4\n"))  # sooner is allowed
+    assert c.firebet.surveillance_at == 4
 
 
 def test_custom_preset_takes_any_consistent_values(tmp_path: Path) -> None:

@@ -105,7 +105,7 @@ def test_surrendered_hand_keeps_its_number_until_it_settles(tmp_path: Path) -> N
 
 def test_pay_six_immediately_prints_at_the_sixth_point(tmp_path: Path) -> None:
     cfg = tmp_path / "t.toml"
-    cfg.write_text("[firebet]\npay_six_immediately = true\n")
+    cfg.write_text("[firebet]\npreset = 'custom'\npay_six_immediately = true\n")
     points = "2 2\n2 2\n2 3\n2 3\n3 3\n3 3\n4 4\n4 4\n4 5\n4 5\n5 5\n5 5\n"
     proc = replay(tmp_path, "bet 2 5\n" + points, "--json", "--config", str(cfg))
     (line,) = [json.loads(x) for x in proc.stdout.splitlines()]

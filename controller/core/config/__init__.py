@@ -32,6 +32,7 @@ from controller.core.config.model import (
 )
 from controller.core.config.presets import (
     LAW_PRESETS,
+    PLAY_UNDER_LAW,
     check_law,
     defaults_text,
     preset_names,
@@ -198,7 +199,8 @@ def _build(values: Values, source: str) -> Config:
         )
     preset = v("firebet", "preset")
     if preset in LAW_PRESETS:
-        check_law(preset, pays, (lo, hi, step), where, source)
+        play = {k: v("firebet", k) for k in PLAY_UNDER_LAW}
+        check_law(preset, pays, (lo, hi, step), where, source, play)
     markers: dict[int, int] = v("lights", "markers")
     msrc = where("lights", "markers")
     if sorted(markers) != list(POINT_NUMBERS):

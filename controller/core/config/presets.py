@@ -37,6 +37,8 @@ def preset_text(name: str, source: str) -> str:
 # Presets whose limits and pay table are the regulation's: a table under one of them may
 # pay more and take a narrower range of wagers, never less (docs/rules.md, settled questions).
 LAW_PRESETS = ("nj",)
+# the [firebet] keys besides limits and pays that such a law settles (see check_law)
+PLAY_UNDER_LAW = ("pay_six_immediately", "betting_closes", "surveillance_at")
 
 
 def check_law(
@@ -45,8 +47,15 @@ def check_law(
     limits: tuple[int, int, int],
     where: Callable[[str, str], str],
     source: str,
+    play: Mapping[str, object] | None = None,
 ) -> None:
-    """Refuse a table that is looser than the law of ``preset`` (its bundled file)."""
+    """Refuse a table that is looser than the law of ``preset`` (its bundled file).
+
+    ``play`` holds the table's ``pay_six_immediately``, ``betting_closes`` and
+    ``surveillance_at``: the law settles every fire bet at the loser 7 (N.J.A.C.
+    13:69F-1.12 (5)), takes bets only before the new shooter's come-out roll (1) and
+    notifies surveillance by the 5th different point (6).
+    """
     parsed: Values = {}
     merge(parsed, read_toml(preset_text(preset, source), f"preset {preset!r}"), preset)
     law = {name: value for name, (value, _) in parsed["firebet"].items()}
@@ -72,6 +81,29 @@ def check_law(
             where("firebet", "wager_increment"),
             "firebet.wager_increment",
             f"{is_law} wagers are in ${law['wager_increment']} increments, not ${step} {tail}",
+        )
+    play = play or {}
+    if play.get("pay_six_immediately"):
+        raise ConfigError(
+            where("firebet", "pay_six_immediately"),
+            "firebet.pay_six_immediately",
+            f"{is_law} fire bets are paid or collected at the loser 7, "
+            f"so pay_six_immediately must be false {tail}",
+        )
+    if play.get("betting_closes", "first_roll") != "first_roll":
+        raise ConfigError(
+            where("firebet", "betting_closes"),
+            "firebet.betting_closes",
+            f"{is_law} fire bets are placed before the new shooter's come-out roll, "
+            f'so betting_closes must be "first_roll", not {play["betting_closes"]!r} {tail}',
+        )
+    alert = play.get("surveillance_at", 5)
+    if isinstance(alert, int) and alert > 5:
+        raise ConfigError(
+            where("firebet", "surveillance_at"),
+            "firebet.surveillance_at",
+            f"{is_law} surveillance is notified once 5 different points are made, "
+            f"so surveillance_at must be 5 or less, not {alert} {tail}",
         )
     for tier, least in sorted(law_rules.pay_table().items()):
         paid = rules.odds_for(tier)[1]
