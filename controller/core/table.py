@@ -1,0 +1,231 @@
+"""The table state's values: the phase, the meters, a held roll and the state itself.
+
+:class:`TableState` is a plain value, serialised to JSON and back; how each event
+changes it (the fold) is :mod:`controller.core.state`, which also re-exports these
+names, so ``from controller.core.state import TableState`` stays the usual import.
+
+Equality compares the game (phase, point, hand, points, wagers, alert, rolls).
+The meters, the void buffer, the reader's last sequence number and dice, a
+sequence conflict, and the reader rolls held after manual entry are bookkeeping
+carried along with it; they are kept and serialised but a void does not wind
+them back, so equality ignores them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from controller.core.events import Settlement, event_from_dict
+
+
+class Phase(StrEnum):
+    """Where the hand stands."""
+
+    NEW_SHOOTER = "new_shooter"  # before a new shooter's first come-out roll
+    COME_OUT = "come_out"  # come-out roll of a shooter who has already rolled
+    POINT = "point"  # a point is established
+
+
+@dataclass(frozen=True)
+class TierMeter:
+    count: int = 0
+    amount: int = 0
+
+
+@dataclass(frozen=True)
+class Meters:
+    """GLI-style counters of what the table did.
+
+    A voided roll never counted: its rolls, points, hands and settlement come off
+    again, while ``voids`` and ``reversed`` (settlements taken back) count the voids.
+    """
+
+    hands: int = 0
+    points_made: int = 0
+    bets_taken: int = 0
+    bets_amount: int = 0
+    bets_cancelled: int = 0
+    cancelled_amount: int = 0
+    paid: dict[int, TierMeter] = field(default_factory=dict)
+    lost: TierMeter = field(default_factory=TierMeter)
+    reversed: TierMeter = field(default_factory=TierMeter)
+    voids: int = 0
+    surrenders: int = 0
+    faults: int = 0
+
+    def to_dict(self, rolls: int) -> dict[str, Any]:
+        """The meters as JSON; ``rolls`` is the table's accepted-roll count (a void takes
+        a roll off it again, so the state's count is the meter)."""
+        return {
+            "hands": self.hands,
+            "rolls": rolls,
+            "points_made": self.points_made,
+            "bets_taken": {"count": self.bets_taken, "amount": self.bets_amount},
+            "bets_cancelled": {"count": self.bets_cancelled, "amount": self.cancelled_amount},
+            "paid": {
+                str(t): {"count": m.count, "amount": m.amount} for t, m in sorted(self.paid.items())
+            },
+            "lost": {"count": self.lost.count, "amount": self.lost.amount},
+            "reversed": {"count": self.reversed.count, "amount": self.reversed.amount},
+            "voids": self.voids,
+            "surrenders": self.surrenders,
+            "faults": self.faults,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Meters:
+        return cls(
+            hands=d["hands"],
+            points_made=d["points_made"],
+            bets_taken=d["bets_taken"]["count"],
+            bets_amount=d["bets_taken"]["amount"],
+            bets_cancelled=d["bets_cancelled"]["count"],
+            cancelled_amount=d["bets_cancelled"]["amount"],
+            paid={int(t): TierMeter(**m) for t, m in d["paid"].items()},
+            lost=TierMeter(**d["lost"]),
+            reversed=TierMeter(**d["reversed"]),
+            voids=d["voids"],
+            surrenders=d["surrenders"],
+            faults=d["faults"],
+        )
+
+
+@dataclass(frozen=True)
+class HeldRoll:
+    """A reader roll held for the dealer after manual entry (``docs/rules.md``)."""
+
+    number: int
+    seq: int | None
+    d1: int
+    d2: int
+    at: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """``status --json`` ``held_rolls`` item."""
+        return {
+            "number": self.number,
+            "seq": self.seq,
+            "dice": [self.d1, self.d2],
+            "at": self.at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> HeldRoll:
+        return cls(d["number"], d["seq"], d["dice"][0], d["dice"][1], d.get("at", ""))
+
+
+@dataclass(frozen=True)
+class TableState:
+    """The fire-bet table at one instant. Never mutated: every change makes a new value."""
+
+    phase: Phase = Phase.NEW_SHOOTER
+    point: int | None = None
+    hand: int = 1  # fire-bet hand in play; a surrendered hand keeps its number
+    shooter: int = 1
+    points: tuple[int, ...] = ()  # different points made this fire-bet hand, in order
+    bets: dict[int, int] = field(default_factory=dict)  # position -> dollars riding
+    betting_open: bool = True
+    surrender_pending: bool = False  # a surrendered hand waits for the successor's loser 7
+    settled: bool = False  # this hand's bets were already paid at the 6th point
+    alert_raised: bool = False  # the surveillance alert was raised this hand
+    surveillance_alert: bool = False  # raised and not yet acknowledged
+    alert_hand: int | None = None  # the hand whose alert was raised last
+    confirmed_by: str | None = None  # who in surveillance confirmed that hand (the floor)
+    last_roll: tuple[int, int] | None = None
+    rolls: int = 0  # accepted rolls, all hands
+    reader_seq: int | None = field(default=None, compare=False)
+    reader_dice: tuple[int, int] | None = field(default=None, compare=False)
+    reader_conflict: int | None = field(default=None, compare=False)  # seq, until HELLO
+    hold_reader: bool = field(default=False, compare=False)  # a roll was keyed by hand
+    held: tuple[HeldRoll, ...] = field(default=(), compare=False)
+    held_next: int = field(default=1, compare=False)
+    meters: Meters = field(default_factory=Meters, compare=False)
+    undo: TableState | None = field(default=None, compare=False, repr=False)
+    last_settlement: Settlement | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def unique_points(self) -> int:
+        return len(self.points)
+
+    def markers(self) -> dict[int, int]:
+        """Point number -> ordinal of each lit fire-bet point marker."""
+        return {p: i for i, p in enumerate(self.points, start=1)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; :meth:`from_dict` gives the same state back."""
+        return {
+            "phase": self.phase.value,
+            "point": self.point,
+            "hand": self.hand,
+            "shooter": self.shooter,
+            "points": list(self.points),
+            "bets": {str(p): a for p, a in sorted(self.bets.items())},
+            "betting_open": self.betting_open,
+            "surrender_pending": self.surrender_pending,
+            "settled": self.settled,
+            "alert_raised": self.alert_raised,
+            "surveillance_alert": self.surveillance_alert,
+            # only when set, so snapshots of tables that never had an alert read as before
+            **({"alert_hand": self.alert_hand} if self.alert_hand is not None else {}),
+            **({"confirmed_by": self.confirmed_by} if self.confirmed_by is not None else {}),
+            "last_roll": list(self.last_roll) if self.last_roll else None,
+            "rolls": self.rolls,
+            "reader_seq": self.reader_seq,
+            **self._reader_dict(),
+            "meters": self.meters.to_dict(self.rolls),
+            "undo": self.undo.to_dict() if self.undo is not None else None,
+            "last_settlement": (
+                self.last_settlement.to_dict() if self.last_settlement is not None else None
+            ),
+        }
+
+    def _reader_dict(self) -> dict[str, Any]:
+        """The reader bookkeeping keys, only those not at their defaults (so a journal's
+        older snapshots, written before they existed, still match their records)."""
+        out: dict[str, Any] = {}
+        if self.reader_dice is not None:
+            out["reader_dice"] = list(self.reader_dice)
+        if self.reader_conflict is not None:
+            out["reader_conflict"] = self.reader_conflict
+        if self.hold_reader:
+            out["hold_reader"] = True
+        if self.held:
+            out["held"] = [h.to_dict() for h in self.held]
+        if self.held_next != 1:
+            out["held_next"] = self.held_next
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TableState:
+        settlement = d.get("last_settlement")
+        last = event_from_dict(settlement) if settlement else None
+        return cls(
+            phase=Phase(d["phase"]),
+            point=d["point"],
+            hand=d["hand"],
+            shooter=d["shooter"],
+            points=tuple(d["points"]),
+            bets={int(p): a for p, a in d["bets"].items()},
+            betting_open=d["betting_open"],
+            surrender_pending=d["surrender_pending"],
+            settled=d["settled"],
+            alert_raised=d["alert_raised"],
+            surveillance_alert=d["surveillance_alert"],
+            alert_hand=d.get("alert_hand"),
+            confirmed_by=d.get("confirmed_by"),
+            last_roll=(d["last_roll"][0], d["last_roll"][1]) if d["last_roll"] else None,
+            rolls=d["rolls"],
+            reader_seq=d["reader_seq"],
+            reader_dice=(d["reader_dice"][0], d["reader_dice"][1])
+            if d.get("reader_dice")
+            else None,
+            reader_conflict=d.get("reader_conflict"),
+            hold_reader=bool(d.get("hold_reader", False)),
+            held=tuple(HeldRoll.from_dict(h) for h in d.get("held", ())),
+            held_next=d.get("held_next", 1),
+            meters=Meters.from_dict(d["meters"]),
+            undo=cls.from_dict(d["undo"]) if d.get("undo") else None,
+            last_settlement=last if isinstance(last, Settlement) else None,
+        )
