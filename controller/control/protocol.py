@@ -37,6 +37,7 @@ import pwd
 import re
 import socket
 import struct
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ IDLE_TIMEOUT_S = 30.0  # a connection with no request for this long is closed
 DEFAULT_DEADLINE_MS = 5_000  # a request not started this long after it arrived is not done
 MAX_DEADLINE_MS = 60_000
 CLIENT_GRACE_S = 10.0  # the client waits this much longer than the deadline it sent
+IDENTITY_TTL_S = 10.0  # how long a peer's user and groups are taken from the cache
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
@@ -155,6 +157,28 @@ def identify(uid: int, gid: int) -> Identity:
         except KeyError:
             names.add(str(g))
     return Identity(uid=uid, gid=gid, user=user, groups=frozenset(names))
+
+
+class IdentityCache:
+    """:func:`identify` (or a stand-in) remembered per (uid, gid) for ``ttl`` seconds: a look-up
+    in the user and group databases for every connect would cost a flood of connects more
+    than the socket work does."""
+
+    def __init__(self, identify: Identify, ttl: float = IDENTITY_TTL_S) -> None:
+        self.identify = identify
+        self.ttl = ttl
+        self._seen: dict[tuple[int, int], tuple[float, Identity]] = {}
+
+    def __call__(self, uid: int, gid: int) -> Identity:
+        now = time.monotonic()
+        cached = self._seen.get((uid, gid))
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        if len(self._seen) > 1024:
+            self._seen.clear()
+        who = self.identify(uid, gid)
+        self._seen[(uid, gid)] = (now + self.ttl, who)
+        return who
 
 
 def role_of(

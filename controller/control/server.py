@@ -14,15 +14,9 @@ the connection cap is reached the longest-idle connection of the user holding th
 most is closed to make room.
 
 Who may do what is decided from the peer's kernel credentials (``SO_PEERCRED``),
-before the service's handler ever sees the request:
-
-* ``reader`` -- anyone who can connect (the socket is mode 0660, so the service's
-  group): ``status``, ``history``, ``ping``, ``whoami``;
-* ``dealer`` -- the dealer group, the technician group, root or the service's own
-  user: ``roll``, ``void``, ``surrender``, ``bet``, ``cancel``, ``ack``;
-* ``technician`` -- the technician group, root or the service's own user:
-  ``clear-halt``, ``diagnostics-on``, ``diagnostics-off``, ``sim-reader`` (a bench
-  service's simulated reader).
+before the service's handler ever sees the request: ``reader`` (anyone who can
+connect: the socket is mode 0660), ``dealer`` or ``technician``, each op's role in
+:data:`~controller.control.protocol.ROLES`.
 
 The handler gets a :class:`~controller.control.protocol.Request` whose ``actor``
 ("alice(1001)") goes into the journal with every state change. It returns the
@@ -54,7 +48,7 @@ from controller.control.protocol import (
     ROLES,
     Handler,
     Identify,
-    Identity,
+    IdentityCache,
     Role,
     encode,
     identify,
@@ -66,7 +60,6 @@ from controller.core.errors import FirebetError
 log = logging.getLogger("firebet.control")
 
 MAX_CONNECTIONS = 1000  # open connections at once (fewer if the file limit is lower)
-IDENTITY_TTL_S = 10.0  # how long a peer's user and groups are taken from the cache
 _LISTEN, _WAKE = object(), object()
 
 
@@ -100,7 +93,7 @@ class ControlServer:
     ) -> None:
         self.path = Path(path)
         self.groups = {Role.DEALER: dealer_group, Role.TECHNICIAN: technician_group}
-        self.identify = identify
+        self.identities = IdentityCache(identify)  # who a connecting uid and gid are
         self.service_uid = os.getuid() if service_uid is None else service_uid
         self.max_line = max_line
         self.max_connections = max_connections
@@ -124,7 +117,6 @@ class ControlServer:
         self._wake_r: socket.socket | None = None
         self._wake_w: socket.socket | None = None
         self._conns: dict[Conn, None] = {}  # insertion-ordered set
-        self._identities: dict[tuple[int, int], tuple[float, Identity]] = {}
         self._stopping = threading.Event()
 
     # lifecycle ----------------------------------------------------------------------
@@ -261,7 +253,7 @@ class ControlServer:
         try:
             sock.setblocking(False)
             pid, uid, gid = peer_credentials(sock)
-            identity = replace(self._identity(uid, gid), pid=pid)
+            identity = replace(self.identities(uid, gid), pid=pid)
         except Exception:
             log.exception("control socket: cannot tell who connected")
             sock.close()
@@ -274,17 +266,6 @@ class ControlServer:
         conn = Conn(sock, identity, role, time.monotonic())
         self._conns[conn] = None
         self._want(conn)
-
-    def _identity(self, uid: int, gid: int) -> Identity:
-        now = time.monotonic()
-        cached = self._identities.get((uid, gid))
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        if len(self._identities) > 1024:
-            self._identities.clear()
-        who = self.identify(uid, gid)
-        self._identities[(uid, gid)] = (now + IDENTITY_TTL_S, who)
-        return who
 
     def _evict(self) -> bool:
         """Close the longest-idle connection of the user holding the most; False if none."""

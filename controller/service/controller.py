@@ -36,13 +36,7 @@ from controller.core.commands import (
 from controller.core.config import Config, rules_settings
 from controller.core.engine import Engine, Outcome
 from controller.core.errors import FirebetError, TableHalted
-from controller.core.events import (
-    DuplicateRoll,
-    RollAccepted,
-    RollHeld,
-    RollVoided,
-    Settlement,
-)
+from controller.core.events import DuplicateRoll, RollAccepted, RollHeld
 from controller.core.lamps import Mode, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
 from controller.core.state import TableState
@@ -50,16 +44,15 @@ from controller.floor.link import FloorLink
 from controller.journal import Journal, JournalHalted, JournalWriteError
 from controller.service import answers, health, notify
 from controller.service.integrity import ProgramCheck, check_program
-from controller.service.jobs import (
-    Halt,
-    Job,
-    RepeatedRefusals,
-    Stop,
-    log_reader_events,
-    roll_key,
-)
+from controller.service.jobs import Halt, Job, RepeatedRefusals, Stop, log_reader_events, roll_key
 from controller.service.recall import HistoryRecall
-from controller.service.status import SEQ_CONFLICT, Published, status_line, status_report
+from controller.service.status import (
+    SEQ_CONFLICT,
+    Published,
+    ShownSettlement,
+    status_line,
+    status_of,
+)
 from drivers.buttons import DealerButtons
 from drivers.lights import MarkerLights
 from drivers.reader import DiceReader
@@ -108,11 +101,10 @@ class Controller:
         self.reader_fault: str | None = None if reader is not None else "NO_READER"
         self.diagnostics = False
         self.storage_fault: str | None = None
-        self.last_settlement: dict[str, Any] | None = None
-        self._settlement_before: dict[str, Any] | None = None  # shown again if a void reverses
+        self.settlements = ShownSettlement()
         self.started_at = time.monotonic()
         self.ready_after_s: float | None = None
-        self._published: Published | None = None
+        self.published: Published | None = None  # the engine thread's last snapshot
         self.recall = HistoryRecall(config.firebet, config.history_hands)  # the reading lane
         self._watchdog_s = notify.watchdog_interval()
         self.refusals = RepeatedRefusals(log)
@@ -132,15 +124,7 @@ class Controller:
         notify.status("recovering the journal")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.journal = Journal.open(self.state_dir, self.config)
-        recovered = self.journal.recover(self.engine)
-        live_from = recovered.last_record + 1  # the first record this run's engine decides
-        if recovered.halted is not None:
-            log.error("journal halted: %s", recovered.halted.describe())
-        elif self.journal.fs_read_only:
-            self.storage_fault = f"{self.journal.path.parent} is on a read-only file system"
-            log.error(
-                "storage fault: %s; rolls are refused until it is writable", self.storage_fault
-            )
+        live_from = health.recover(self)  # the first record this run's engine decides
         self.lights = MarkerLights(self.config.lights, self.pin_factory, self.lights_timing)
         self.refresh()  # markers re-lit from the journal before anything else
         self.buttons = DealerButtons(self.config.buttons, self.pin_factory, self.post)
@@ -366,16 +350,7 @@ class Controller:
                 "free disk space in the state directory, then try again"
             ) from exc
         self.storage_fault = None
-        for event in outcome.events:
-            if isinstance(event, Settlement):
-                self._settlement_before = self.last_settlement
-                self.last_settlement = event.report() | {
-                    "immediate": event.immediate,
-                    "wagers": {str(p): a for p, a in sorted(event.wagers.items())},
-                }
-            elif isinstance(event, RollVoided) and event.reversed_settlement is not None:
-                # the seven-out is undone: its hand is back in play, nothing was settled
-                self.last_settlement, self._settlement_before = self._settlement_before, None
+        self.settlements.note(outcome.events)
         return outcome
 
     # outputs ---------------------------------------------------------------------------
@@ -389,44 +364,28 @@ class Controller:
             self.lights.apply(outputs)
         halted = self.journal.halted if self.journal is not None else None
         halt_text = halted.describe() if halted is not None else self.program_problem
-        self._published = Published(
+        self.published = Published(
             state,
             mode,
             outputs,
             view,
             halt_text,
             self.storage_fault,
-            self.last_settlement,
+            self.settlements.last,
         )
         self._notify_status()
         if self.floor is not None:
             self.floor.state_changed()  # a flag only: the link wakes after the outputs
         if self.on_change is not None:
-            self.on_change(self._published)
+            self.on_change(self.published)
 
     def _notify_status(self) -> None:
-        if self._published is not None:
-            notify.status(status_line(self._published))
+        if self.published is not None:
+            notify.status(status_line(self.published))
 
     def status(self) -> dict[str, Any]:
         """``status --json``: the last published snapshot, with the reader's counters now."""
-        p = self._published
-        if p is None:
-            return {"ok": False, "error": "the service is still starting"}
-        reader = (
-            self.reader.status().to_dict()
-            if self.reader is not None
-            else {"connected": False, "fault": "NO_READER", "counters": {}, "port": ""}
-        )
-        return status_report(
-            p,
-            table=self.config.table.id,
-            ready=self.ready.is_set(),
-            reader=reader,
-            journal_check=self.full_check,
-            program=self.program.to_dict() if self.program is not None else None,
-            floor=self.floor.status() if self.floor is not None else FloorLink.disabled_status(),
-        )
+        return status_of(self)
 
     # the control socket and local tools ---------------------------------------------------
     def submit(self, command: Command, timeout: float = 10.0) -> dict[str, Any]:

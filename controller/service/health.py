@@ -26,6 +26,19 @@ log = logging.getLogger("firebet.service")
 MIN_FREE_BYTES = 16 * 1024 * 1024  # below this the self-check warns: rolls may soon be refused
 
 
+def recover(table: Controller) -> int:
+    """At start: recover the opened journal into the engine; a read-only file system is a
+    storage fault (a damaged journal halts by itself). The first record this run decides."""
+    assert table.journal is not None
+    recovered = table.journal.recover(table.engine)
+    if recovered.halted is not None:
+        log.error("journal halted: %s", recovered.halted.describe())
+    elif table.journal.fs_read_only:
+        table.storage_fault = f"{table.journal.path.parent} is on a read-only file system"
+        log.error("storage fault: %s; rolls are refused until it is writable", table.storage_fault)
+    return recovered.last_record + 1
+
+
 def check_whole_journal(table: Controller) -> None:
     """After ready: verify every record from genesis (recovery read only the tail).
 

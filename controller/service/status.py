@@ -8,11 +8,17 @@ read that snapshot, never the live state. The report's keys are the command-line
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from controller.core.events import Event, RollVoided, Settlement
 from controller.core.lamps import LightsView, Mode, Outputs, marker_report
 from controller.core.state import TableState
+from controller.floor.link import FloorLink
+
+if TYPE_CHECKING:
+    from controller.service.controller import Controller
 
 SEQ_CONFLICT = "SEQ_CONFLICT"
 
@@ -30,11 +36,53 @@ class Published:
     last_settlement: dict[str, Any] | None
 
 
+class ShownSettlement:
+    """The settlement ``status`` shows last, and the one before it: a void that reverses the
+    last seven-out puts its hand back in play, so the one before is shown again."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, Any] | None = None
+        self._before: dict[str, Any] | None = None
+
+    def note(self, events: Sequence[Event]) -> None:
+        """Take in what a recorded command's events settled or reversed."""
+        for event in events:
+            if isinstance(event, Settlement):
+                self._before = self.last
+                self.last = event.report() | {
+                    "immediate": event.immediate,
+                    "wagers": {str(p): a for p, a in sorted(event.wagers.items())},
+                }
+            elif isinstance(event, RollVoided) and event.reversed_settlement is not None:
+                self.last, self._before = self._before, None
+
+
 def status_line(p: Published) -> str:
     """The one line systemd shows for the service (sd_notify STATUS)."""
     s = p.state
     point = f"point {s.point}" if s.point else s.phase.value.replace("_", " ")
     return f"{p.mode}: hand {s.hand}, {point}, {s.unique_points} different points, {s.rolls} rolls"
+
+
+def status_of(table: Controller) -> dict[str, Any]:
+    """``status --json`` of ``table``: its last published snapshot, the reader's counters now."""
+    p = table.published
+    if p is None:
+        return {"ok": False, "error": "the service is still starting"}
+    reader = (
+        table.reader.status().to_dict()
+        if table.reader is not None
+        else {"connected": False, "fault": "NO_READER", "counters": {}, "port": ""}
+    )
+    return status_report(
+        p,
+        table=table.config.table.id,
+        ready=table.ready.is_set(),
+        reader=reader,
+        journal_check=table.full_check,
+        program=table.program.to_dict() if table.program is not None else None,
+        floor=table.floor.status() if table.floor is not None else FloorLink.disabled_status(),
+    )
 
 
 def status_report(
