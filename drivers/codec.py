@@ -54,7 +54,6 @@ FIELD_COUNTS: dict[str, int] = {
     "OK": 2,  # OK,<seq>
     "ACK": 2,  # ACK,<seq>
 }
-FRAME_NAMES: tuple[str, ...] = tuple(FIELD_COUNTS)
 
 _DOLLAR = 0x24
 _CR = 0x0D
