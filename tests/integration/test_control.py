@@ -6,7 +6,7 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +21,7 @@ from controller.control.protocol import (
 from controller.control.server import ControlServer
 from controller.core.errors import FirebetError, ServiceUnreachable
 from tests.control_support import SERVICE_UID, Recorder, fake_identity, raw_exchange
-from tests.support import DEALERS, TECHS, control_servers
-
-
-@pytest.fixture
-def sock_path(tmp_path: Path) -> Path:
-    return tmp_path / "control.sock"
-
-
-@pytest.fixture
-def make_server(sock_path: Path) -> Iterator[Callable[..., ControlServer]]:
-    with control_servers(sock_path, Recorder) as make:
-        yield make
-
+from tests.support import DEALERS, TECHS
 
 # request / reply ----------------------------------------------------------------------
 

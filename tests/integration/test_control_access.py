@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import socket
 import stat
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,19 +24,7 @@ from controller.control.protocol import (
 from controller.control.server import ControlServer
 from controller.core.errors import FirebetError, ServiceUnreachable, UsageError
 from tests.control_support import SERVICE_UID, Recorder, fake_identity
-from tests.support import DEALERS, TECHS, control_servers
-
-
-@pytest.fixture
-def sock_path(tmp_path: Path) -> Path:
-    return tmp_path / "control.sock"
-
-
-@pytest.fixture
-def make_server(sock_path: Path) -> Iterator[Callable[..., ControlServer]]:
-    with control_servers(sock_path, Recorder) as make:
-        yield make
-
+from tests.support import DEALERS, TECHS
 
 # roles ---------------------------------------------------------------------------------
 

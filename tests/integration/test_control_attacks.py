@@ -1,14 +1,13 @@
-"""The control socket under attack: ill-formed lines, idle and slow connections, floods,
-retries and deadlines (#9). A real AF_UNIX socket; the handler is a test double."""
+"""The control socket under attack: ill-formed lines, idle and slow connections, floods
+(#9; retries and deadlines are test_control_retries.py). A real AF_UNIX socket; the
+handler is a test double."""
 
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,82 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.control.client import ControlClient
-from controller.control.protocol import Identity, Request
 from controller.control.server import ControlServer
 from controller.core.errors import FirebetError, ServiceUnreachable
-from tests.support import DEALERS, TECHS, control_servers, wait_for
-
-
-class Recorder:
-    """Remembers every request; answers at once, or waits for ``gate`` on chosen ops."""
-
-    def __init__(self, slow: frozenset[str] = frozenset()) -> None:
-        self.requests: list[Request] = []
-        self.lock = threading.Lock()
-        self.slow = slow
-        self.gate = threading.Event()
-        self.entered = threading.Event()
-
-    def __call__(self, request: Request) -> Mapping[str, Any]:
-        with self.lock:
-            self.requests.append(request)
-        if request.op in self.slow:
-            self.entered.set()
-            self.gate.wait(30)
-        return {"op": request.op, "args": request.args, "n": len(self.requests)}
-
-    def count(self, op: str) -> int:
-        with self.lock:
-            return sum(1 for r in self.requests if r.op == op)
-
-
-def dealer(_uid: int, gid: int) -> Identity:
-    return Identity(uid=1001, gid=gid, user="dana", groups=frozenset({DEALERS}))
-
-
-@pytest.fixture
-def sock_path(tmp_path: Path) -> Path:
-    return tmp_path / "c.sock"
-
-
-@pytest.fixture
-def serve(sock_path: Path) -> Iterator[Callable[..., ControlServer]]:
-    with control_servers(sock_path, Recorder, identify=dealer, service_uid=999) as make:
-        yield make
-
-
-class Line:
-    """A raw connection speaking lines."""
-
-    def __init__(self, path: Path, timeout: float = 30.0) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(str(path))  # blocking: waits while the listen queue is full
-        self.sock.settimeout(timeout)
-        self.file = self.sock.makefile("rb")
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def reply(self) -> dict[str, Any]:
-        line = self.file.readline()
-        assert line.endswith(b"\n"), f"no reply line, got {line[:80]!r}"
-        body: dict[str, Any] = json.loads(line)
-        return body
-
-    def ask(self, body: dict[str, Any]) -> dict[str, Any]:
-        self.send(json.dumps(body).encode() + b"\n")
-        return self.reply()
-
-    def close(self) -> None:
-        self.file.close()
-        self.sock.close()
-
-    def __enter__(self) -> Line:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
+from tests.control_support import GatedRecorder, Line, dealer
+from tests.support import DEALERS, TECHS, wait_for
 
 # item 4: every request, however ill-formed, gets a reply naming what was wrong ---------
 
@@ -112,7 +39,7 @@ ATTACKS = [
 def test_every_ill_formed_request_gets_an_error_naming_it(
     serve: Any, sock_path: Path, line: bytes, reason: str
 ) -> None:
-    rec = Recorder()
+    rec = GatedRecorder()
     serve(rec)
     with Line(sock_path) as conn:
         conn.send(line + b"\n")
@@ -137,7 +64,7 @@ def test_a_huge_line_gets_one_error_and_the_next_line_is_served(
 @pytest.fixture(scope="module")
 def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     path = tmp_path_factory.mktemp("fuzz") / "c.sock"
-    server = ControlServer(path, Recorder(), DEALERS, TECHS, identify=dealer, service_uid=999)
+    server = ControlServer(path, GatedRecorder(), DEALERS, TECHS, identify=dealer, service_uid=999)
     server.start()
     yield path
     server.stop()
@@ -217,7 +144,7 @@ def test_a_slowloris_half_line_is_dropped_too(serve: Any, sock_path: Path) -> No
 
 
 def test_hundreds_of_idle_connections_keep_nobody_out(serve: Any, sock_path: Path) -> None:
-    rec = Recorder()
+    rec = GatedRecorder()
     server = serve(rec)
     idle = []
     try:
@@ -266,7 +193,7 @@ def test_clients_that_never_read_do_not_block_others(serve: Any, sock_path: Path
 
 
 def test_a_slow_reading_request_never_delays_a_dealer(serve: Any, sock_path: Path) -> None:
-    rec = Recorder(slow=frozenset({"history"}))
+    rec = GatedRecorder(slow=frozenset({"history"}))
     serve(rec)
     readers = [Line(sock_path) for _ in range(4)]
     try:
@@ -284,7 +211,7 @@ def test_a_slow_reading_request_never_delays_a_dealer(serve: Any, sock_path: Pat
 
 
 def test_busy_is_a_retryable_refusal_not_service_down(serve: Any, sock_path: Path) -> None:
-    rec = Recorder(slow=frozenset({"history"}))
+    rec = GatedRecorder(slow=frozenset({"history"}))
     serve(rec, lane_size=1)
     first, second = Line(sock_path), Line(sock_path)
     try:
@@ -308,128 +235,3 @@ def test_busy_is_a_retryable_refusal_not_service_down(serve: Any, sock_path: Pat
         rec.gate.set()
         first.close()
         second.close()
-
-
-# item 2: deadlines and retries ------------------------------------------------------------
-
-
-def test_a_retry_with_the_same_id_is_applied_once(serve: Any, sock_path: Path) -> None:
-    rec = Recorder()
-    serve(rec)
-    with Line(sock_path) as a, Line(sock_path) as b:
-        bet = {"op": "bet", "args": {"position": 3, "amount": 1}, "id": "dealer-7"}
-        first = a.ask(bet)
-        again = b.ask(bet)  # another connection, as after a dropped one
-        assert first == again and first["ok"] is True
-        assert rec.count("bet") == 1
-        other = a.ask({"op": "bet", "args": {"position": 4, "amount": 1}, "id": "dealer-7"})
-        assert other["ok"] is False and "already used for another request" in other["error"]
-        assert a.ask({**bet, "id": "dealer-8"})["ok"] is True  # a new id is a new bet
-        assert rec.count("bet") == 2
-
-
-def test_a_retry_while_the_first_is_in_flight_waits_for_it(serve: Any, sock_path: Path) -> None:
-    rec = Recorder(slow=frozenset({"bet"}))
-    serve(rec)
-    a, b = Line(sock_path), Line(sock_path)
-    try:
-        bet = json.dumps({"op": "bet", "args": {"position": 3, "amount": 1}, "id": 41})
-        a.send(bet.encode() + b"\n")
-        assert rec.entered.wait(10)
-        b.send(bet.encode() + b"\n")
-        rec.gate.set()
-        assert a.reply() == b.reply()
-        assert rec.count("bet") == 1
-    finally:
-        rec.gate.set()
-        a.close()
-        b.close()
-
-
-def test_a_request_past_its_deadline_is_never_started(serve: Any, sock_path: Path) -> None:
-    rec = Recorder(slow=frozenset({"void"}))
-    serve(rec)
-    a, b = Line(sock_path), Line(sock_path)
-    try:
-        a.send(b'{"op":"void","id":1}\n')  # holds the dealers' lane
-        assert rec.entered.wait(10)
-        b.send(b'{"op":"bet","args":{"position":1,"amount":1},"id":2,"deadline_ms":100}\n')
-        time.sleep(0.3)  # the bet's deadline passes while it waits (the point of the test)
-        rec.gate.set()
-        assert a.reply()["ok"] is True
-        late = b.reply()
-        assert (
-            late["ok"] is False
-            and late["expired"] is True
-            and "nothing was changed" in (late["error"])
-        )
-        assert rec.count("bet") == 0
-        # told "not done": the same id may be sent again, and then it is done
-        again = b.ask({"op": "bet", "args": {"position": 1, "amount": 1}, "id": 2})
-        assert again["ok"] is True and rec.count("bet") == 1
-    finally:
-        rec.gate.set()
-        a.close()
-        b.close()
-
-
-def test_the_client_waits_longer_than_the_servers_limit(serve: Any, sock_path: Path) -> None:
-    timeout = 1.0  # a busy machine starts the request late, but not a second late
-
-    def slow_but_started(request: Request) -> Future[Mapping[str, Any]]:
-        done: Future[Mapping[str, Any]] = Future()
-        # done after the client's deadline has passed, whenever it started
-        threading.Timer(timeout + 0.4, done.set_result, [{"applied": True}]).start()
-        return done
-
-    serve(slow_but_started)
-    # the deadline limits when it may start; once started it finishes and the client,
-    # waiting deadline + grace, hears that it was done
-    with ControlClient(sock_path, timeout=timeout, grace=30.0) as client:
-        assert client.request("bet", position=1, amount=1) == {"ok": True, "applied": True}
-
-
-def test_a_kept_connection_closed_for_idleness_is_reopened_by_the_client(
-    serve: Any, sock_path: Path
-) -> None:
-    rec = Recorder()
-    server = serve(rec, idle_timeout=0.2)
-    with ControlClient(sock_path) as client:
-        assert client.request("bet", position=1, amount=1)["ok"] is True
-        wait_for(lambda: server.connections == 0, what="the idle connection to be closed")
-        assert client.request("bet", position=2, amount=1)["ok"] is True
-    assert rec.count("bet") == 2
-
-
-def test_a_reading_flood_is_paced_per_user_and_a_dealer_is_not(serve: Any, sock_path: Path) -> None:
-    rec = Recorder()
-    serve(rec, read_rate=20.0)
-    with Line(sock_path) as flood, Line(sock_path) as dealer_conn:
-        t0 = time.monotonic()
-        flood.send(b'{"op":"status"}\n' * 400)  # a second's burst (20), then 20 a second
-        wait_for(lambda: rec.count("status") >= 25, what="the burst to be served")
-        assert dealer_conn.ask({"op": "bet", "args": {"position": 1, "amount": 1}})["ok"]
-        # the rest of the flood needs 19 s at its pace: the dealer did not wait behind it
-        assert rec.count("status") < 400
-        for _ in range(60):
-            assert flood.reply()["ok"] is True
-        assert time.monotonic() - t0 >= (60 - 20) / 20 * 0.9  # never faster than the pace
-
-
-def test_the_reading_lane_rests_so_it_takes_only_its_share_of_a_cpu(
-    serve: Any, sock_path: Path
-) -> None:
-    def burn(request: Request) -> Mapping[str, Any]:
-        start = time.thread_time()
-        while time.thread_time() - start < 0.05:  # 50 ms of CPU per history
-            pass
-        return {}
-
-    serve(burn, lane_duty={"read": 0.25})
-    with Line(sock_path) as conn:
-        t0 = time.monotonic()
-        conn.send(b'{"op":"history"}\n' * 3)
-        for _ in range(3):
-            assert conn.reply()["ok"] is True
-        # 3 x 50 ms of work, and 150 ms of rest after each of the first two at least
-        assert time.monotonic() - t0 >= 3 * 0.05 + 2 * 0.15
