@@ -19,7 +19,6 @@ import logging
 import math
 import os
 import queue
-import socket
 import threading
 import time
 from collections import OrderedDict
@@ -28,6 +27,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from controller.control.conn import Conn
 from controller.control.protocol import (
     BUILTIN_OPS,
     BadRequest,
@@ -52,28 +52,6 @@ LANES: dict[str, str] = {"status": "status", "history": "read"}
 # the CPU share a lane may take (the rest of the time it rests): a long history never
 # keeps the interpreter from the engine thread for long
 LANE_DUTY: dict[str, float] = {"read": 0.25}
-
-
-class Conn:
-    """One client connection, owned by the selector thread."""
-
-    __slots__ = (
-        "events", "identity", "inbuf", "last_request", "last_sent", "open", "outbuf",
-        "pending", "role", "skipping", "sock",
-    )  # fmt: skip
-
-    def __init__(self, sock: socket.socket, identity: Identity, role: Role, now: float) -> None:
-        self.sock = sock
-        self.identity = identity
-        self.role = role
-        self.inbuf = bytearray()
-        self.outbuf = bytearray()
-        self.skipping = False  # inside an oversized line, dropping bytes up to its newline
-        self.pending = False  # a request of this connection is being answered
-        self.open = True
-        self.events = 0  # what the selector watches for
-        self.last_request = now  # when the last complete request arrived (or the connect)
-        self.last_sent = now  # when output last made progress
 
 
 class Wire(Protocol):

@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from controller.control import socketfile
-from controller.control.desk import LANE_DUTY, LANE_SIZE, LANES, READ_RATE, Conn, RequestDesk
+from controller.control.conn import Conn
+from controller.control.desk import LANE_DUTY, LANE_SIZE, LANES, READ_RATE, RequestDesk
 from controller.control.protocol import (
     IDLE_TIMEOUT_S,
     MAX_LINE,
@@ -334,18 +335,11 @@ class ControlServer:
         conn.events = events
 
     def _read(self, conn: Conn) -> None:
-        try:
-            chunk = conn.sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
+        got = conn.receive()
+        if got is None:
             self._close(conn)
-            return
-        if not chunk:
-            self._close(conn)
-            return
-        conn.inbuf += chunk
-        self.process(conn)
+        elif got:
+            self.process(conn)
 
     def process(self, conn: Conn) -> None:
         """Answer the complete lines waiting on ``conn``, one at a time, in order."""
@@ -392,18 +386,8 @@ class ControlServer:
         self._write(conn)
 
     def _write(self, conn: Conn) -> None:
-        if not conn.open or not conn.outbuf:
-            return
-        try:
-            sent = conn.sock.send(conn.outbuf)
-        except (BlockingIOError, InterruptedError):
-            sent = 0
-        except OSError:
+        if conn.open and not conn.write():
             self._close(conn)
-            return
-        if sent:
-            del conn.outbuf[:sent]
-            conn.last_sent = time.monotonic()
 
     def _flush(self, conn: Conn) -> None:
         """The socket can take more: send, then serve the next waiting line when all went."""
