@@ -12,10 +12,9 @@ file for the second reading, and memory does not grow with the script's length.
 from __future__ import annotations
 
 import argparse
-import io
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
@@ -23,9 +22,9 @@ from typing import IO, Any
 from controller.cli import options
 from controller.cli.display import hand_line
 from controller.core.engine import Engine
-from controller.core.errors import ScriptError, UsageError
+from controller.core.errors import UsageError
 from controller.core.events import Settlement
-from controller.core.script import Replayer, parse_script
+from controller.core.script import Replayer, parse_chunks
 from controller.core.state import TableState
 
 
@@ -56,37 +55,21 @@ def _now_line(st: TableState) -> str:
     )
 
 
-def _numbered(text: Iterable[str], source: str) -> Iterator[str]:
-    """The lines of ``text``; a byte that is not UTF-8 is a ScriptError naming its line."""
-    no = 0
-    try:
-        for no, line in enumerate(text, start=1):  # noqa: B007 - no is read after a failure
-            yield line
-    except UnicodeDecodeError as exc:
-        why = f"cannot read the script: not UTF-8 ({exc.reason})"
-        raise ScriptError(source, no + 1, "", why) from None
+_CHUNK = 1 << 16  # bytes of script lines read at a time
 
 
-def _reading(stream: IO[bytes]) -> io.TextIOWrapper:
-    """``stream`` as text, split at ``\\n`` only (the caller detaches it after use)."""
-    return io.TextIOWrapper(stream, encoding="utf-8", newline="\n")
-
-
-def _copying(lines: Iterator[str], copy: IO[bytes]) -> Iterator[str]:
-    for line in lines:
-        copy.write(line.encode("utf-8"))
-        yield line
+def _chunks(stream: IO[bytes], copy: IO[bytes] | None = None) -> Iterator[list[bytes]]:
+    """The script's lines, many at a time, split at ``\n`` only (copied to ``copy``)."""
+    while lines := stream.readlines(_CHUNK):
+        if copy is not None:
+            copy.writelines(lines)
+        yield lines
 
 
 def _check(stream: IO[bytes], source: str, copy: IO[bytes] | None) -> None:
     """Read every line once (copying it to ``copy``); a bad line raises ScriptError."""
-    text = _reading(stream)
-    try:
-        lines = _numbered(text, source)
-        for _ in parse_script(lines if copy is None else _copying(lines, copy), source):
-            pass
-    finally:
-        text.detach()  # the stream stays open for the second reading
+    for _ in parse_chunks(_chunks(stream, copy), source):
+        pass
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,18 +89,14 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{source}: cannot read the script: {exc.strerror or exc}") from exc
         replayer = Replayer(engine)
         out, err = sys.stdout, sys.stderr
-        text = _reading(script)
-        try:
-            for no, event in replayer.run(parse_script(_numbered(text, source), source)):
-                if isinstance(event, Settlement):
-                    if args.json:
-                        out.write(json_line(event) + "\n")
-                    else:
-                        out.write("\n".join(_table_lines(event)) + "\n")
+        for no, event in replayer.run_chunks(parse_chunks(_chunks(script), source)):
+            if isinstance(event, Settlement):
+                if args.json:
+                    out.write(json_line(event) + "\n")
                 else:
-                    err.write(f"{source}:{no}: refused: {event.reason}\n")
-        finally:
-            text.detach()
+                    out.write("\n".join(_table_lines(event)) + "\n")
+            else:
+                err.write(f"{source}:{no}: refused: {event.reason}\n")
         if not args.json:
             out.write(_now_line(replayer.state) + "\n")
     return 0

@@ -58,7 +58,15 @@ from controller.core.events import (
     SurveillanceAlert,
     SurveillanceConfirmed,
 )
-from controller.core.state import HeldRoll, Phase, TableState, fold_all, rolled
+from controller.core.state import (
+    HeldRoll,
+    Phase,
+    RunFields,
+    TableState,
+    after_rolls,
+    fold_all,
+    rolled,
+)
 
 # a held reader roll is applied as a roll of its own source, never sent from outside
 _HELD_SOURCES = frozenset({"held"})
@@ -214,6 +222,8 @@ _Move = tuple[
 _POINT = Phase.POINT
 # the roll sources of the roll path besides the reader (whose rolls it checks apart)
 _MOVE_SOURCES = frozenset(ROLL_SOURCES - {"reader"})
+# the roll sources advance_moves folds in a run (a manual roll holds the reader's rolls)
+_BATCH_SOURCES = frozenset({"script", "sim"})
 
 
 def _outcome(pair: tuple[TableState, tuple[Event, ...]]) -> Outcome:
@@ -298,6 +308,60 @@ class Engine:
             if moved is not None:
                 return moved[0]
         return self.apply(state, command).state
+
+    def advance_moves(
+        self, state: TableState, commands: Sequence[Command], start: int = 0
+    ) -> tuple[TableState, int]:
+        """The state after ``commands[start:end]`` and ``end``: the longest run of script or
+        simulation rolls (no reader seq) from ``start`` that only move the hand or light a
+        marker (no seven-out, no surveillance alert, no pay at the 6th point). A replay's
+        common case, folded in locals with
+        one state made at the end (its undo buffer the state before the run's last roll);
+        the same state as applying them one by one (the engine's tests hold it to that)."""
+        s = state.__dict__
+        phase, point, points, open_ = s["phase"], s["point"], s["points"], s["betting_open"]
+        rolls, made, last_roll = s["rolls"], 0, s["last_roll"]
+        before: RunFields | None = None
+        on_point, come_out = self._on_point, self._come_out
+        alert_at, alert_raised = self.rules.surveillance_at, s["alert_raised"]
+        pay_at_six = self.rules.pay_six_immediately and not s["settled"]
+        end, count = start, len(commands)
+        while end < count:
+            command = commands[end]
+            if type(command) is not Roll:
+                break
+            c = command.__dict__
+            d1, d2 = c["d1"], c["d2"]
+            if c["seq"] is not None or c["source"] not in _BATCH_SOURCES:
+                break
+            if type(d1) is not int or type(d2) is not int:
+                break
+            if phase is _POINT:
+                move = on_point.get((point, d1, d2))
+            elif point is None:
+                move = come_out.get((d1, d2))
+            else:
+                break
+            if move is None:
+                break
+            lit = points
+            if move[6] and point not in points:  # a new different point: no alert, no pay
+                lit = (*points, point)
+                if (len(lit) == alert_at and not alert_raised) or (len(lit) == 6 and pay_at_six):
+                    break
+            before = (phase, point, open_, rolls, made, last_roll, points)
+            points = lit
+            phase, point, last_roll = move[3], move[4], move[5]
+            rolls += 1
+            if move[6]:
+                made += 1
+            if move[7]:
+                open_ = False
+            end += 1
+        if before is None:
+            return state, start
+        now = (phase, point, open_, rolls, made, last_roll, points)
+        return after_rolls(state, now, before), end
 
     def run(self, commands: Sequence[Command], state: TableState | None = None) -> TableState:
         """Apply many commands in order; the final state."""

@@ -8,7 +8,7 @@ Script: one item a line; ``#`` starts a comment; blank lines are ignored.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,6 +123,45 @@ def parse_script(lines: Iterable[str], source: str = "<script>") -> Iterator[tup
         yield no, command
 
 
+_COMMON_BYTES: dict[bytes, Command] = {line.encode(): c for line, c in _COMMON.items()}
+_KNOWN_LINES = 4096  # distinct lines remembered a script (its wagers, comments)
+
+
+def parse_chunks(
+    chunks: Iterable[Sequence[bytes]], source: str = "<script>"
+) -> Iterator[tuple[Sequence[int], list[Command]]]:
+    """:func:`parse_script` over a script read as bytes, many lines at a time (each line
+    ``\n``-terminated, as a binary file's ``readlines`` gives them): for each chunk, the
+    line numbers and the commands of its lines that hold one. A line seen before is looked
+    up, not parsed again (commands are values); a line that is not UTF-8 is a ScriptError
+    naming it."""
+    known: dict[bytes, Command] = dict(_COMMON_BYTES)
+    no = 0
+    for lines in chunks:
+        commands = list(map(known.get, lines))
+        if all(commands):  # every line seen before, none blank (no == on commands: slow)
+            yield range(no + 1, no + 1 + len(lines)), commands  # type: ignore[misc]
+            no += len(lines)
+            continue
+        numbers: list[int] = []
+        kept: list[Command] = []
+        for line, command in zip(lines, commands, strict=True):
+            no += 1
+            if command is None:
+                try:
+                    text = line.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    why = f"cannot read the script: not UTF-8 ({exc.reason})"
+                    raise ScriptError(source, no, "", why) from None
+                command = parse_line(text, source, no)
+                if command is not None and len(known) < _KNOWN_LINES:
+                    known[line] = command
+            if command is not None:
+                numbers.append(no)
+                kept.append(command)
+        yield numbers, kept
+
+
 Item = tuple[int, Refused | Settlement]
 
 
@@ -161,6 +200,50 @@ class Replayer:
                 if held is not None and state.last_settlement is not held[1]:
                     yield held  # a later roll, wager or surrender: no void can reach it now
                     held = None
+                self.state = state
+        finally:
+            self.state = state
+        if held is not None:
+            yield held
+
+    def run_chunks(
+        self, chunks: Iterable[tuple[Sequence[int], Sequence[Command]]]
+    ) -> Iterator[Item]:
+        """:meth:`run` over chunks of (line numbers, commands), as :func:`parse_chunks`
+        gives them: the same items in the same order. A run of script rolls that only move
+        the hand is folded at once (:meth:`Engine.advance_moves`): it yields nothing, and
+        after it no void can reach a settlement held back."""
+        apply, advance_moves = self.engine.apply, self.engine.advance_moves
+        state = self.state
+        held: Item | None = None
+        try:
+            for numbers, commands in chunks:
+                i, count = 0, len(commands)
+                while i < count:
+                    if type(commands[i]) is Roll:
+                        state, end = advance_moves(state, commands, i)
+                        if end > i:
+                            i = end
+                            if held is not None:
+                                yield held
+                                held = None
+                            continue
+                    no, command = numbers[i], commands[i]
+                    i += 1
+                    state, events = apply(state, command)
+                    for event in events:
+                        kind = type(event)
+                        if kind is Settlement:
+                            if held is not None:
+                                yield held
+                            held = (no, event)  # type: ignore[assignment]
+                        elif kind is RollVoided and event.reversed_settlement is not None:  # type: ignore[attr-defined]
+                            held = None  # the void took back the settlement it held
+                        elif kind is Refused:
+                            yield no, event  # type: ignore[misc]
+                    if held is not None and state.last_settlement is not held[1]:
+                        yield held  # a later roll, wager or surrender: no void can reach it
+                        held = None
                 self.state = state
         finally:
             self.state = state

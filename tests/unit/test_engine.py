@@ -14,6 +14,7 @@ from controller.core.engine import Engine, decision_table
 from controller.core.events import (
     BettingClosed,
     DuplicateRoll,
+    NewDifferentPoint,
     NewHand,
     RollAccepted,
     RollVoided,
@@ -454,3 +455,54 @@ def test_property_the_roll_path_is_the_fold_of_the_events_it_gives(
         if out.state.undo is not None:
             assert out.state.undo.undo is None  # the undo buffer never chains
         state = out.state
+
+
+script_rolls = st.builds(Roll, dice, dice, source=st.sampled_from(["script", "sim"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rules_strategy,
+    st.lists(commands, max_size=60),
+    st.lists(st.one_of(script_rolls, script_rolls, script_rolls, mixed), max_size=60),
+)
+def test_property_a_run_of_moving_rolls_is_folded_as_one_by_one(
+    rules: FireBetRules, first: list[Command], cmds: list[Command]
+) -> None:
+    engine = Engine(rules)
+    state = engine.run(first)
+    start = 0
+    while start < len(cmds):
+        got, end = engine.advance_moves(state, cmds, start)
+        expected = state
+        for c in cmds[start:end]:
+            out = engine.apply(expected, c)
+            assert {type(e) for e in out.events} <= {RollAccepted, BettingClosed, NewDifferentPoint}
+            expected = out.state
+        assert got == expected and got.to_dict() == expected.to_dict()
+        if end < len(cmds):  # the run stops only at what is not a moving script roll
+            c = cmds[end]
+            out = engine.apply(got, c)
+            assert (
+                not isinstance(c, Roll)
+                or c.seq is not None
+                or c.source not in ("script", "sim")
+                or not {type(e) for e in out.events}
+                <= {RollAccepted, BettingClosed, NewDifferentPoint}
+            )
+            got, end = out.state, end + 1
+        state, start = got, end
+
+
+def test_a_run_of_moving_rolls_meters_a_point_made_again_and_can_be_voided() -> None:
+    engine = Engine()
+    six = [Roll(3, 3, "script"), Roll(3, 3, "script")]  # the point 6, made: a new point
+    again = [Roll(4, 2, "script"), Roll(5, 1, "script"), Roll(2, 2, "script")]  # 6 again
+    state = engine.run(six)
+    got, end = engine.advance_moves(state, again)
+    expected = engine.run(again, state)
+    assert end == 3 and got.meters.points_made == 2
+    assert got.to_dict() == expected.to_dict()
+    voided = engine.apply(got, Void()).state
+    assert voided.to_dict() == engine.apply(expected, Void()).state.to_dict()
+    assert voided == engine.run(again[:2], state)

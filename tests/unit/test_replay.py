@@ -9,7 +9,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from controller.cli.replay import json_line
@@ -18,7 +18,13 @@ from controller.core.config import FireBetRules
 from controller.core.engine import Engine
 from controller.core.errors import ScriptError
 from controller.core.events import RollVoided, Settlement
-from controller.core.script import Replayer, parse_line, parse_script, script_lines
+from controller.core.script import (
+    Replayer,
+    parse_chunks,
+    parse_line,
+    parse_script,
+    script_lines,
+)
 from controller.core.state import TableState
 
 
@@ -309,3 +315,36 @@ def test_a_script_that_is_not_utf8_exits_2_naming_the_line(tmp_path: Path) -> No
     )
     assert proc.returncode == 2 and "not UTF-8" in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stdout == ""
+
+
+script_line = st.one_of(
+    st.builds("{} {}\n".format, st.integers(1, 6), st.integers(1, 6)),
+    st.builds("{} {}\n".format, st.integers(1, 6), st.integers(1, 6)),
+    st.builds("{} {}\n".format, st.integers(1, 6), st.integers(1, 6)),
+    st.builds("bet {} {}\n".format, st.integers(1, 3), st.integers(1, 5)),
+    st.builds("cancel {}\n".format, st.integers(1, 3)),
+    st.sampled_from(["void\n", "surrender\n", "ack\n", "\n", "# note\n", "4  4 # hard\n"]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(script_line, max_size=120), st.integers(1, 40), st.booleans())
+@example(["4 4\n", "6 1\n", "2 2\n", "bet 1 5\n"], 10, False)  # held back, then rolls
+def test_a_script_read_in_chunks_replays_as_line_by_line(
+    lines: list[str], size: int, six_now: bool
+) -> None:
+    engine = Engine(FireBetRules(positions=3, pay_six_immediately=six_now, surveillance_at=3))
+    one = Replayer(engine)
+    expected = list(one.run(parse_script(lines)))
+    data = [line.encode() for line in lines]
+    chunks = [data[i : i + size] for i in range(0, len(data), size)]
+    many = Replayer(engine)
+    assert list(many.run_chunks(parse_chunks(chunks))) == expected
+    assert many.state.to_dict() == one.state.to_dict()
+
+
+def test_a_line_that_is_not_utf8_is_named_in_chunks() -> None:
+    chunks = [[b"3 4\n", b"2 2\n"], [b"1 1\n", b"\xff\xfe 3\n"]]
+    with pytest.raises(ScriptError) as caught:
+        list(parse_chunks(chunks, "s.txt"))
+    assert "s.txt:4:" in str(caught.value) and "not UTF-8" in str(caught.value)
