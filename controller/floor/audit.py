@@ -50,17 +50,6 @@ from controller.core.state import TableState, evolve, fold
 from controller.floor.wire import FloorRecord
 from controller.journal.recipe import decode_command, to_ms
 
-RULE_KEYS = (
-    "positions",
-    "pays",
-    "min_wager",
-    "max_wager",
-    "wager_increment",
-    "pay_six_immediately",
-    "surrender_carries_points",
-    "surveillance_at",
-    "betting_closes",
-)
 _ENGINES: dict[str, Engine] = {}
 UNCHECKED_KEPT = 20  # the newest hands not checked, named on the console
 NOT_SENT = "not checked: the table sent no events for it (it could not derive them)"

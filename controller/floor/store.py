@@ -91,10 +91,6 @@ class Alert:
     status_by: str | None
     command_id: str | None
 
-    @property
-    def is_open(self) -> bool:
-        return self.status in OPEN
-
 
 _ALERT_COLUMNS = (
     "id, table_id, kind, hand, record, raised_at, detail, status, status_at, status_by, command_id"
