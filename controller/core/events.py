@@ -31,11 +31,6 @@ class Event:
 
     name: ClassVar[str] = "event"
 
-    @property
-    def kind(self) -> str:
-        """The event's name, as controller/floor/audit.py still calls it."""
-        return self.name
-
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with the event's name under ``"event"``."""
         return {"event": self.name, **asdict(self)}

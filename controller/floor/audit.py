@@ -163,8 +163,8 @@ def describe(expected: list[Event], recorded: list[Event]) -> list[tuple[str, st
     if not found:
         found.append(
             ("events", "the table recorded "
-             + (", ".join(e.kind for e in recorded) or "nothing")
-             + "; the rules give " + (", ".join(e.kind for e in expected) or "nothing"))
+             + (", ".join(e.name for e in recorded) or "nothing")
+             + "; the rules give " + (", ".join(e.name for e in expected) or "nothing"))
         )  # fmt: skip
     return found
 

@@ -49,7 +49,7 @@ def event_dict(event: Event) -> dict[str, Any]:
     names = _FIELDS.get(cls)
     if names is None:
         names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(event))
-    out: dict[str, Any] = {"event": event.kind}
+    out: dict[str, Any] = {"event": event.name}
     for name in names:
         value = getattr(event, name)
         out[name] = dataclasses.asdict(value) if isinstance(value, Event) else value
