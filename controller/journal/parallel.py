@@ -77,7 +77,11 @@ def verify_segments(
     if cuts[-1] != last:
         cuts.append(last)
     jobs = [(str(path), key, rules, a, b) for a, b in itertools.pairwise(cuts) if b > a]
-    context = multiprocessing.get_context("fork")
+    # never fork: a process with threads (the service, a test run) may hold one of SQLite's
+    # or the interpreter's locks at the fork, and the child then waits on it for ever.
+    # A fresh interpreter a worker costs a fraction of a second, paid only on a journal
+    # long enough to cut into segments.
+    context = multiprocessing.get_context("spawn")
     try:
         with ProcessPoolExecutor(max_workers=processes, mp_context=context) as pool:
             results = list(pool.map(_segment, *zip(*jobs, strict=True)))
