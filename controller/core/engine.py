@@ -222,7 +222,8 @@ _Move = tuple[
 _POINT = Phase.POINT
 # the roll sources of the roll path besides the reader (whose rolls it checks apart)
 _MOVE_SOURCES = frozenset(ROLL_SOURCES - {"reader"})
-# the roll sources advance_moves folds in a run (a manual roll holds the reader's rolls)
+# the roll sources advance_moves folds in a run besides the reader's (a manual roll holds
+# the reader's rolls)
 _BATCH_SOURCES = frozenset({"script", "sim"})
 
 
@@ -312,15 +313,18 @@ class Engine:
     def advance_moves(
         self, state: TableState, commands: Sequence[Command], start: int = 0
     ) -> tuple[TableState, int]:
-        """The state after ``commands[start:end]`` and ``end``: the longest run of script or
-        simulation rolls (no reader seq) from ``start`` that only move the hand or light a
-        marker (no seven-out, no surveillance alert, no pay at the 6th point). A replay's
-        common case, folded in locals with
-        one state made at the end (its undo buffer the state before the run's last roll);
-        the same state as applying them one by one (the engine's tests hold it to that)."""
+        """The state after ``commands[start:end]`` and ``end``: the longest run of rolls
+        from ``start`` that only move the hand or light a marker (no seven-out, no
+        surveillance alert, no pay at the 6th point, no manual or held roll, no reader roll
+        refused, held or repeated): a replay's and a journal check's common case, folded in
+        locals with one state made at the end (its undo buffer the state before the run's
+        last roll); the same state as applying them one by one (the engine's tests hold
+        it to that)."""
         s = state.__dict__
         phase, point, points, open_ = s["phase"], s["point"], s["points"], s["betting_open"]
         rolls, made, last_roll = s["rolls"], 0, s["last_roll"]
+        seq_now, dice_now = s["reader_seq"], s["reader_dice"]
+        reader_ok = s["reader_conflict"] is None and not s["hold_reader"]
         before: RunFields | None = None
         on_point, come_out = self._on_point, self._come_out
         alert_at, alert_raised = self.rules.surveillance_at, s["alert_raised"]
@@ -331,10 +335,17 @@ class Engine:
             if type(command) is not Roll:
                 break
             c = command.__dict__
-            d1, d2 = c["d1"], c["d2"]
-            if c["seq"] is not None or c["source"] not in _BATCH_SOURCES:
+            d1, d2, seq, source = c["d1"], c["d2"], c["seq"], c["source"]
+            if source == "reader":
+                if not reader_ok:
+                    break
+            elif source not in _BATCH_SOURCES:
                 break
             if type(d1) is not int or type(d2) is not int:
+                break
+            if seq is not None and (
+                type(seq) is not int or not 0 <= seq <= 65535 or seq == seq_now
+            ):
                 break
             if phase is _POINT:
                 move = on_point.get((point, d1, d2))
@@ -349,7 +360,7 @@ class Engine:
                 lit = (*points, point)
                 if (len(lit) == alert_at and not alert_raised) or (len(lit) == 6 and pay_at_six):
                     break
-            before = (phase, point, open_, rolls, made, last_roll, points)
+            before = (phase, point, open_, rolls, made, last_roll, points, seq_now, dice_now)
             points = lit
             phase, point, last_roll = move[3], move[4], move[5]
             rolls += 1
@@ -357,10 +368,12 @@ class Engine:
                 made += 1
             if move[7]:
                 open_ = False
+            if seq is not None:
+                seq_now, dice_now = seq, last_roll
             end += 1
         if before is None:
             return state, start
-        now = (phase, point, open_, rolls, made, last_roll, points)
+        now = (phase, point, open_, rolls, made, last_roll, points, seq_now, dice_now)
         return after_rolls(state, now, before), end
 
     def run(self, commands: Sequence[Command], state: TableState | None = None) -> TableState:

@@ -147,20 +147,24 @@ def rolled(
 
 
 # (phase, point, betting open, rolls, points made during a run of rolls, last roll,
-# the different points)
-RunFields = tuple[Phase, int | None, bool, int, int, tuple[int, int] | None, tuple[int, ...]]
+# the different points, the reader's last seq and dice)
+RunFields = tuple[
+    Phase, int | None, bool, int, int, tuple[int, int] | None, tuple[int, ...],
+    int | None, tuple[int, int] | None,
+]  # fmt: skip
 
 
 def after_rolls(state: TableState, now: RunFields, before: RunFields) -> TableState:
-    """The state after a run of script rolls that only moved the hand or lit markers (no
-    reader seq, no manual roll, no seven-out, no alert, no pay): ``now``, the fields the
-    run changed, after it; ``before``, the same before its last roll (the undo buffer)."""
+    """The state after a run of rolls that only moved the hand or lit markers (no manual
+    roll, no seven-out, no alert, no pay): ``now``, the fields the run changed, after it;
+    ``before``, the same before its last roll (the undo buffer)."""
     meters = state.meters
 
     def fields(run: RunFields) -> Fields:
         f = state.__dict__.copy()
         f["phase"], f["point"], f["betting_open"], f["rolls"] = run[:4]
         f["last_roll"], f["points"] = run[5], run[6]
+        f["reader_seq"], f["reader_dice"] = run[7], run[8]
         if run[4]:
             f["meters"] = _but(meters, points_made=meters.points_made + run[4])
         f["last_settlement"] = None

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.core.commands import Command
 from controller.core.engine import Engine
 from controller.core.state import TableState
 from controller.journal.recipe import (
@@ -30,6 +31,7 @@ from controller.journal.recipe import (
 from controller.journal.store import Row
 
 Problem = tuple[int | None, str]
+_RUN = 512  # sealed records folded together at most (the walk's memory stays flat)
 
 
 @dataclass
@@ -75,16 +77,18 @@ class Walk:
         self, rows: Iterable[tuple[Any, ...]], snaps: Mapping[int, str], *, stop_at_damage: bool
     ) -> None:
         """Walk ``rows`` (plain tuples in :class:`Row` order) in order; ``snaps`` is the
-        state text by record. A command record without a snapshot, in an intact chain,
-        takes the fast path below: the same checks as :meth:`step` (its seal, then its
-        command folded through the rules), inlined, with the walk kept in locals, the
-        key's pads hashed once (:func:`sealer`) and no events made for a roll that only
-        moves the hand (:meth:`Engine.advance`)."""
-        mac_of, advance = sealer(self.key), self.engine.advance
+        state text by record. Command records without a snapshot, in an intact chain, take
+        the fast path: the same checks as :meth:`step` (each seal, then the commands folded
+        through the rules), with the key's pads hashed once (:func:`sealer`) and the
+        commands of up to ``_RUN`` sealed records folded together (:meth:`_fold_run`)."""
+        mac_of = sealer(self.key)
         problems = self.problems
-        state, prev, expect = self.state, self.prev, self.expect
-        good, good_mac, records = self.good, self.good_mac, self.records
-        try:
+        rows = iter(rows)
+        while True:
+            prev, expect = self.prev, self.expect
+            sealed: list[tuple[Any, ...]] = []
+            commands: list[Command] = []
+            slow: tuple[Any, ...] | None = None
             for raw in rows:
                 number, at, actor, kind, body, snap, mac = raw
                 if not snap and number == expect and kind == "command" and not problems:
@@ -92,24 +96,68 @@ class Walk:
                     text = f"{number}\n{at_text}\n{actor}\ncommand\n0\n{body}"
                     if mac_of(prev + text.encode()) == mac:
                         try:
-                            state = advance(state, decode_body(body, actor, at, at_text))
+                            command = decode_body(body, actor, at, at_text)
                         except (KeyError, TypeError, ValueError, AttributeError):
                             pass  # the slow path says what is wrong
                         else:
-                            records += 1
-                            prev = good_mac = mac
-                            good, expect = number, number + 1
-                            continue
-                self.state, self.prev, self.expect = state, prev, expect
-                self.good, self.good_mac, self.records = good, good_mac, records
-                self.step(Row(*raw), snaps.get(number))
-                state, prev, expect = self.state, self.prev, self.expect
-                good, good_mac, records = self.good, self.good_mac, self.records
+                            sealed.append(raw)
+                            commands.append(command)
+                            prev, expect = mac, number + 1
+                            if len(sealed) < _RUN:
+                                continue
+                            break
+                slow = raw
+                break
+            else:
+                if not sealed:
+                    return  # every row walked
+            if sealed and not self._fold_run(sealed, commands, snaps, stop_at_damage):
+                return
+            if slow is not None:
+                self.step(Row(*slow), snaps.get(slow[0]))
                 if stop_at_damage and problems:
                     return
-        finally:
-            self.state, self.prev, self.expect = state, prev, expect
-            self.good, self.good_mac, self.records = good, good_mac, records
+
+    def _fold_run(
+        self,
+        sealed: list[tuple[Any, ...]],
+        commands: list[Command],
+        snaps: Mapping[int, str],
+        stop_at_damage: bool,
+    ) -> bool:
+        """Fold the commands of ``sealed`` (consecutive records whose seals check, after the
+        walk so far) into the state: each run of rolls that only move the hand at once
+        (:meth:`Engine.advance_moves`), any other command alone. A command the rules cannot
+        fold sends its record to :meth:`step` (which names the damage) and the records
+        after it along the walk again. False when the walk should stop there."""
+        advance_moves, advance = self.engine.advance_moves, self.engine.advance
+        state = self.state
+        i, count = 0, len(commands)
+        while i < count:
+            try:
+                state, end = advance_moves(state, commands, i)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                end = i
+            if end == i:
+                try:
+                    state = advance(state, commands[i])
+                except (KeyError, TypeError, ValueError, AttributeError):
+                    break
+                end = i + 1
+            i = end
+        self.state = state
+        if i:
+            last = sealed[i - 1]
+            self.records += i
+            self.prev = self.good_mac = last[6]
+            self.good, self.expect = last[0], last[0] + 1
+        if i == count:
+            return True
+        self.step(Row(*sealed[i]), None)
+        if stop_at_damage and self.problems:
+            return False
+        self.run(sealed[i + 1 :], snaps, stop_at_damage=stop_at_damage)
+        return not (stop_at_damage and self.problems)
 
     def step(self, row: Row, state_text: str | None) -> None:
         """Check one record and fold it into the state (or note what is wrong)."""

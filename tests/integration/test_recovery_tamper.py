@@ -15,6 +15,7 @@ import pytest
 from controller.core.commands import Bet, Roll
 from controller.core.engine import Engine
 from controller.journal import Journal, canonical
+from controller.journal.key import read_key
 from controller.journal.recipe import GENESIS, seal
 from tests.support import run_firebet as firebet
 
@@ -236,3 +237,20 @@ def test_offline_clear_halt_journals_the_os_user_not_free_text(tmp_path: Path) -
         last = journal.last()
         assert last is not None and last.kind == "clear_halt"
         assert (last.actor, last.data()["note"]) == (OS_ACTOR, "alice-the-tech: disk swapped")
+
+
+def test_a_sealed_command_the_rules_cannot_fold_is_damage_at_its_record(tmp_path: Path) -> None:
+    """Record 6 re-sealed with the table's key (an insider, or a bug) holds a roll from a
+    source the rules cannot take: verify names record 6 (the records before it are folded
+    together on the fast path) and still walks every record after it."""
+    path = build(tmp_path)
+    body = '{"command":"roll","d1":2,"d2":2,"seq":9,"source":[]}'
+    sql(path, f"UPDATE records SET body = '{body}' WHERE record = 6")
+    reseal_from(path, 6, read_key(tmp_path / "journal.key"))
+    with Journal(path, read_only=True) as journal:
+        journal.recover(ENGINE)
+        report = journal.verify(ENGINE)
+        last = journal.last()
+    assert last is not None
+    assert report.problems[0][0] == 6 and "cannot be decoded" in report.problems[0][1]
+    assert report.records == last.record

@@ -485,8 +485,7 @@ def test_property_a_run_of_moving_rolls_is_folded_as_one_by_one(
             out = engine.apply(got, c)
             assert (
                 not isinstance(c, Roll)
-                or c.seq is not None
-                or c.source not in ("script", "sim")
+                or c.source not in ("script", "sim", "reader")
                 or not {type(e) for e in out.events}
                 <= {RollAccepted, BettingClosed, NewDifferentPoint}
             )
