@@ -18,7 +18,7 @@ from controller.core.config import Config, rules_settings
 from controller.core.engine import Engine
 from controller.core.script import parse_line
 from controller.floor.fold import LinkFold
-from controller.floor.link import event_message
+from controller.floor.messages import event_message
 from controller.floor.wire import FloorRecord, parse_event, topic
 from controller.journal import Journal
 from tests.broker import USERS, Mosquitto

@@ -35,23 +35,24 @@ import collections
 import contextlib
 import json
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
+from paho.mqtt.enums import MQTTErrorCode
 from paho.mqtt.reasoncodes import ReasonCode
 
-from controller.core.commands import Command, Confirm
+from controller.core.commands import Command
 from controller.core.config import FireBetRules, FloorConfig
 from controller.core.errors import FirebetError
-from controller.floor.cursor import Cursor, CursorError, CursorFile
+from controller.floor.client import make_client, no_delay
+from controller.floor.cursor import Cursor, CursorFile
 from controller.floor.fold import LinkFold
+from controller.floor.messages import CommandError, Resend, event_message, parse_command, topics
+from controller.floor.outbox import Window, checked_cursor, head
 from controller.journal import Journal, Record, now_iso
 
 log = logging.getLogger("firebet.floor")
@@ -62,112 +63,7 @@ STATE_EVERY_S = 0.1  # the retained state at most this often (the latest one alw
 REFUSED_BACKOFF_S = 5.0  # after the broker refused a record, wait before trying again
 KEEPALIVE_S = 15  # the broker sends the will this long (x1.5) after a silent cut
 DRAIN_S = 2.0  # a clean stop waits this long at most for the last acks
-MAX_COMMAND_BYTES = 4096
 MAX_COMMANDS_QUEUED = 1000
-_COMPACT = json.JSONEncoder(separators=(",", ":"))
-
-
-def topics(prefix: str, table: str) -> dict[str, str]:
-    """The four topics of ``table``: event, state, online, command."""
-    return {leaf: f"{prefix}/{table}/{leaf}" for leaf in ("event", "state", "online", "command")}
-
-
-def event_message(table: str, record: Record, events: list[dict[str, Any]] | None = None) -> str:
-    """The ``event`` payload of one journal record (SPEC section 9):
-    ``{"table", "record", "at", "kind", "actor", "payload", "chain"}``, and ``"events"``
-    (what the table's engine decided, each :meth:`Event.to_dict`) when given.
-
-    The stored payload is already canonical JSON and goes in as it is (its seal still
-    checks with the table's key); the events are beside it, not in it.
-    """
-    dumps = json.dumps
-    text = (
-        f'{{"table":{dumps(table)},"record":{record.record},"at":{dumps(record.at)},'
-        f'"kind":{dumps(record.kind)},"actor":{dumps(record.actor)},'
-        f'"payload":{record.payload},"chain":{dumps(record.hash)}'
-    )
-    if events is None:
-        return text + "}"
-    return f'{text},"events":{_COMPACT.encode(events)}}}'
-
-
-class CommandError(FirebetError, ValueError):
-    """A floor command that cannot be taken (not JSON, unknown op, bad field)."""
-
-
-@dataclass(frozen=True)
-class Resend:
-    """The floor asks for the records from ``start`` on again (it saw a gap)."""
-
-    start: int
-
-
-def parse_command(payload: bytes, *, at: str = "") -> Confirm | Resend:
-    """A ``<p>/<t>/command`` message as a :class:`Confirm` command or a :class:`Resend`.
-
-    Raises :class:`CommandError` with the reason when the message is not one of
-    ``{"op": "confirm", "hand": n, "by": user, "id": uuid}`` or
-    ``{"op": "resend", "from": record}``.
-    """
-    if len(payload) > MAX_COMMAND_BYTES:
-        raise CommandError(f"a command of {len(payload)} bytes (at most {MAX_COMMAND_BYTES})")
-    try:
-        data = json.loads(payload.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise CommandError(f"a command that is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise CommandError("a command must be a JSON object")
-    op = data.get("op")
-    if op == "confirm":
-        hand, by, ident = data.get("hand"), data.get("by"), data.get("id", "")
-        if isinstance(hand, bool) or not isinstance(hand, int) or hand < 1:
-            raise CommandError(f"confirm: hand must be a hand number, not {hand!r}")
-        if not isinstance(by, str) or not by.strip() or len(by) > 64:
-            raise CommandError("confirm: by must name the surveillance user (1 to 64 characters)")
-        if not isinstance(ident, str) or len(ident) > 64:
-            raise CommandError("confirm: id must be a string of at most 64 characters")
-        return Confirm(hand, by.strip(), ident, actor=f"floor:{by.strip()}", at=at)
-    if op == "resend":
-        start = data.get("from")
-        if isinstance(start, bool) or not isinstance(start, int) or start < 1:
-            raise CommandError(f"resend: from must be a record number, not {start!r}")
-        return Resend(start)
-    raise CommandError(f"unknown command op {op!r} (known: confirm, resend)")
-
-
-@dataclass
-class _InFlight:
-    mid: int
-    record: int
-    chain: str
-    acked: bool = False
-
-
-def read_password(path: str) -> str:
-    """The broker password: the first line of ``path``."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.readline().rstrip("\r\n")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FirebetError(f"cannot read floor.password_file {path}: {exc}") from exc
-
-
-def make_client(floor: FloorConfig, client_id: str) -> mqtt.Client:
-    """A paho client for ``floor`` (MQTT 5, TLS and credentials as configured)."""
-    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
-    if floor.username:
-        password = read_password(floor.password_file) if floor.password_file else None
-        client.username_pw_set(floor.username, password)
-    tls, _, _ = floor.endpoint()
-    if tls:
-        client.tls_set(ca_certs=floor.tls_ca or None)
-    return client
-
-
-def _no_delay(client: mqtt.Client, userdata: Any, sock: Any) -> None:
-    """Send each message at once (Nagle's algorithm holds small writes back for an ACK)."""
-    with contextlib.suppress(OSError, AttributeError):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class FloorLink:
@@ -221,8 +117,7 @@ class FloorLink:
         self.last_error_at: str | None = None
         self.commands_refused = 0
         self._next = 1
-        self._inflight: collections.deque[_InFlight] = collections.deque()
-        self._by_mid: dict[int, _InFlight] = {}
+        self._inflight = Window(window)
         self._state_dirty = True
         self._state_mid: int | None = None
         self._state_at = 0.0  # when the last state was published (monotonic)
@@ -357,7 +252,7 @@ class FloorLink:
         client.on_disconnect = self._on_disconnect
         client.on_publish = self._on_publish
         client.on_message = self._on_message
-        client.on_socket_open = _no_delay
+        client.on_socket_open = no_delay
         _, host, port = self.floor.endpoint()
         client.connect_async(host, port, keepalive=KEEPALIVE_S, clean_start=True)
         client.loop_start()
@@ -367,9 +262,11 @@ class FloorLink:
         reader = Journal(self.journal_path, read_only=True)
         try:
             reader.attach()
-            self.cursor = self._checked_cursor(reader)
+            self.cursor, why = checked_cursor(self.cursor_file, reader)
+            if why is not None:
+                self._error(why)
             self._next = self.cursor.record + 1
-            self.head = self._head(reader)
+            self.head = head(reader)
             self._client = client = self._connect()
             if client is None:
                 return
@@ -381,28 +278,6 @@ class FloorLink:
                 self._goodbye(client)
         finally:
             reader.close()
-
-    def _checked_cursor(self, reader: Journal) -> Cursor:
-        try:
-            cursor = self.cursor_file.load()
-        except CursorError as exc:
-            self._error(f"{exc}; publishing from record 1 again")
-            return Cursor()
-        if cursor.record == 0:
-            return cursor
-        found = reader.batch(cursor.record - 1, 1)
-        if not found or found[0].record != cursor.record or found[0].hash != cursor.chain:
-            self._error(
-                f"the journal has no record {cursor.record} with the chain hash the floor "
-                "cursor remembers (a new journal?): publishing from record 1 again"
-            )
-            return Cursor()
-        return cursor
-
-    @staticmethod
-    def _head(reader: Journal) -> int:
-        last = reader.last()
-        return last.record if last is not None else 0
 
     def _step(self, reader: Journal, client: mqtt.Client) -> bool:
         """One turn: wait for news, take acks and commands, publish what fits."""
@@ -424,7 +299,7 @@ class FloorLink:
         self._take_acks(acks)
         for payload in commands:
             self._take_command(payload)
-        self.head = max(self.head, self._head(reader))
+        self.head = max(self.head, head(reader))
         if not self.connected:
             return True
         if announce:
@@ -455,7 +330,7 @@ class FloorLink:
         self._state_mid = info.mid
 
     def _top_up(self, reader: Journal, client: mqtt.Client) -> None:
-        room = self.window - len(self._inflight)
+        room = self._inflight.room()
         if room <= 0 or self._next > self.head:
             return
         for record in reader.batch(self._next - 1, room):
@@ -465,9 +340,7 @@ class FloorLink:
             if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
                 self._error(f"cannot publish record {record.record}: {mqtt.error_string(info.rc)}")
                 return
-            entry = _InFlight(info.mid, record.record, record.hash)
-            self._inflight.append(entry)
-            self._by_mid[info.mid] = entry
+            self._inflight.add(info.mid, record.record, record.hash)
             self._next = record.record + 1
             self.published += 1
 
@@ -492,18 +365,10 @@ class FloorLink:
                 if reason.is_failure:
                     self._error(f"the broker refused the table's state: {reason}")
                 continue
-            entry = self._by_mid.pop(mid, None)
-            if entry is None:
-                continue  # the online message, or a record given up after a refusal
-            if reason.is_failure:
-                refused = refused or (entry.record, reason)
-                continue
-            entry.acked = True
-        moved = None
-        while self._inflight and self._inflight[0].acked:
-            entry = self._inflight.popleft()
-            if entry.record > (moved or self.cursor).record:
-                moved = Cursor(entry.record, entry.chain)
+            not_taken = self._inflight.ack(mid, reason)
+            if not_taken is not None:
+                refused = refused or (not_taken, reason)
+        moved = self._inflight.advance(self.cursor)
         if refused is not None:
             # not delivered: give up what is in flight and try again from the cursor later
             record, reason = refused
@@ -512,7 +377,6 @@ class FloorLink:
                 f"{self.floor.username or 'this user'}?); trying again in {REFUSED_BACKOFF_S:g} s"
             )
             self._inflight.clear()
-            self._by_mid.clear()
             self._paused_until = time.monotonic() + REFUSED_BACKOFF_S
         if moved is not None:
             try:
@@ -539,7 +403,7 @@ class FloorLink:
     def _drain(self, reader: Journal, client: mqtt.Client, timeout: float = DRAIN_S) -> None:
         """A clean stop: publish what is left and take the acks, for ``timeout`` at most."""
         deadline = time.monotonic() + timeout
-        self.head = max(self.head, self._head(reader))
+        self.head = max(self.head, head(reader))
         while self.connected and (self._inflight or self._next <= self.head):
             if time.monotonic() >= deadline:
                 return

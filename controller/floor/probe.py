@@ -9,7 +9,7 @@ import paho.mqtt.client as mqtt
 
 from controller.core.config import FloorConfig
 from controller.core.errors import FirebetError
-from controller.floor.link import make_client
+from controller.floor.client import make_client
 
 
 def probe_broker(floor: FloorConfig, client_id: str, timeout: float = 5.0) -> str | None:

@@ -15,7 +15,7 @@ from controller.core.lamps import Effect, desired_outputs, view_from_state
 from controller.core.lamps import Mode as LampMode
 from controller.core.state import TableState
 from controller.floor.cursor import Cursor, CursorError, CursorFile
-from controller.floor.link import CommandError, Resend, event_message, parse_command, topics
+from controller.floor.messages import CommandError, Resend, event_message, parse_command, topics
 from controller.journal import Record
 from tests.support import Table, make_points
 

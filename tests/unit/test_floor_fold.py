@@ -14,7 +14,7 @@ from controller.core.engine import Engine
 from controller.core.script import parse_line
 from controller.core.state import TableState
 from controller.floor.fold import LinkFold
-from controller.floor.link import event_message
+from controller.floor.messages import event_message
 from controller.journal import Journal, Record
 from tests.floor_support import make_points
 
