@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.floor.audit import Findings, TableAudit, money
+from controller.floor.audit import TableAudit
+from controller.floor.findings import Findings, money
 from controller.floor.store import Alert, FloorStore, TableRow
 from controller.floor.wire import (
     BadMessage,

@@ -36,7 +36,7 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
-from controller.floor.audit import money
+from controller.floor.findings import money
 from controller.floor.ingest import Changes, pays_at
 from controller.floor.passwords import Sessions, verify_password
 from controller.floor.server import FloorService
