@@ -14,6 +14,9 @@ broker messages, stores them in one transaction and then:
   hands are stored in the same transaction;
 * ``online`` and ``state`` keep each table's presence and status; a table that
   goes offline raises an offline alert, resolved when it comes back.
+
+What it keeps of each table is :mod:`controller.floor.live`; what the console
+shows of each table is :mod:`controller.floor.summary`.
 """
 
 from __future__ import annotations
@@ -21,13 +24,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from controller.floor.audit import TableAudit
-from controller.floor.findings import Findings, money
+from controller.floor.findings import Findings
+from controller.floor.live import Changes, TableLive
 from controller.floor.store import Alert, FloorStore, TableRow
+from controller.floor.summary import table_summary
 from controller.floor.wire import (
     BadMessage,
     FloorRecord,
@@ -61,72 +66,6 @@ class Message:
     retain: bool = False
 
 
-@dataclass
-class Changes:
-    """What a batch changed, for the console's live updates."""
-
-    tables: set[str] = field(default_factory=set)
-    alerts: bool = False
-    hands: dict[str, set[int]] = field(default_factory=dict)
-    records: dict[str, int] = field(default_factory=dict)  # table -> newest contiguous record
-
-    def merge(self, other: Changes) -> None:
-        self.tables |= other.tables
-        self.alerts = self.alerts or other.alerts
-        for table, hands in other.hands.items():
-            self.hands.setdefault(table, set()).update(hands)
-        self.records.update(other.records)
-
-    def __bool__(self) -> bool:
-        return bool(self.tables or self.alerts or self.hands)
-
-
-@dataclass
-class TableLive:
-    """One table as the ingest thread keeps it in memory."""
-
-    row: TableRow
-    audit: TableAudit
-    above: set[int] = field(default_factory=set)  # stored numbers past the first gap
-    fresh: dict[int, FloorRecord] = field(default_factory=dict)  # stored in this batch
-    highest: int = 0
-    gap_since: float | None = None
-    gap_at: int = 0  # contiguous when the gap was first seen
-    resend_from: int | None = None
-    resend_at: float = 0.0
-    resends: int = 0
-    repeats: int = 0
-    bad: int = 0
-    last_bad: str = ""
-
-    @property
-    def head(self) -> int:
-        """The newest record the floor knows the table has."""
-        return max(self.highest, self.row.announced or 0, self.row.contiguous)
-
-    @property
-    def missing(self) -> tuple[int, int] | None:
-        """The first run of missing record numbers, when there is one."""
-        first = self.row.contiguous + 1
-        if self.head < first:
-            return None
-        later = [n for n in self.above if n > first]
-        return first, (min(later) - 1 if later else self.head)
-
-
-def pays_at(pays: dict[str, int], wagers: dict[str, int]) -> dict[str, dict[str, int]]:
-    """What each wager would be paid at 4, 5 and 6 different points."""
-    table = {int(k): v for k, v in pays.items()}
-    out: dict[str, dict[str, int]] = {}
-    for points in (4, 5, 6):
-        odds = 0
-        for tier, value in sorted(table.items()):
-            if points >= tier:
-                odds = value
-        out[str(points)] = {pos: amount * odds for pos, amount in wagers.items()}
-    return out
-
-
 class Ingest:
     """Every table's messages, stored once, checked, and turned into alerts."""
 
@@ -158,7 +97,7 @@ class Ingest:
             live.highest = max(live.above, default=row.contiguous)
             self.tables[row.table] = live
         for table in self.tables:
-            self.summaries[table] = self._summary(table)
+            self.summaries[table] = table_summary(self.store, self.tables[table])
 
     # messages ------------------------------------------------------------------------
     def handle(self, batch: Iterable[Message]) -> Changes:
@@ -403,7 +342,7 @@ class Ingest:
     # the console's view --------------------------------------------------------------
     def _publish(self, tables: Iterable[str], changes: Changes) -> None:
         for table in tables:
-            self.summaries[table] = self._summary(table)
+            self.summaries[table] = table_summary(self.store, self.tables[table])
         changes.tables |= set(tables)
         self._pending.merge(changes)
 
@@ -411,51 +350,3 @@ class Ingest:
         """Everything changed since the last call (batches, ticks, surveillance's actions)."""
         changes, self._pending = self._pending, Changes()
         return changes
-
-    def _summary(self, table: str) -> dict[str, Any]:
-        live = self.tables[table]
-        state = live.audit.state
-        status = live.row.state or {}
-        open_alerts: dict[str, int] = {}
-        db = self.store.reader()
-        for (kind,) in db.execute(
-            "SELECT kind FROM alerts WHERE table_id = ? AND status IN ('open', 'sent', 'refused')",
-            (table,),
-        ):
-            open_alerts[kind] = open_alerts.get(kind, 0) + 1
-        surveillance = db.execute(
-            "SELECT status, status_by FROM alerts WHERE table_id = ? AND kind = 'surveillance' "
-            "AND hand = ? ORDER BY id DESC LIMIT 1",
-            (table, state.hand),
-        ).fetchone()
-        missing = live.missing
-        return {
-            "table": table,
-            "online": live.row.online,
-            "mode": status.get("mode") if isinstance(status.get("mode"), str) else None,
-            "phase": state.phase.value,
-            "point": state.point,
-            "hand": state.hand,
-            "points": list(state.points),
-            "wagers": sum(state.bets.values()),
-            "wagers_text": money(sum(state.bets.values())) if state.bets else "",
-            "positions": len(state.bets),
-            "surveillance_alert": state.surveillance_alert,
-            "surveillance": (
-                {"status": surveillance[0], "by": surveillance[1]} if surveillance else None
-            ),
-            "alerts": open_alerts,
-            "record": live.row.contiguous,
-            "head": live.head,
-            "missing": list(missing) if missing else None,
-            "resend_from": live.resend_from if missing else None,
-            "resends": live.resends,
-            "checked_hand": live.audit.checked_hand,
-            "folded_hand": live.audit.folded_hand,
-            "unchecked_hands": list(live.audit.unchecked_hands),
-            "unchecked_records": live.audit.unchecked_records,
-            "checked_record": live.audit.record,
-            "rules_record": live.audit.rules_record,
-            "program": live.row.program,
-            "bad": live.bad,
-        }

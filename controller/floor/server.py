@@ -26,7 +26,8 @@ from typing import Any, TypeVar
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from controller.floor.ingest import Changes, Ingest, Message
+from controller.floor.ingest import Ingest, Message
+from controller.floor.live import Changes
 from controller.floor.settings import FloorSettings
 from controller.floor.store import FloorStore
 from controller.floor.wire import subscriptions

@@ -37,10 +37,11 @@ from starlette.responses import (
 from starlette.routing import Route
 
 from controller.floor.findings import money
-from controller.floor.ingest import Changes, pays_at
+from controller.floor.live import Changes
 from controller.floor.passwords import Sessions, verify_password
 from controller.floor.server import FloorService
 from controller.floor.store import Alert
+from controller.floor.summary import pays_at
 
 log = logging.getLogger("firebet.floor")
 

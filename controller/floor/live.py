@@ -1,0 +1,66 @@
+"""What the floor's ingest keeps of each table in memory, and what a batch changed.
+
+Owned by the ingest thread (:class:`controller.floor.ingest.Ingest`);
+:class:`Changes` goes to the console's live updates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from controller.floor.audit import TableAudit
+from controller.floor.store import TableRow
+from controller.floor.wire import FloorRecord
+
+
+@dataclass
+class Changes:
+    """What a batch changed, for the console's live updates."""
+
+    tables: set[str] = field(default_factory=set)
+    alerts: bool = False
+    hands: dict[str, set[int]] = field(default_factory=dict)
+    records: dict[str, int] = field(default_factory=dict)  # table -> newest contiguous record
+
+    def merge(self, other: Changes) -> None:
+        self.tables |= other.tables
+        self.alerts = self.alerts or other.alerts
+        for table, hands in other.hands.items():
+            self.hands.setdefault(table, set()).update(hands)
+        self.records.update(other.records)
+
+    def __bool__(self) -> bool:
+        return bool(self.tables or self.alerts or self.hands)
+
+
+@dataclass
+class TableLive:
+    """One table as the ingest thread keeps it in memory."""
+
+    row: TableRow
+    audit: TableAudit
+    above: set[int] = field(default_factory=set)  # stored numbers past the first gap
+    fresh: dict[int, FloorRecord] = field(default_factory=dict)  # stored in this batch
+    highest: int = 0
+    gap_since: float | None = None
+    gap_at: int = 0  # contiguous when the gap was first seen
+    resend_from: int | None = None
+    resend_at: float = 0.0
+    resends: int = 0
+    repeats: int = 0
+    bad: int = 0
+    last_bad: str = ""
+
+    @property
+    def head(self) -> int:
+        """The newest record the floor knows the table has."""
+        return max(self.highest, self.row.announced or 0, self.row.contiguous)
+
+    @property
+    def missing(self) -> tuple[int, int] | None:
+        """The first run of missing record numbers, when there is one."""
+        first = self.row.contiguous + 1
+        if self.head < first:
+            return None
+        later = [n for n in self.above if n > first]
+        return first, (min(later) - 1 if later else self.head)

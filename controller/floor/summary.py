@@ -1,0 +1,76 @@
+"""One table as the floor console shows it, and what a wager would be paid.
+
+Read on the ingest thread after each change; the console reads the result
+(:attr:`controller.floor.ingest.Ingest.summaries`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.floor.findings import money
+from controller.floor.live import TableLive
+from controller.floor.store import FloorStore
+
+
+def pays_at(pays: dict[str, int], wagers: dict[str, int]) -> dict[str, dict[str, int]]:
+    """What each wager would be paid at 4, 5 and 6 different points."""
+    table = {int(k): v for k, v in pays.items()}
+    out: dict[str, dict[str, int]] = {}
+    for points in (4, 5, 6):
+        odds = 0
+        for tier, value in sorted(table.items()):
+            if points >= tier:
+                odds = value
+        out[str(points)] = {pos: amount * odds for pos, amount in wagers.items()}
+    return out
+
+
+def table_summary(store: FloorStore, live: TableLive) -> dict[str, Any]:
+    """One table as the console shows it: the hand in play, its alerts, its records."""
+    table = live.row.table
+    state = live.audit.state
+    status = live.row.state or {}
+    open_alerts: dict[str, int] = {}
+    db = store.reader()
+    for (kind,) in db.execute(
+        "SELECT kind FROM alerts WHERE table_id = ? AND status IN ('open', 'sent', 'refused')",
+        (table,),
+    ):
+        open_alerts[kind] = open_alerts.get(kind, 0) + 1
+    surveillance = db.execute(
+        "SELECT status, status_by FROM alerts WHERE table_id = ? AND kind = 'surveillance' "
+        "AND hand = ? ORDER BY id DESC LIMIT 1",
+        (table, state.hand),
+    ).fetchone()
+    missing = live.missing
+    return {
+        "table": table,
+        "online": live.row.online,
+        "mode": status.get("mode") if isinstance(status.get("mode"), str) else None,
+        "phase": state.phase.value,
+        "point": state.point,
+        "hand": state.hand,
+        "points": list(state.points),
+        "wagers": sum(state.bets.values()),
+        "wagers_text": money(sum(state.bets.values())) if state.bets else "",
+        "positions": len(state.bets),
+        "surveillance_alert": state.surveillance_alert,
+        "surveillance": (
+            {"status": surveillance[0], "by": surveillance[1]} if surveillance else None
+        ),
+        "alerts": open_alerts,
+        "record": live.row.contiguous,
+        "head": live.head,
+        "missing": list(missing) if missing else None,
+        "resend_from": live.resend_from if missing else None,
+        "resends": live.resends,
+        "checked_hand": live.audit.checked_hand,
+        "folded_hand": live.audit.folded_hand,
+        "unchecked_hands": list(live.audit.unchecked_hands),
+        "unchecked_records": live.audit.unchecked_records,
+        "checked_record": live.audit.record,
+        "rules_record": live.audit.rules_record,
+        "program": live.row.program,
+        "bad": live.bad,
+    }
