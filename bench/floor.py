@@ -25,7 +25,6 @@ import json
 import random
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -39,56 +38,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from broker import Broker  # noqa: E402  (bench/broker.py)
+
 from controller.core.commands import Bet, Command, Roll  # noqa: E402
 from controller.core.config import FloorConfig  # noqa: E402
 from controller.core.engine import Engine  # noqa: E402
 from controller.floor.link import FloorLink  # noqa: E402
 from controller.journal import Journal  # noqa: E402
 
-MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, deadline_s: float = 30) -> None:
-    deadline = time.monotonic() + deadline_s
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"nothing listens on port {port}") from None
-            time.sleep(0.05)
-
-
-class Broker:
-    """mosquitto without persistence: a restart loses what it held (the hard case)."""
-
-    def __init__(self, folder: Path) -> None:
-        self.port = free_port()
-        self.conf = folder / "mosquitto.conf"
-        self.log = folder / "mosquitto.log"
-        self.conf.write_text(
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-            "max_inflight_messages 1000\nmax_queued_messages 0\n"
-        )
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)], stdout=log, stderr=log)
-        wait_port(self.port)
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
-            self.proc = None
+# mosquitto without persistence: a restart loses what it held (the hard case)
+BROKER_SETTINGS = "persistence false\nmax_inflight_messages 1000\nmax_queued_messages 0\n"
 
 
 class Table:
@@ -284,9 +243,9 @@ def main() -> int:
         return worker(args)
 
     work = Path(tempfile.mkdtemp(prefix="floor-bench-"))
-    broker = Broker(work)
+    broker = Broker(work, BROKER_SETTINGS)
     broker.start()
-    url_broker = f"mqtt://127.0.0.1:{broker.port}"
+    url_broker = broker.url
     (work / "floor.toml").write_text(
         f'[floor]\nbroker = "{url_broker}"\nclient_id = "floor-bench"\n'
         "gap_grace_s = 1.0\nresend_every_s = 5.0\n"

@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from floor import ROOT, Broker, Table  # bench/floor.py
+from broker import Broker  # bench/broker.py
+from floor import BROKER_SETTINGS, ROOT, Table  # bench/floor.py
 
 from controller.floor.passwords import hash_password
 
@@ -35,7 +36,7 @@ def main() -> int:
     ap.add_argument("--pace", type=float, default=2.0, help="seconds between a table's commands")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="floor-demo-"))
-    broker = Broker(work)
+    broker = Broker(work, BROKER_SETTINGS)
     broker.start()
     url = f"mqtt://127.0.0.1:{broker.port}"
     (work / "floor.toml").write_text(

@@ -18,10 +18,9 @@ Figures, not assertions.
 from __future__ import annotations
 
 import argparse
+import getpass
 import importlib.util
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -33,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import paho.mqtt.client as mqtt  # noqa: E402
+from broker import Broker  # noqa: E402  (bench/broker.py)
 from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
 
 from controller.core.config import FireBetRules, FloorConfig  # noqa: E402
@@ -53,44 +53,6 @@ def rss_mb() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-class Broker:
-    def __init__(self, folder: Path) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
-        self.folder = folder
-        self.conf = folder / "mosquitto.conf"
-        self.conf.write_text(
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\nmax_queued_messages 0\n"
-            f"max_inflight_messages 0\nuser {__import__('getpass').getuser()}\n"
-        )
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"mqtt://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-        self.proc = subprocess.Popen(
-            [binary, "-c", str(self.conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise SystemExit("mosquitto did not start (sudo apt-get install mosquitto)")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
-            self.proc = None
 
 
 class Counter:
@@ -176,7 +138,9 @@ def main() -> None:
     parser.add_argument("--rolls", type=int, default=2000)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="firebet-floorlink-"))
-    broker = Broker(work)
+    broker = Broker(
+        work, f"max_queued_messages 0\nmax_inflight_messages 0\nuser {getpass.getuser()}\n"
+    )
     broker.start()
     try:
         catch_up(broker, work, args.backlog)
