@@ -299,6 +299,8 @@ class Engine:
             events = self._roll(state, command)
         else:
             events = tuple(self.decide(state, command))
+        if len(events) == 1 and type(events[0]) is Refused:
+            return _outcome((state, events))  # refused: the state as it was
         return _outcome((fold_all(state, events), events))
 
     def advance(self, state: TableState, command: Command) -> TableState:
