@@ -77,11 +77,12 @@ def verify_segments(
     if cuts[-1] != last:
         cuts.append(last)
     jobs = [(str(path), key, rules, a, b) for a, b in itertools.pairwise(cuts) if b > a]
-    # never fork: a process with threads (the service, a test run) may hold one of SQLite's
-    # or the interpreter's locks at the fork, and the child then waits on it for ever.
-    # A fresh interpreter a worker costs a fraction of a second, paid only on a journal
-    # long enough to cut into segments.
-    context = multiprocessing.get_context("spawn")
+    # never fork this process: with threads (the service, a test run) one of them may hold
+    # a SQLite or interpreter lock at the fork, and the child then waits on it for ever.
+    # The fork server is a fresh single-threaded interpreter, started once, that has this
+    # module loaded already: each worker forks from it in milliseconds.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
     try:
         with ProcessPoolExecutor(max_workers=processes, mp_context=context) as pool:
             results = list(pool.map(_segment, *zip(*jobs, strict=True)))
