@@ -3,9 +3,11 @@
 Modules: :mod:`.recipe` (how a record is written and sealed), :mod:`.key`
 (the table's secret), :mod:`.files` (the files in the state directory),
 :mod:`.store` (SQLite), :mod:`.opening` (the checks when a journal is
-opened), :mod:`.walk` (recovery and verify), :mod:`.halt`, :mod:`.history`,
-:mod:`.journal` (the :class:`Journal` the service uses), :mod:`.init` (a new
-journal by a technician) and :mod:`.legacy` (format 1).
+opened), :mod:`.walk` (recovery and verify), :mod:`.clock`, :mod:`.appending`
+(sealing and committing a record, halting), :mod:`.writer` (opening and
+recovery), :mod:`.halt`, :mod:`.history`, :mod:`.journal` (the
+:class:`Journal` the service uses), :mod:`.init` (a new journal by a
+technician) and :mod:`.legacy` (format 1).
 """
 
 from controller.core.errors import (

@@ -16,11 +16,11 @@ from controller.core.engine import Engine
 from controller.core.errors import FirebetError, UsageError
 from controller.journal import files as F
 from controller.journal import store
+from controller.journal.clock import now_ms
 from controller.journal.journal import Journal
 from controller.journal.key import make_key, read_key
 from controller.journal.opening import writer_lock
 from controller.journal.recipe import FORMAT, canonical, clean_actor
-from controller.journal.writer import now_ms
 
 log = logging.getLogger("firebet.journal")
 

@@ -1,8 +1,9 @@
 """The journal of one table, as the service and the tools use it.
 
 :class:`Journal` adds to the writer (:mod:`controller.journal.writer`: open,
-recover, append, halt) what a technician and an auditor need: the full check
-from genesis, clear-halt from the longest verified prefix, records, history.
+recover; :mod:`controller.journal.appending`: append, halt) what a technician
+and an auditor need: the full check from genesis, clear-halt from the longest
+verified prefix, records, history.
 """
 
 from __future__ import annotations

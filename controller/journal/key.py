@@ -9,12 +9,15 @@ halts the table.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 from pathlib import Path
 
-from controller.core.errors import JournalIntegrityError, JournalKeyUnreadable
+from controller.core.errors import FirebetError, JournalIntegrityError, JournalKeyUnreadable
 from controller.journal.recipe import KEY_BYTES
+
+log = logging.getLogger("firebet.journal")
 
 
 def read_key(path: Path) -> bytes:
@@ -63,3 +66,21 @@ def make_key(path: Path) -> bytes:
     finally:
         os.close(dir_fd)
     return key
+
+
+def key_for_new(path: Path) -> bytes:
+    """The key for a journal about to be made: the one in ``path``, or a new one there.
+
+    Raises :class:`FirebetError` when no key can be made (the message says where
+    the install makes it).
+    """
+    if path.exists():
+        return read_key(path)
+    log.warning("no journal key at %s: making one (a new table)", path)
+    try:
+        return make_key(path)
+    except OSError as exc:
+        raise FirebetError(
+            f"cannot make the journal key {path}: {exc.strerror or exc} "
+            "(systemd/install.sh makes it; [journal] key_file names it)",
+        ) from exc
