@@ -44,7 +44,6 @@ class Walk:
     prev: bytes = GENESIS  # the stored MAC of the record before the next one
     expect: int = 1
     good: int = 0  # the last record of the verified prefix
-    good_mac: bytes = GENESIS
     problems: list[Problem] = field(default_factory=list)
     acknowledged: list[tuple[int | None, str, int]] = field(default_factory=list)
     snapshots: int = 0
@@ -64,14 +63,9 @@ class Walk:
             walk.state = TableState.from_dict(json.loads(state_text))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return walk, (row.record, f"the snapshot of record {row.record} cannot be read: {exc}")
-        walk.prev = walk.good_mac = row.mac
+        walk.prev = row.mac
         walk.expect, walk.good = row.record + 1, row.record
         return walk, None
-
-    @property
-    def intact(self) -> bool:
-        """No damage since the verified prefix ended (or was last re-anchored)."""
-        return not self.problems
 
     def run(
         self, rows: Iterable[tuple[Any, ...]], snaps: Mapping[int, str], *, stop_at_damage: bool
@@ -149,7 +143,7 @@ class Walk:
         if i:
             last = sealed[i - 1]
             self.records += i
-            self.prev = self.good_mac = last[6]
+            self.prev = last[6]
             self.good, self.expect = last[0], last[0] + 1
         if i == count:
             return True
@@ -177,7 +171,7 @@ class Walk:
         elif not self.problems:
             problem = self._fold(row, state_text)
             if problem is None:
-                self.good, self.good_mac = number, row.mac
+                self.good = number
             else:
                 self.problems.append((number, problem))
         self.prev, self.expect = row.mac, number + 1
@@ -220,7 +214,7 @@ class Walk:
             return
         self.acknowledged += [(r, why, row.record) for r, why in self.problems]
         self.problems.clear()
-        self.good, self.good_mac = row.record, row.mac
+        self.good = row.record
         self.state = TableState.from_dict(json.loads(resume))
 
 
