@@ -16,6 +16,7 @@ from controller.core.errors import (
     JournalKeyUnreadable,
     JournalWriteError,
 )
+from controller.journal.appending import ReadOnly
 from controller.journal.halt import Halt, describe_clear
 from controller.journal.journal import Journal, VerifyReport
 from controller.journal.recipe import canonical, iso
@@ -29,6 +30,7 @@ __all__ = [
     "JournalIntegrityError",
     "JournalKeyUnreadable",
     "JournalWriteError",
+    "ReadOnly",
     "Record",
     "Recovered",
     "VerifyReport",

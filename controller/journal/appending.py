@@ -15,6 +15,7 @@ import logging
 import os
 import sqlite3
 import threading
+from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -45,6 +46,16 @@ from controller.journal.walk import Problem
 log = logging.getLogger("firebet.journal")
 
 
+class ReadOnly(StrEnum):
+    """Why a journal takes no writes (its one read-only mode, with the reason)."""
+
+    OPENED = "opened"  # asked for when it was made (the tools that only read)
+    # the state directory is not writable (a read-only file system): read, recover and
+    # serve, but every write is a JournalWriteError (a storage fault, not a halt); found
+    # again by every recovery
+    FILE_SYSTEM = "file system"
+
+
 class JournalAppender:
     """The state of one open journal, appending and halting (see :class:`Journal`)."""
 
@@ -66,11 +77,8 @@ class JournalAppender:
         self.marker = self.files.marker
         self.key_file = Path(key_file) if key_file else self.path.with_name("journal.key")
         self.snapshot_every = snapshot_every
-        self.read_only = read_only
+        self.read_only: ReadOnly | None = ReadOnly.OPENED if read_only else None
         self.durable = durable
-        # the state directory is not writable (a read-only file system): read, recover and
-        # serve, but every write is a JournalWriteError (a storage fault, not a halt)
-        self.fs_read_only = False
         self._db: sqlite3.Connection | None = None
         self._key = b""
         self._lock_fd: int | None = None
@@ -138,11 +146,19 @@ class JournalAppender:
     @property
     def _no_writes(self) -> bool:
         """Opened read-only, or on a read-only file system."""
-        return self.read_only or self.fs_read_only
+        return self.read_only is not None
+
+    def read_only_reason(self) -> str | None:
+        """Why every write is refused, as the error says it (None: writes are taken)."""
+        if self.read_only is ReadOnly.OPENED:
+            return "the journal was opened read-only"
+        if self.read_only is ReadOnly.FILE_SYSTEM:
+            return f"{self.path.parent} is on a read-only file system"
+        return None
 
     def writable_again(self) -> bool:
         """Opened on a read-only file system that is now writable (remounted)."""
-        return self.fs_read_only and os.access(self.path.parent, os.W_OK)
+        return self.read_only is ReadOnly.FILE_SYSTEM and os.access(self.path.parent, os.W_OK)
 
     # appending to an open journal --------------------------------------------------
     def _start_writer(self) -> None:
@@ -250,10 +266,9 @@ class JournalAppender:
         snapshot: bool = False,
         at: int | None = None,
     ) -> Record:
-        if self.read_only:
-            raise JournalWriteError(self.path, "the journal was opened read-only")
-        if self.fs_read_only:
-            raise JournalWriteError(self.path, f"{self.path.parent} is on a read-only file system")
+        reason = self.read_only_reason()
+        if reason is not None:
+            raise JournalWriteError(self.path, reason)
         db = self._require_db()
         number, prev = self._last + 1, self._last_mac
         at = at if at is not None else now_ms()

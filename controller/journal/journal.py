@@ -17,6 +17,7 @@ from controller.core.engine import Engine
 from controller.core.errors import JournalIntegrityError, JournalWriteError
 from controller.journal import files as F
 from controller.journal import store
+from controller.journal.appending import ReadOnly
 from controller.journal.halt import Halt, Resumption
 from controller.journal.opening import Damage, check_head, check_present
 from controller.journal.parallel import verify_segments
@@ -73,7 +74,7 @@ class Journal(JournalWriter):
         with self._mutex:
             if self._halted is None:
                 return None
-            if self.read_only:
+            if self.read_only is ReadOnly.OPENED:
                 raise JournalWriteError(self.path, "opened read-only")
             halt = self._halted
             self._close_files()

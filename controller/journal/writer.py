@@ -22,7 +22,7 @@ from controller.core.errors import JournalIntegrityError, JournalKeyUnreadable
 from controller.core.state import TableState
 from controller.journal import files as F
 from controller.journal import store
-from controller.journal.appending import JournalAppender
+from controller.journal.appending import JournalAppender, ReadOnly
 from controller.journal.clock import now_iso, now_ms
 from controller.journal.halt import Halt
 from controller.journal.key import key_for_new
@@ -68,11 +68,11 @@ class JournalWriter(JournalAppender):
             self._halted = self._damage = None
             self._tail_sealed = False
             marker = F.read_marker(self.marker)
-            self.fs_read_only = (
-                not self.read_only
-                and self.files.db.exists()
-                and not os.access(self.path.parent, os.W_OK)
-            )
+            if self.read_only is not ReadOnly.OPENED:
+                on_read_only_fs = self.files.db.exists() and not os.access(
+                    self.path.parent, os.W_OK
+                )
+                self.read_only = ReadOnly.FILE_SYSTEM if on_read_only_fs else None
             try:
                 self._open()
                 self._damage = self._read_tail()
@@ -81,7 +81,7 @@ class JournalWriter(JournalAppender):
             except Damage as exc:
                 self._damage = exc.problem
             except JournalKeyUnreadable:
-                if self.read_only:
+                if self.read_only is ReadOnly.OPENED:
                     self.close()
                     raise
                 self._damage = (None, f"the journal key {self.key_file} is not readable")

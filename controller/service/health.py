@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from controller.core.engine import Engine
 from controller.core.errors import FirebetError
-from controller.journal import Journal, JournalWriteError
+from controller.journal import Journal, JournalWriteError, ReadOnly
 from controller.service.jobs import Halt
 
 if TYPE_CHECKING:
@@ -33,8 +33,8 @@ def recover(table: Controller) -> int:
     recovered = table.journal.recover(table.engine)
     if recovered.halted is not None:
         log.error("journal halted: %s", recovered.halted.describe())
-    elif table.journal.fs_read_only:
-        table.storage_fault = f"{table.journal.path.parent} is on a read-only file system"
+    elif table.journal.read_only is ReadOnly.FILE_SYSTEM:
+        table.storage_fault = table.journal.read_only_reason()
         log.error("storage fault: %s; rolls are refused until it is writable", table.storage_fault)
     return recovered.last_record + 1
 
@@ -84,11 +84,11 @@ def probe_storage(table: Controller) -> None:
     journal = table.journal
     if journal is None or journal.halted is not None or table.storage_fault is None:
         return
-    if journal.fs_read_only:
+    if journal.read_only is ReadOnly.FILE_SYSTEM:
         if not journal.writable_again():
             return
         journal.recover(table.engine)  # open it again for writing (nothing was written)
-        if journal.halted is not None or journal.fs_read_only:
+        if journal.halted is not None or journal.read_only is ReadOnly.FILE_SYSTEM:
             table.refresh()
             return
     was = table.storage_fault
