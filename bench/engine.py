@@ -5,12 +5,12 @@
 Both run the same seeded dice sequence with a $5 fire bet riding on every shooter.
 Prints the rolls per second of each and the ratio: for firebet played the way
 ``firebet replay`` and ``journal verify`` play commands (each run of rolls that only move
-the hand folded at once by ``Engine.advance_moves``, every other roll through
-``Engine.apply``), and roll by roll through ``Engine.apply`` (the service's way, one roll
-at a time). crapssim's ``fixed_run`` takes the whole sequence too. Both firebet ways must
-settle the same hands for the same dollars. Times are CPU seconds of this process
-(``time.process_time``), so other jobs on a shared machine do not skew the ratio.
-Figures, not assertions.
+the hand, and the seven-out that ends it, folded at once by ``Engine.advance_moves``,
+every other roll through ``Engine.apply``), and roll by roll through ``Engine.apply``
+(the service's way, one roll at a time). crapssim's ``fixed_run`` takes the whole
+sequence too. Both firebet ways must settle the same hands for the same dollars. Times
+are CPU seconds of this process (``time.process_time``), so other jobs on a shared
+machine do not skew the ratio. Figures, not assertions.
 """
 
 from __future__ import annotations
@@ -64,6 +64,10 @@ def run_firebet_runs(dice: list[tuple[int, int]]) -> tuple[float, int, int]:
         state, end = moves(state, rolls, i)
         if end > i:
             i = end
+            paid = state.last_settlement  # a run ended by a seven-out: its settlement
+            if paid is not None:
+                hands += 1
+                won += sum(paid.payouts.values())
             continue
         state, events = apply(state, rolls[i])
         i += 1

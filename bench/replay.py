@@ -4,8 +4,8 @@
 
 Writes a seeded script of each length (rolls, with wagers, voids and surrenders mixed
 in as a table would see them), runs ``firebet replay FILE --json`` on it as its own
-process, and prints the wall time, the settled hands it printed and the process's peak
-resident memory. Figures, not assertions.
+process, and prints the wall time, the process's CPU time (user + system: the figure to compare on a
+shared machine), the settled hands it printed and its peak resident memory. Figures, not assertions.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ def write_script(path: Path, lines: int, seed: int) -> None:
                 f.write(f"{rng.randint(1, 6)} {rng.randint(1, 6)}\n")
 
 
-def replay(path: Path) -> tuple[float, int, int, int]:
-    """(seconds, settled hands printed, refusals, peak RSS in kB) of one replay process."""
+def replay(path: Path) -> tuple[float, float, int, int, int]:
+    """(wall seconds, CPU seconds, settled hands printed, refusals, peak RSS in kB) of one
+    replay process."""
     with tempfile.TemporaryFile() as refusals_file:
         start = time.perf_counter()
         proc = subprocess.Popen(
@@ -58,7 +59,8 @@ def replay(path: Path) -> tuple[float, int, int, int]:
             raise SystemExit(f"replay failed with exit {proc.returncode}")
         refusals_file.seek(0)
         refusals = refusals_file.read().count(b"refused")
-    return seconds, hands, refusals, usage.ru_maxrss
+    cpu = usage.ru_utime + usage.ru_stime
+    return seconds, cpu, hands, refusals, usage.ru_maxrss
 
 
 def main() -> None:
@@ -70,10 +72,11 @@ def main() -> None:
         for lines in (int(n) for n in args.lines.split(",")):
             path = Path(tmp) / f"script-{lines}.txt"
             write_script(path, lines, args.seed)
-            seconds, hands, refusals, rss_kb = replay(path)
+            seconds, cpu, hands, refusals, rss_kb = replay(path)
             print(
                 f"firebet replay --json, {lines:>9,} lines: {seconds:6.2f} s "
-                f"({lines / seconds:>9,.0f} lines/s), peak RSS {rss_kb / 1024:5.1f} MB; "
+                f"({lines / seconds:>9,.0f} lines/s; {cpu:6.2f} s CPU), "
+                f"peak RSS {rss_kb / 1024:5.1f} MB; "
                 f"{hands:,} settled hands, {refusals:,} refusals"
             )
 

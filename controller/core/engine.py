@@ -94,7 +94,7 @@ class Engine:
             if self.rules.betting_closes == "first_roll"
             else "the first point was established"
         )
-        self._paths = RollPaths(self.rules, self._dice, self._closing)
+        self._paths = RollPaths(self.rules, self._dice, self._closing, self._odds)
         self._move = self._paths.move
 
     # public API -------------------------------------------------------------
@@ -124,8 +124,9 @@ class Engine:
         self, state: TableState, commands: Sequence[Command], start: int = 0
     ) -> tuple[TableState, int]:
         """The state after ``commands[start:end]`` and ``end``: the longest run of rolls
-        from ``start`` that only move the hand or light a marker, folded at once
-        (:meth:`RollPaths.advance_moves`); the same state as applying them one by one."""
+        from ``start`` that only move the hand or light a marker, ended by a seven-out when
+        one comes, folded at once (:meth:`RollPaths.advance_moves`); the same state as
+        applying them one by one."""
         return self._paths.advance_moves(state, commands, start)
 
     def run(self, commands: Sequence[Command], state: TableState | None = None) -> TableState:

@@ -4,10 +4,11 @@ full decision (a replay's, a journal check's and the service's common case).
 Every roll but a seven-out (a point made counts when its number was made before) is
 kept here by situation: by (point, die 1, die 2) in the point phase, by (die 1, die 2)
 on a come-out (where a new shooter's roll and a come-out roll do the same; a roll they
-do not agree on is left to the full decision). :meth:`RollPaths.move` is one such roll,
-its state made straight from it; :meth:`RollPaths.advance_moves` folds a run of them at
-once. Both give the same state as the engine's full decision and fold (the engine's
-tests hold them to that).
+do not agree on is left to the full decision); the seven-outs are kept apart.
+:meth:`RollPaths.move` is one roll that only moves the hand, its state made straight
+from it; :meth:`RollPaths.advance_moves` folds a run of them at once, and the seven-out
+that ends the run with it. Both give the same state as the engine's full decision and
+fold (the engine's tests hold them to that).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from typing import Any
 
 from controller.core.commands import ROLL_SOURCES, Command, Roll
 from controller.core.config import FireBetRules
-from controller.core.events import BettingClosed, Event, RollAccepted
+from controller.core.events import BettingClosed, Event, NewHand, RollAccepted
 from controller.core.hand import DiceTable
 from controller.core.outcome import Outcome
 from controller.core.state import Phase, RunFields, TableState, after_rolls, rolled
+from controller.core.wagers import settlement
 
 _KNOWN_MAX = 16  # events kept a roll in a situation: by source, actor, betting closing
 
@@ -42,16 +44,23 @@ _BATCH_SOURCES = frozenset({"script", "sim"})
 class RollPaths:
     """The rolls that only move the hand under one table's rules, and the two paths over them."""
 
-    def __init__(self, rules: FireBetRules, dice: DiceTable, closing: BettingClosed) -> None:
+    def __init__(
+        self,
+        rules: FireBetRules,
+        dice: DiceTable,
+        closing: BettingClosed,
+        odds: list[tuple[int, int]],
+    ) -> None:
         self.rules = rules
         self._closing = closing
+        self._odds = odds  # the pay table's (tier, odds to one) by the number of points
         self._on_point: dict[tuple[int | None, int, int], _Move] = {}
+        # the seven-outs, by (point, die 1, die 2): the last roll advance_moves folds
+        self._seven_out: dict[tuple[int | None, int, int], _Move] = {}
         self._come_out: dict[tuple[int, int], _Move] = {}
         closes_at = rules.betting_closes
         moves: dict[tuple[Phase, int | None, int, int], _Move] = {}
         for (phase, point, d1, d2), (total, outcome, after, next_point) in dice.items():
-            if outcome == "seven_out":
-                continue
             closes = closes_at == "first_roll" or (
                 closes_at == "first_point" and outcome == "point_established"
             )
@@ -67,6 +76,9 @@ class RollPaths:
                 closes,
                 {},
             )
+            if outcome == "seven_out":
+                self._seven_out[(point, d1, d2)] = move
+                continue
             moves[(phase, point, d1, d2)] = move
             if phase is Phase.POINT:
                 self._on_point[(point, d1, d2)] = move
@@ -130,11 +142,13 @@ class RollPaths:
         self, state: TableState, commands: Sequence[Command], start: int = 0
     ) -> tuple[TableState, int]:
         """The state after ``commands[start:end]`` and ``end``: the longest run of rolls
-        from ``start`` that only move the hand or light a marker (no seven-out, no
-        surveillance alert, no pay at the 6th point, no manual or held roll, no reader roll
-        refused, held or repeated): a replay's and a journal check's common case, folded in
-        locals with one state made at the end (its undo buffer the state before the run's
-        last roll); the same state as applying them one by one."""
+        from ``start`` that only move the hand or light a marker (no surveillance alert, no
+        pay at the 6th point, no manual or held roll, no reader roll refused, held or
+        repeated), ended by a seven-out when one comes (its settlement, when the hand was
+        not paid at the 6th point, is the state's ``last_settlement``): a replay's and a
+        journal check's common case, folded in locals with one state made at the end (its
+        undo buffer the state before the run's last roll); the same state as applying them
+        one by one."""
         s = state.__dict__
         phase, point, points, open_ = s["phase"], s["point"], s["points"], s["betting_open"]
         rolls, made, last_roll = s["rolls"], 0, s["last_roll"]
@@ -144,6 +158,7 @@ class RollPaths:
         on_point, come_out = self._on_point, self._come_out
         alert_at, alert_raised = self.rules.surveillance_at, s["alert_raised"]
         pay_at_six = self.rules.pay_six_immediately and not s["settled"]
+        seven_out = False
         end, count = start, len(commands)
         while end < count:
             command = commands[end]
@@ -164,6 +179,11 @@ class RollPaths:
                 break
             if phase is _POINT:
                 move = on_point.get((point, d1, d2))
+                if move is None:
+                    move = self._seven_out.get((point, d1, d2))
+                    if move is None or open_:
+                        break
+                    seven_out = True  # the run's last roll
             elif point is None:
                 move = come_out.get((d1, d2))
             else:
@@ -186,7 +206,18 @@ class RollPaths:
             if seq is not None:
                 seq_now, dice_now = seq, last_roll
             end += 1
+            if seven_out:
+                break
         if before is None:
             return state, start
         now = (phase, point, open_, rolls, made, last_roll, points, seq_now, dice_now)
-        return after_rolls(state, now, before), end
+        if not seven_out:
+            return after_rolls(state, now, before), end
+        # the seven-out's own events after its roll: the hand's settlement (unless paid at
+        # the 6th point) and the new hand; the run never changes the hand, the shooter or
+        # the wagers, so the state given holds them as they were at the seven-out
+        new_hand = NewHand(s["hand"] + 1, s["shooter"] + 1)
+        if s["settled"]:
+            return after_rolls(state, now, before, (new_hand,)), end
+        paid = settlement(self._odds, state, points, immediate=False)
+        return after_rolls(state, now, before, (paid, new_hand)), end

@@ -211,8 +211,9 @@ class Replayer:
     ) -> Iterator[Item]:
         """:meth:`run` over chunks of (line numbers, commands), as :func:`parse_chunks`
         gives them: the same items in the same order. A run of script rolls that only move
-        the hand is folded at once (:meth:`Engine.advance_moves`): it yields nothing, and
-        after it no void can reach a settlement held back."""
+        the hand is folded at once (:meth:`Engine.advance_moves`), a seven-out that ends
+        it with it: after it no void can reach a settlement held back before it, and the
+        seven-out's own settlement is held back as :meth:`run` holds it."""
         apply, advance_moves = self.engine.apply, self.engine.advance_moves
         state = self.state
         held: Item | None = None
@@ -226,7 +227,10 @@ class Replayer:
                             i = end
                             if held is not None:
                                 yield held
-                                held = None
+                            # a run ended by a seven-out leaves its settlement in the
+                            # state: held back like any other, a void can still reach it
+                            paid = state.last_settlement
+                            held = None if paid is None else (numbers[end - 1], paid)
                             continue
                     no, command = numbers[i], commands[i]
                     i += 1

@@ -154,10 +154,14 @@ RunFields = tuple[
 ]  # fmt: skip
 
 
-def after_rolls(state: TableState, now: RunFields, before: RunFields) -> TableState:
+def after_rolls(
+    state: TableState, now: RunFields, before: RunFields, tail: Sequence[Event] = ()
+) -> TableState:
     """The state after a run of rolls that only moved the hand or lit markers (no manual
-    roll, no seven-out, no alert, no pay): ``now``, the fields the run changed, after it;
-    ``before``, the same before its last roll (the undo buffer)."""
+    roll, no alert, no pay at the 6th point): ``now``, the fields the run changed, after
+    it; ``before``, the same before its last roll (the undo buffer); ``tail``, the events
+    the last roll made besides its :class:`RollAccepted` (a seven-out's
+    :class:`Settlement` and :class:`NewHand`), folded by their rules after it."""
     meters = state.meters
 
     def fields(run: RunFields) -> Fields:
@@ -174,6 +178,8 @@ def after_rolls(state: TableState, now: RunFields, before: RunFields) -> TableSt
     undo["undo"] = None
     new = fields(now)
     new["undo"] = _value(TableState, undo)
+    for event in tail:
+        _RULES[type(event)](new, event)
     return _value(TableState, new)
 
 

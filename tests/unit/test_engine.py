@@ -22,7 +22,7 @@ from controller.core.events import (
     SurveillanceAlert,
 )
 from controller.core.state import Phase, TableState, fold
-from tests.support import Table, make_points
+from tests.support import DICE, Table, make_points
 
 # -- the hand ------------------------------------------------------------------------
 
@@ -452,6 +452,13 @@ def test_property_the_roll_path_is_the_fold_of_the_events_it_gives(
         assert out.state == folded and out.state.to_dict() == folded.to_dict()
         advanced = engine.advance(state, c)
         assert advanced.to_dict() == out.state.to_dict()
+        # the folded run's path, one roll long (a seven-out included): the same state, and
+        # the seven-out's settlement, when it made one, is the state's last settlement
+        ran, end = engine.advance_moves(state, [c])
+        if end:
+            assert ran == out.state and ran.to_dict() == out.state.to_dict()
+            paid = [e for e in out.events if isinstance(e, Settlement)]
+            assert ran.last_settlement == (paid[0] if paid else None)
         if out.state.undo is not None:
             assert out.state.undo.undo is None  # the undo buffer never chains
         state = out.state
@@ -472,15 +479,22 @@ def test_property_a_run_of_moving_rolls_is_folded_as_one_by_one(
     engine = Engine(rules)
     state = engine.run(first)
     start = 0
+    moving = {RollAccepted, BettingClosed, NewDifferentPoint}
     while start < len(cmds):
         got, end = engine.advance_moves(state, cmds, start)
         expected = state
+        seven_out = False
         for c in cmds[start:end]:
+            assert not seven_out  # a seven-out is the run's last roll
             out = engine.apply(expected, c)
-            assert {type(e) for e in out.events} <= {RollAccepted, BettingClosed, NewDifferentPoint}
+            kinds = {type(e) for e in out.events}
+            seven_out = NewHand in kinds
+            # a seven-out settles the hand (unless paid at the 6th point) and starts the next
+            assert kinds <= (moving | {Settlement, NewHand} if seven_out else moving)
             expected = out.state
         assert got == expected and got.to_dict() == expected.to_dict()
-        if end < len(cmds):  # the run stops only at what is not a moving script roll
+        assert got.last_settlement == expected.last_settlement
+        if end < len(cmds) and not seven_out:  # else it stops only at what does not move
             c = cmds[end]
             out = engine.apply(got, c)
             assert (
@@ -491,6 +505,38 @@ def test_property_a_run_of_moving_rolls_is_folded_as_one_by_one(
             )
             got, end = out.state, end + 1
         state, start = got, end
+
+
+def test_a_run_ends_with_its_seven_out_settled_as_one_by_one_and_can_be_voided() -> None:
+    engine = Engine()
+    state = engine.apply(TableState(), Bet(1, 5)).state
+    hand = [Roll(2, 2, "script"), Roll(1, 3, "script"), Roll(3, 3, "script")]  # 4 made, 6 set
+    seven = [Roll(5, 3, "script"), Roll(4, 3, "script")]  # 8: no decision; the seven-out
+    after = [Roll(2, 2, "script"), Roll(6, 6, "script")]  # the next shooter's rolls
+    cmds = hand + seven + after
+    got, end = engine.advance_moves(state, cmds)
+    expected = engine.run(cmds[:end], state)
+    assert end == 5 and got.phase is Phase.NEW_SHOOTER and got.hand == 2 and got.shooter == 2
+    assert got.to_dict() == expected.to_dict() and got.betting_open and not got.bets
+    assert got.last_settlement is not None and got.last_settlement.points == (4,)
+    assert got.meters.hands == expected.meters.hands == 1
+    voided = engine.apply(got, Void())
+    assert voided.state.to_dict() == engine.apply(expected, Void()).state.to_dict()
+    assert voided.state.hand == 1 and voided.state.bets == {1: 5}
+    nxt, stop = engine.advance_moves(got, cmds, end)  # the next run starts after it
+    assert stop == len(cmds) and nxt.to_dict() == engine.run(after, got).to_dict()
+
+
+def test_a_seven_out_after_the_hand_was_paid_at_the_sixth_point_settles_nothing_again() -> None:
+    engine = Engine(FireBetRules(pay_six_immediately=True))
+    made = [Roll(*DICE[p], "script") for p in (4, 5, 6, 8, 9, 10) for _ in range(2)]
+    state = engine.run([Bet(1, 5), *made])
+    assert state.settled
+    cmds = [Roll(3, 3, "script"), Roll(4, 3, "script")]
+    got, end = engine.advance_moves(state, cmds)
+    expected = engine.run(cmds, state)
+    assert end == 2 and got.to_dict() == expected.to_dict() and got.last_settlement is None
+    assert got.hand == expected.hand == state.hand + 1 and not got.settled
 
 
 def test_a_run_of_moving_rolls_meters_a_point_made_again_and_can_be_voided() -> None:
