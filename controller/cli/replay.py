@@ -89,17 +89,52 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{source}: cannot read the script: {exc.strerror or exc}") from exc
         replayer = Replayer(engine)
         out, err = sys.stdout, sys.stderr
+        batch = stack.enter_context(_Batched())
+        write = batch.write
         for no, event in replayer.run_chunks(parse_chunks(_chunks(script), source)):
             if isinstance(event, Settlement):
                 if args.json:
-                    out.write(json_line(event) + "\n")
+                    write(out, json_line(event) + "\n")
                 else:
-                    out.write("\n".join(_table_lines(event)) + "\n")
+                    write(out, "\n".join(_table_lines(event)) + "\n")
             else:
-                err.write(f"{source}:{no}: refused: {event.reason}\n")
+                write(err, f"{source}:{no}: refused: {event.reason}\n")
         if not args.json:
-            out.write(_now_line(replayer.state) + "\n")
+            write(out, _now_line(replayer.state) + "\n")
     return 0
+
+
+class _Batched:
+    """Lines written in blocks, in the order given across stdout and stderr: one write a
+    block, not a system call a line when the stream is unbuffered (``PYTHONUNBUFFERED``,
+    a terminal's stderr). A block ends at 64 KB or where the other stream takes over."""
+
+    LIMIT = 1 << 16
+
+    def __init__(self) -> None:
+        self._stream: IO[str] | None = None
+        self._parts: list[str] = []
+        self._size = 0
+
+    def write(self, stream: IO[str], text: str) -> None:
+        if stream is not self._stream:
+            self.flush()
+            self._stream = stream
+        self._parts.append(text)
+        self._size += len(text)
+        if self._size >= self.LIMIT:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._parts and self._stream is not None:
+            text, self._parts, self._size = "".join(self._parts), [], 0
+            self._stream.write(text)
+
+    def __enter__(self) -> _Batched:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.flush()
 
 
 def register(subparsers: Any) -> None:
