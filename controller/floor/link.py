@@ -53,6 +53,7 @@ from controller.floor.cursor import Cursor, CursorFile
 from controller.floor.fold import LinkFold
 from controller.floor.messages import CommandError, Resend, event_message, parse_command, topics
 from controller.floor.outbox import Window, checked_cursor, head
+from controller.floor.report import LinkReport
 from controller.journal import Journal, Record, now_iso
 
 log = logging.getLogger("firebet.floor")
@@ -98,7 +99,6 @@ class FloorLink:
         self._program = program
         # what the table's engine decided, folded on this link's thread (controller.floor.fold)
         self._fold = LinkFold(rules, live_from=live_from)
-        self.underived = 0  # command records published without events (a damaged journal)
         self._cond = threading.Condition()
         self._woken = False
         self._stopping = False
@@ -109,13 +109,9 @@ class FloorLink:
         self._commands: collections.deque[bytes] = collections.deque(maxlen=MAX_COMMANDS_QUEUED)
         self._announce = False
         # the publisher's own (read by status() without a lock: single assignments)
-        self.connected = False
+        self.report = LinkReport(broker=floor.broker)
         self.cursor = Cursor()
         self.head = 0
-        self.published = 0
-        self.last_error: str | None = None
-        self.last_error_at: str | None = None
-        self.commands_refused = 0
         self._next = 1
         self._inflight = Window(window)
         self._state_dirty = True
@@ -141,34 +137,8 @@ class FloorLink:
 
     def status(self) -> dict[str, Any]:
         """``status --json`` ``floor``: connected, cursor, backlog, last error."""
-        return {
-            "enabled": True,
-            "broker": self.floor.broker,
-            "connected": self.connected,
-            "cursor": self.cursor.record,
-            "backlog": max(0, self.head - self.cursor.record),
-            "published": self.published,
-            "underived": self.underived,
-            "last_error": self.last_error,
-            "last_error_at": self.last_error_at,
-            "commands_refused": self.commands_refused,
-        }
-
-    @staticmethod
-    def disabled_status() -> dict[str, Any]:
-        """``floor`` in ``status --json`` of a table without a floor link."""
-        return {
-            "enabled": False,
-            "broker": "",
-            "connected": False,
-            "cursor": None,
-            "backlog": None,
-            "published": 0,
-            "underived": 0,
-            "last_error": None,
-            "last_error_at": None,
-            "commands_refused": 0,
-        }
+        backlog = max(0, self.head - self.cursor.record)
+        return self.report.to_dict(cursor=self.cursor.record, backlog=backlog)
 
     # life cycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -184,36 +154,31 @@ class FloorLink:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def _error(self, text: str) -> None:
-        if text != self.last_error:
-            log.warning("floor link: %s", text)
-        self.last_error, self.last_error_at = text, now_iso()
-
     # paho's thread: only queue what was heard -------------------------------------------
     def _on_connect(
         self, client: mqtt.Client, userdata: Any, flags: Any, reason: ReasonCode, props: Any
     ) -> None:
         if reason.is_failure:
-            self._error(f"the broker {self.floor.broker} refused the connection: {reason}")
+            self.report.error(f"the broker {self.floor.broker} refused the connection: {reason}")
             return
         with self._cond:
-            self.connected = True
+            self.report.connected = True
             self._announce = True
             self._woken = True
             self._cond.notify()
 
     def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
-        self._error(f"cannot reach the broker {self.floor.broker}")
+        self.report.error(f"cannot reach the broker {self.floor.broker}")
 
     def _on_disconnect(
         self, client: mqtt.Client, userdata: Any, flags: Any, reason: ReasonCode, props: Any
     ) -> None:
         with self._cond:
-            was, self.connected = self.connected, False
+            was, self.report.connected = self.report.connected, False
             self._woken = True
             self._cond.notify()
         if was and not self._stopping:  # logged outside the lock the engine may want
-            self._error(f"lost the broker {self.floor.broker}: {reason}")
+            self.report.error(f"lost the broker {self.floor.broker}: {reason}")
 
     def _on_publish(
         self, client: mqtt.Client, userdata: Any, mid: int, reason: ReasonCode, props: Any
@@ -235,13 +200,13 @@ class FloorLink:
             self._serve()
         except Exception as exc:  # never die silently: say why in status and the log
             log.exception("floor link stopped")
-            self._error(f"the floor link stopped: {exc!r}")
+            self.report.error(f"the floor link stopped: {exc!r}")
 
     def _connect(self) -> mqtt.Client | None:
         try:
             client = make_client(self.floor, self.client_id)
         except FirebetError as exc:
-            self._error(str(exc))
+            self.report.error(str(exc))
             return None
         client.will_set(self.topics["online"], '{"online":false}', qos=1, retain=True)
         # the window is ours: paho's own limit re-scans every queued message at each ack
@@ -264,7 +229,7 @@ class FloorLink:
             reader.attach()
             self.cursor, why = checked_cursor(self.cursor_file, reader)
             if why is not None:
-                self._error(why)
+                self.report.error(why)
             self._next = self.cursor.record + 1
             self.head = head(reader)
             self._client = client = self._connect()
@@ -300,7 +265,7 @@ class FloorLink:
         for payload in commands:
             self._take_command(payload)
         self.head = max(self.head, head(reader))
-        if not self.connected:
+        if not self.report.connected:
             return True
         if announce:
             client.subscribe(self.topics["command"], qos=1)
@@ -324,7 +289,7 @@ class FloorLink:
         try:
             text = json.dumps(dict(self._status()), separators=(",", ":"))
         except Exception as exc:  # a status that cannot be read must not stop the records
-            self._error(f"cannot read the table's status: {exc!r}")
+            self.report.error(f"cannot read the table's status: {exc!r}")
             return
         info = client.publish(self.topics["state"], text, qos=1, retain=True)
         self._state_mid = info.mid
@@ -338,11 +303,13 @@ class FloorLink:
             message = event_message(self.table, record, events)
             info = client.publish(self.topics["event"], message, qos=1)
             if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
-                self._error(f"cannot publish record {record.record}: {mqtt.error_string(info.rc)}")
+                self.report.error(
+                    f"cannot publish record {record.record}: {mqtt.error_string(info.rc)}"
+                )
                 return
             self._inflight.add(info.mid, record.record, record.hash)
             self._next = record.record + 1
-            self.published += 1
+            self.report.published += 1
 
     def _events(self, reader: Journal, record: Record) -> list[dict[str, Any]] | None:
         """The events the table's engine decided for ``record`` (None when not derivable:
@@ -350,11 +317,11 @@ class FloorLink:
         try:
             events = self._fold.events(reader, record)
         except Exception as exc:  # a fold that fails must not stop the records
-            self._error(f"cannot derive the events of record {record.record}: {exc!r}")
+            self.report.error(f"cannot derive the events of record {record.record}: {exc!r}")
             self._fold = LinkFold(self._fold.live_rules, live_from=self._fold.live_from)
             events = None
         if events is None and record.kind == "command":
-            self.underived += 1
+            self.report.underived += 1
         return events
 
     def _take_acks(self, acks: list[tuple[int, ReasonCode]]) -> None:
@@ -363,7 +330,7 @@ class FloorLink:
             if mid == self._state_mid:
                 self._state_mid = None
                 if reason.is_failure:
-                    self._error(f"the broker refused the table's state: {reason}")
+                    self.report.error(f"the broker refused the table's state: {reason}")
                 continue
             not_taken = self._inflight.ack(mid, reason)
             if not_taken is not None:
@@ -372,7 +339,7 @@ class FloorLink:
         if refused is not None:
             # not delivered: give up what is in flight and try again from the cursor later
             record, reason = refused
-            self._error(
+            self.report.error(
                 f"the broker refused record {record}: {reason} (is the ACL right for "
                 f"{self.floor.username or 'this user'}?); trying again in {REFUSED_BACKOFF_S:g} s"
             )
@@ -382,7 +349,7 @@ class FloorLink:
             try:
                 self.cursor_file.save(moved)
             except OSError as exc:
-                self._error(f"cannot save the floor cursor {self.cursor_file.path}: {exc}")
+                self.report.error(f"cannot save the floor cursor {self.cursor_file.path}: {exc}")
             self.cursor = moved
         if refused is not None:
             self._next = self.cursor.record + 1
@@ -391,8 +358,8 @@ class FloorLink:
         try:
             command = parse_command(payload, at=now_iso())
         except CommandError as exc:
-            self._error(f"floor command refused: {exc}")
-            self.commands_refused += 1  # after the reason: a reader of both sees it
+            self.report.error(f"floor command refused: {exc}")
+            self.report.commands_refused += 1  # after the reason: a reader of both sees it
             return
         if isinstance(command, Resend):
             log.info("floor asks for the records from %d again", command.start)
@@ -404,7 +371,7 @@ class FloorLink:
         """A clean stop: publish what is left and take the acks, for ``timeout`` at most."""
         deadline = time.monotonic() + timeout
         self.head = max(self.head, head(reader))
-        while self.connected and (self._inflight or self._next <= self.head):
+        while self.report.connected and (self._inflight or self._next <= self.head):
             if time.monotonic() >= deadline:
                 return
             self._top_up(reader, client)
@@ -418,11 +385,11 @@ class FloorLink:
     def _goodbye(self, client: mqtt.Client) -> None:
         """A clean stop: ``{"online": false}`` (the broker keeps the will for cuts)."""
         try:
-            if self.connected:
+            if self.report.connected:
                 info = client.publish(self.topics["online"], '{"online":false}', qos=1, retain=True)
                 with contextlib.suppress(RuntimeError, ValueError):
                     info.wait_for_publish(timeout=2.0)
             client.disconnect()
         finally:
             client.loop_stop()
-            self.connected = False
+            self.report.connected = False

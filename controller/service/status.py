@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from controller.core.events import Event, RollVoided, Settlement
 from controller.core.lamps import LightsView, Mode, Outputs, marker_report
 from controller.core.state import TableState
-from controller.floor.link import FloorLink
+from controller.floor.report import disabled_status
 
 if TYPE_CHECKING:
     from controller.service.controller import Controller
@@ -81,7 +81,7 @@ def status_of(table: Controller) -> dict[str, Any]:
         reader=reader,
         journal_check=table.full_check,
         program=table.program.to_dict() if table.program is not None else None,
-        floor=table.floor.status() if table.floor is not None else FloorLink.disabled_status(),
+        floor=table.floor.status() if table.floor is not None else disabled_status(),
     )
 
 

@@ -276,7 +276,7 @@ def test_after_a_restart_the_backlog_is_published_with_its_events(
     mosquitto.start()
     with support.table_running(state, sock, config) as table:  # the backlog goes after it
         wait_for(lambda: all_published(table, floor), what="the backlog at the floor")
-        assert table.controller.floor is not None and table.controller.floor.underived == 0
+        assert table.controller.floor is not None and table.controller.floor.report.underived == 0
     stream = floor.on(EVENT)
     backlog = [e for e in stream if e["record"] > cursor and e["kind"] == "command"]
     assert len(backlog) >= 8 and all("events" in e for e in backlog)
