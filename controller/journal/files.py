@@ -2,8 +2,8 @@
 
 ``journal.db`` (SQLite, WAL mode) with ``journal.db-wal`` and ``-shm``;
 ``journal.db.head`` (the newest acknowledged record, sealed with the key:
-written and synced after every commit, so a deleted or truncated WAL cannot
-take acknowledged records away unnoticed); ``journal.db.lock`` (the writer's
+written after every commit and synced by its own thread, so a deleted or truncated
+WAL cannot take acknowledged records away unnoticed); ``journal.db.lock`` (the writer's
 lock); ``journal.db.halt`` (a halt that could not be written into the journal).
 Any of them, or a folder of damaged files set aside by ``firebet journal init``,
 means the state directory has held a journal: it never starts a fresh one.
@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from controller.journal.recipe import canonical, head_seal
+
+log = logging.getLogger("firebet.journal")
 
 ASIDE_PREFIX = "journal-aside-"
 _HEAD_SIZE = 256  # one sector: rewritten in place
@@ -121,20 +125,72 @@ def _read_head(path: Path, key: bytes) -> Head | str:
 
 
 class HeadWriter:
-    """The head file, open for rewriting in place and syncing after every commit."""
+    """The head file, rewritten in place after every commit and synced by its own thread.
+
+    :meth:`write` puts the new head in the file (the page cache: it survives the
+    process being killed, ``kill -9`` included) and returns; a syncer thread then
+    makes it durable (``fdatasync``) at once, so a roll's ACK waits for one sync (the
+    journal's commit), not two. What this costs: after a power cut the head file may
+    name a record a few milliseconds older than the newest one committed, so the
+    records of those milliseconds are protected by the journal's own commit and chain
+    but not by the head file (docs/journal.md, "The head file"). :meth:`close` syncs
+    what is left.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
+        self.syncs = 0  # fdatasync calls made (one per write at most; fewer when busy)
+        self.error: OSError | None = None  # the syncer's last failure (None: synced)
+        self._due = threading.Condition()
+        self._written = 0  # writes made, and the count the syncer has synced
+        self._synced = 0
+        self._closing = False
+        self._thread = threading.Thread(target=self._sync_loop, name="journal head", daemon=True)
+        self._thread.start()
 
     def write(self, key: bytes, record: int, mac: bytes) -> None:
-        """Seal ``record`` as the newest acknowledged one, durably."""
+        """Seal ``record`` as the newest acknowledged one (durable a moment later)."""
         os.pwrite(self._fd, head_text(key, record, mac), 0)
-        os.fdatasync(self._fd)
+        with self._due:
+            self._written += 1
+            self._due.notify()
+
+    def wait_synced(self, timeout: float = 5.0) -> bool:
+        """Wait until every write so far is durable (tests, a clean stop)."""
+        with self._due:
+            goal = self._written
+            done = self._due.wait_for(lambda: self._synced >= goal or self._closing, timeout)
+        return done and self.error is None
 
     def close(self) -> None:
-        """Close the file."""
+        """Sync what is left, stop the syncer and close the file."""
+        with self._due:
+            self._closing = True
+            self._due.notify_all()
+        self._thread.join(timeout=10)
+        with contextlib.suppress(OSError):
+            os.fdatasync(self._fd)
         os.close(self._fd)
+
+    def _sync_loop(self) -> None:
+        while True:
+            with self._due:
+                self._due.wait_for(lambda: self._written > self._synced or self._closing)
+                if self._closing:
+                    return
+                goal = self._written
+            try:
+                os.fdatasync(self._fd)
+                self.error = None
+            except OSError as exc:  # the next write tries again; the journal commit stands
+                if self.error is None:
+                    log.warning("cannot sync the head file %s: %s", self.path, exc)
+                self.error = exc
+            self.syncs += 1
+            with self._due:
+                self._synced = goal
+                self._due.notify_all()
 
 
 def write_head_new(path: Path, key: bytes, record: int, mac: bytes) -> None:

@@ -7,9 +7,11 @@ import hashlib
 import hmac
 import io
 import json
+import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from controller.core.engine import Engine
 from controller.core.errors import FirebetError
 from controller.core.script import parse_script, replay
 from controller.journal import Journal, JournalWriteError
+from controller.journal.files import Head, read_head
 from tests.support import ROOT
 
 ENGINE = Engine()
@@ -79,6 +82,33 @@ def test_fresh_directory_gets_a_fresh_journal_and_state_survives_restart(tmp_pat
     meters = recovered.state.meters
     assert (meters.bets_taken, meters.voids, meters.surrenders, meters.hands) == (4, 1, 1, 2)
     assert meters.paid[4].count == 2 and meters.reversed.count == 1
+
+
+def test_the_head_is_written_before_append_returns_and_synced_off_the_roll_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One sync a roll on the engine's thread (the commit's): the head file is rewritten
+    before the append returns and made durable by the head's own thread."""
+    path = tmp_path / "state" / "journal.db"
+    with Journal(path) as journal:
+        journal.recover(ENGINE)
+        head = journal._head
+        assert head is not None
+        synced_on: list[str] = []
+        real = os.fdatasync
+
+        def fdatasync(fd: int) -> None:
+            if fd == head._fd:
+                synced_on.append(threading.current_thread().name)
+            real(fd)
+
+        monkeypatch.setattr(os, "fdatasync", fdatasync)
+        for command in session()[:8]:
+            journal.apply(ENGINE, command)
+            found = read_head(path.with_name("journal.db.head"), journal._key)
+            assert isinstance(found, Head) and found.record == journal.last_record
+        assert head.wait_synced(timeout=30)
+        assert synced_on and set(synced_on) == {"journal head"}
 
 
 def test_history_matches_replay_and_lists_actions(tmp_path: Path) -> None:
@@ -158,6 +188,7 @@ import resource, signal, sys
 from controller.core.commands import Roll
 from controller.core.engine import Engine
 from controller.journal import Journal, JournalWriteError
+from controller.journal.files import Head, read_head
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 engine = Engine()
 journal = Journal(sys.argv[1])
