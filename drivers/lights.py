@@ -12,6 +12,7 @@ from typing import Any
 
 from controller.core.config.model import LightsConfig
 from controller.core.lamps import Effect, LightsView, Outputs, desired_outputs
+from drivers.effects import EffectPlayer, blink_steps, pulse_steps
 from drivers.pins import pin_problem
 
 
@@ -32,7 +33,8 @@ class MarkerLights:
 
     Built on the ``pin_factory`` passed in (never the global default), with the
     pins and polarity of ``lights``; :meth:`apply` changes only the lamps whose
-    effect changed, so a steady blink keeps its rhythm.
+    effect changed, so a steady blink keeps its rhythm. Blinks and pulses are played by
+    one :class:`~drivers.effects.EffectPlayer` thread (an effect change never waits).
     """
 
     def __init__(
@@ -46,6 +48,7 @@ class MarkerLights:
         self.status_lamp: Any = None
         self.relay: Any = None
         self._applied: dict[str, str] = {}
+        self._player = EffectPlayer()  # blinks and pulses: one thread, no start or join
         what, pin = "lights", -1
         try:
             for point, pin in sorted(lights.markers.items()):
@@ -66,21 +69,21 @@ class MarkerLights:
     def _set(self, key: str, lamp: Any, effect: Effect) -> None:
         if self._applied.get(key) == effect:
             return
-        t = self.timing
+        t, player = self.timing, self._player
         if effect == Effect.OFF:
-            lamp.off()
+            player.hold(lamp, 0)
         elif effect == Effect.ON:
-            lamp.on()
+            player.hold(lamp, 1)
         elif effect == Effect.PULSE:
-            lamp.pulse(fade_in_time=t.pulse_s, fade_out_time=t.pulse_s)
+            player.play(lamp, pulse_steps(t.pulse_s, t.pulse_s))
         elif effect == Effect.BLINK:
-            lamp.blink(on_time=t.blink_s, off_time=t.blink_s)
+            player.play(lamp, blink_steps(t.blink_s, t.blink_s))
         elif effect == Effect.FAULT:
-            lamp.blink(on_time=t.fault_s, off_time=t.fault_s)
+            player.play(lamp, blink_steps(t.fault_s, t.fault_s))
         elif effect == Effect.WINK:
-            lamp.blink(on_time=t.wink_on_s, off_time=t.wink_off_s)
+            player.play(lamp, blink_steps(t.wink_on_s, t.wink_off_s))
         elif effect == Effect.CELEBRATE:
-            lamp.blink(on_time=t.celebrate_s, off_time=t.celebrate_s)
+            player.play(lamp, blink_steps(t.celebrate_s, t.celebrate_s))
         else:
             raise ValueError(f"unknown lamp effect {effect!r}")
         self._applied[key] = effect
@@ -102,6 +105,7 @@ class MarkerLights:
 
     def close(self) -> None:
         """Switch everything off and release the pins."""
+        self._player.close()
         for lamp in (*self.markers.values(), self.status_lamp, self.relay):
             if lamp is not None:
                 try:

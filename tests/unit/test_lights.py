@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -21,6 +22,7 @@ from controller.core.lamps import (
     view_from_state,
 )
 from controller.core.state import Phase, TableState
+from drivers.effects import blink_steps, pulse_steps
 from drivers.lights import MarkerLights, Timing
 from drivers.pins import make_pin_factory
 from tests.support import wait_for
@@ -147,7 +149,7 @@ def test_pulse_and_blink_move_the_pins(
     lights.show(LightsView(markers={5: 1}, newest=5, mode="reader_fault"))
     marker = factory.pin(config.markers[5])
     status = factory.pin(config.status)
-    # gpiozero's background threads move the pins: however late a busy machine runs them
+    # the effect player's thread moves the pins: however late a busy machine runs it
     wait_for(
         lambda: len({round(s, 2) for s in (c.state for c in marker.states)}) > 3,
         what="the marker fading",
@@ -229,3 +231,41 @@ def test_real_factory_that_cannot_load_says_the_fix() -> None:
         pytest.skip("lgpio is installed here")
     with pytest.raises(HardwareError, match="unknown pin factory"):
         make_pin_factory("magic")
+
+
+def test_effect_changes_start_and_join_no_thread(
+    lights: MarkerLights, factory: Any, config: LightsConfig
+) -> None:
+    """A point made moves the pulse from one marker to another: the engine thread only
+    notes the new patterns (one player thread for every lamp, none started per effect),
+    and each lamp shows its new effect's first value before apply() returns."""
+    before = {t.ident for t in threading.enumerate()}
+    for newest in (4, 5, 6, 8, 9, 10) * 5:
+        lights.show(LightsView(markers={p: 1 for p in (4, 5, 6, 8, 9, 10)}, newest=newest))
+        assert factory.pin(config.markers[newest]).state == 0  # the pulse starts dark
+    lights.show(LightsView(markers={4: 1}, mode="reader_fault"))
+    assert factory.pin(config.status).state == 1  # the blink starts lit
+    started = [t for t in threading.enumerate() if t.ident not in before]
+    assert [t.name for t in started] == ["lamp effects"]
+
+
+def test_a_held_lamp_stays_put_while_others_blink(
+    lights: MarkerLights, factory: Any, config: LightsConfig
+) -> None:
+    lights.show(LightsView(markers={4: 1, 5: 2}, newest=5, mode="reader_fault"))
+    lights.show(LightsView(markers={4: 1, 5: 2}, newest=4))  # 5 steady now, 4 pulses
+    held = factory.pin(config.markers[5])
+    seen = len(held.states)
+    pulsing = factory.pin(config.markers[4])
+    wait_for(lambda: len(pulsing.states) > 20, what="the newest marker pulsing")
+    assert len(held.states) == seen and held.state == 1
+
+
+def test_patterns_are_gpiozero_s() -> None:
+    """The same values at the same times as gpiozero's blink() and pulse()."""
+    assert blink_steps(0.5, 0.25) == [(1.0, 0.5), (0.0, 0.25)]
+    steps = pulse_steps(0.6, 0.6)
+    rising = [v for v, _ in steps[:15]]
+    assert rising == sorted(rising) and rising[0] == 0 and len(steps) == 32
+    assert steps[15] == (1.0, 0.0) and steps[-1] == (0.0, 0.0)
+    assert all(d == pytest.approx(0.04) for _, d in steps[:15] + steps[16:31])

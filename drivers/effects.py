@@ -1,0 +1,123 @@
+"""Blinking and pulsing lamps from one thread, so changing an effect never waits.
+
+gpiozero's own ``blink()`` and ``pulse()`` start a thread per lamp and stop the old
+one with a ``join``: a point made (one marker stops pulsing, another starts) then
+waited for two threads on the engine thread, between the journal's commit and the
+reader's ACK. :class:`EffectPlayer` plays every moving effect from one long-lived
+thread instead. :meth:`EffectPlayer.play` and :meth:`EffectPlayer.hold` only write
+the lamp's first value and note the pattern, so the lamp shows its new effect
+before the ACK goes out and the engine thread never starts or joins a thread.
+
+A pattern is gpiozero's: a cycle of ``(value, seconds)`` steps, with the same values
+at the same times (a pulse is a fade in and a fade out at 25 frames a second).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+FPS = 25  # frames a second of a fade, as gpiozero's
+
+
+def blink_steps(on_s: float, off_s: float) -> list[tuple[float, float]]:
+    """On for ``on_s``, off for ``off_s``."""
+    return [(1.0, on_s), (0.0, off_s)]
+
+
+def pulse_steps(fade_in_s: float, fade_out_s: float) -> list[tuple[float, float]]:
+    """A fade in over ``fade_in_s`` and out over ``fade_out_s`` (gpiozero's ``pulse``;
+    a fade shorter than a frame is one step, where gpiozero would spin)."""
+    frame = 1 / FPS
+    n_in, n_out = int(FPS * fade_in_s), int(FPS * fade_out_s)
+    steps = [(i * frame / fade_in_s, frame) for i in range(n_in)]
+    if not n_in and fade_in_s > 0:
+        steps.append((0.0, fade_in_s))
+    steps.append((1.0, 0.0))
+    steps += [(1 - i * frame / fade_out_s, frame) for i in range(n_out)]
+    if not n_out and fade_out_s > 0:
+        steps.append((1.0, fade_out_s))
+    steps.append((0.0, 0.0))
+    return steps
+
+
+@dataclass
+class _Playing:
+    lamp: Any
+    steps: list[tuple[float, float]]
+    index: int
+    due: float  # when the next step starts (monotonic seconds)
+
+
+class EffectPlayer:
+    """Plays blink and pulse patterns on gpiozero output devices from one thread.
+
+    ``clock`` is injectable for tests; the thread starts with the first moving effect.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Condition()
+        self._playing: dict[int, _Playing] = {}
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def play(self, lamp: Any, steps: list[tuple[float, float]]) -> None:
+        """Show ``steps`` on ``lamp`` from now on, cycling (its first value at once)."""
+        if not steps or all(seconds <= 0 for _, seconds in steps):
+            raise ValueError("a lamp pattern needs a step that lasts")
+        with self._lock:
+            now = self._clock()
+            playing = _Playing(lamp, steps, 0, now)
+            self._advance(playing, now)
+            self._playing[id(lamp)] = playing
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="lamp effects", daemon=True)
+                self._thread.start()
+            self._lock.notify()
+
+    def hold(self, lamp: Any, value: float | bool) -> None:
+        """Stop any pattern on ``lamp`` and hold it at ``value`` (on, off)."""
+        with self._lock:
+            self._playing.pop(id(lamp), None)
+            lamp.value = value
+
+    def close(self) -> None:
+        """Stop the thread (the lamps keep their last value)."""
+        with self._lock:
+            self._stopping = True
+            self._playing.clear()
+            self._lock.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def _advance(self, playing: _Playing, now: float) -> None:
+        """Write the step ``now`` falls in (skipping steps a late wake-up missed)."""
+        steps, index, due = playing.steps, playing.index, playing.due
+        value = None
+        while due <= now:
+            value, seconds = steps[index]
+            index = (index + 1) % len(steps)
+            due += seconds
+            if due <= now and now - due > 60:  # asleep for a minute: start the cycle again
+                due = now
+        playing.index, playing.due = index, due
+        if value is not None:
+            playing.lamp.value = value
+
+    def _run(self) -> None:
+        with self._lock:
+            while not self._stopping:
+                now = self._clock()
+                for playing in list(self._playing.values()):
+                    if playing.due <= now:
+                        self._advance(playing, now)
+                if self._playing:
+                    wait = min(p.due for p in self._playing.values()) - self._clock()
+                    self._lock.wait(max(wait, 0.0))
+                else:
+                    self._lock.wait()
