@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 
 log = logging.getLogger("firebet.notify")
 
@@ -32,6 +33,36 @@ def _address() -> str | None:
 
 
 _failing = False  # log a failing notify socket once, not at every roll
+_lock = threading.Lock()
+_open: tuple[str, socket.socket] | None = None  # one socket, kept: not one a roll
+
+
+def _send(addr: str, data: bytes, timeout: float) -> None:
+    """Send one datagram on the kept socket (made again once when it fails)."""
+    global _open
+    with _lock:
+        for attempt in (1, 2):
+            if _open is None or _open[0] != addr:
+                if _open is not None:
+                    _open[1].close()
+                    _open = None
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                try:
+                    sock.connect(addr)
+                except OSError:
+                    sock.close()
+                    raise
+                _open = (addr, sock)
+            sock = _open[1]
+            sock.settimeout(timeout)
+            try:
+                sock.send(data)
+                return
+            except OSError:
+                sock.close()
+                _open = None
+                if attempt == 2:
+                    raise
 
 
 def notify(*lines: str, timeout: float = 0.0) -> bool:
@@ -42,6 +73,7 @@ def notify(*lines: str, timeout: float = 0.0) -> bool:
     the send never waits: a receiver whose queue is full (a stalled systemd)
     must not stall the engine thread that calls this after every roll; such a
     message is dropped. ``timeout`` lets READY and STOPPING wait that long.
+    The socket is kept between calls (the engine thread sends a status a roll).
     """
     global _failing
     addr = _address()
@@ -51,10 +83,7 @@ def notify(*lines: str, timeout: float = 0.0) -> bool:
         if "\n" in line or "=" not in line:
             raise ValueError(f"a notify line is KEY=VALUE on one line, not {line!r}")
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
-            sock.settimeout(timeout)
-            sock.connect(addr)
-            sock.sendall("\n".join(lines).encode())
+        _send(addr, "\n".join(lines).encode(), timeout)
     except OSError as exc:
         if not _failing:
             log.warning("sd_notify %s failed: %s", lines[0].split("=", 1)[0], exc)

@@ -134,3 +134,34 @@ def test_a_stalled_receiver_never_blocks_the_caller(systemd: socket.socket) -> N
     assert results[0] is True
     assert results[-1] is False  # the queue filled up and the rest were dropped
     assert systemd.recv(4096) == b"STATUS=roll 0"
+
+
+def test_one_socket_is_kept_and_made_again_when_systemd_rebinds(
+    systemd: socket.socket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A status a roll goes out on one kept socket, not a new one each time; when
+    systemd's socket is made again (daemon-reexec) the next notify reconnects."""
+    made: list[socket.socket] = []
+    real = socket.socket
+
+    def counting(*args: object, **kwargs: object) -> socket.socket:
+        sock = real(*args, **kwargs)  # type: ignore[arg-type]
+        made.append(sock)
+        return sock
+
+    monkeypatch.setattr(notify.socket, "socket", counting)
+    for roll in range(50):
+        assert notify.status(f"running: roll {roll}")
+        assert received(systemd) == [f"STATUS=running: roll {roll}"]
+    assert len(made) <= 1
+    path = tmp_path / "notify"
+    systemd.close()
+    path.unlink()
+    again = real(socket.AF_UNIX, socket.SOCK_DGRAM)
+    again.bind(str(path))
+    again.settimeout(2)
+    try:
+        assert notify.status("running: after the reexec")
+        assert received(again) == ["STATUS=running: after the reexec"]
+    finally:
+        again.close()
