@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import secrets
 import signal
 import sqlite3
@@ -161,7 +162,9 @@ def test_files_removed_while_the_table_runs_halt_it(running_table: RunningTable)
     state = table.controller.state_dir
     (state / "journal.db-wal").unlink()
     wait_for(lambda: table.status()["mode"] == "halted", what="halted")
-    assert "journal.db-wal was removed" in table.status()["halted"]
+    # removed, or already "replaced": a SQLite connection of the service (the checkpointer's)
+    # may make a new, empty WAL at the path before the watcher looks; either halts
+    assert re.search(r"journal\.db-wal was (removed|replaced)", table.status()["halted"])
     table.throw(3, 3, acked=False)
     assert table.status()["rolls"] == 1  # nothing more was ACKed into the deleted file
     assert (state / "journal.db.halt").exists()
