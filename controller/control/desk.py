@@ -31,6 +31,7 @@ from controller.control.conn import Conn
 from controller.control.protocol import (
     BUILTIN_OPS,
     BadRequest,
+    EncodedReply,
     Handler,
     Identity,
     Request,
@@ -49,8 +50,8 @@ READ_RATE = 20.0  # reading requests (status, history) a second per user; more w
 SEEN_IDS = 4096  # state-changing request ids remembered for retries
 # the lane of each op the handler answers; every other op goes to "write"
 LANES: dict[str, str] = {"status": "status", "history": "read"}
-# the CPU share a lane may take (the rest of the time it rests): a long history never
-# keeps the interpreter from the engine thread for long
+# the CPU share a lane's own thread may take (the rest of the time it rests); history is
+# folded in the recall process, so the read lane's thread only passes jobs and replies
 LANE_DUTY: dict[str, float] = {"read": 0.25}
 
 
@@ -303,12 +304,22 @@ class RequestDesk:
                 lambda done: self.complete(conn, request, key, _outcome(request, done))
             )
             return
+        if isinstance(result, EncodedReply):
+            self.complete(conn, request, key, result)
+            return
         self.complete(conn, request, key, _checked(result))
 
     def complete(
-        self, conn: Conn, request: Request, key: _Key | None, reply: dict[str, Any]
+        self,
+        conn: Conn,
+        request: Request,
+        key: _Key | None,
+        reply: dict[str, Any] | EncodedReply,
     ) -> None:
         """Any thread: encode the reply (here, not on the selector thread) and hand it over."""
+        if isinstance(reply, EncodedReply):  # a reading reply, encoded by the recall process
+            self._hand_over(conn, key, reply.line(request.id), retry=False)
+            return
         body = dict(reply)
         if request.id is not None:
             body["id"] = request.id
@@ -319,6 +330,9 @@ class RequestDesk:
             error = f"internal error handling {request.op}: reply is not JSON"
             line = encode({"ok": False, "error": error, "id": request.id})
         retry = bool(reply.get("busy") or reply.get("expired"))  # nothing was done
+        self._hand_over(conn, key, line, retry)
+
+    def _hand_over(self, conn: Conn, key: _Key | None, line: bytes, retry: bool) -> None:
         with self._done_lock:
             self._done.append((conn, key, line, retry))
         self.wire.wake()

@@ -132,7 +132,7 @@ class Request:
         object.__setattr__(self, "actor", self.identity.actor)
 
 
-Handler = Callable[[Request], "Mapping[str, Any] | Future[Mapping[str, Any]]"]
+Handler = Callable[[Request], "Mapping[str, Any] | EncodedReply | Future[Mapping[str, Any]]"]
 Identify = Callable[[int, int], Identity]
 
 
@@ -212,6 +212,33 @@ def peer_credentials(conn: socket.socket) -> tuple[int, int, int]:
 def encode(message: Mapping[str, Any]) -> bytes:
     """One protocol line (ASCII: any string, even a lone surrogate, is escaped)."""
     return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+class EncodedReply:
+    """A reply encoded elsewhere (the recall process): one JSON object, without its id.
+
+    :meth:`line` adds the request's id as :func:`encode` would have written it, so a
+    large reply is never decoded and encoded again on the service's threads.
+    """
+
+    __slots__ = ("body",)
+
+    def __init__(self, body: bytes) -> None:
+        if not (body.startswith(b"{") and body.endswith(b"}")) or b"\n" in body:
+            raise ValueError("an encoded reply is one JSON object on one line")
+        self.body = body
+
+    def line(self, request_id: str | int | None) -> bytes:
+        """The protocol line, with ``"id"`` last when the request had one."""
+        if request_id is None:
+            return self.body + b"\n"
+        comma = b"," if self.body[1:-1].strip() else b""
+        return self.body[:-1] + comma + b'"id":' + json.dumps(request_id).encode() + b"}\n"
+
+    def decoded(self) -> dict[str, Any]:
+        """The reply as a dict."""
+        reply: dict[str, Any] = json.loads(self.body)
+        return reply
 
 
 # reading a request line: everything is checked before anything acts on it --------------

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from controller.control.protocol import CLIENT_GRACE_S, Request
+from controller.control.protocol import CLIENT_GRACE_S, EncodedReply, Request
 from controller.core.commands import Command
 from controller.core.errors import FirebetError
 from controller.core.events import Refused
@@ -33,11 +33,11 @@ log = logging.getLogger("firebet.service")
 
 def on_request(
     table: Controller, request: Request
-) -> Mapping[str, Any] | Future[Mapping[str, Any]]:
+) -> Mapping[str, Any] | EncodedReply | Future[Mapping[str, Any]]:
     """Called on a socket lane thread, never the engine's.
 
-    ``status`` is answered from the last published snapshot and ``history`` from
-    the journal on a read-only connection of its own, both off the engine thread;
+    ``status`` is answered from the last published snapshot and ``history`` by the
+    recall process (:mod:`controller.service.recall`), both off the engine thread;
     whatever changes the table becomes an engine job, answered when done.
     """
     if request.op == "status":

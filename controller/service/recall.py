@@ -1,19 +1,30 @@
-"""Game recall for the control socket's ``history``: off the engine thread, never waited for.
+"""Game recall for the control socket's ``history``: in a process of its own.
 
-The recall answers on the socket's reading lane (one thread), from the journal on a
-read-only connection of its own: it never waits for the engine and the engine never
-waits for it (WAL readers do not block the writer). It remembers where each hand began,
-so a request reads the new records and the hands asked, never the whole journal. See
-``docs/architecture.md`` (the control socket) and ``docs/journal.md``.
+A recall folds journal records through the rules again, which is Python work: on a
+thread of the service it held the interpreter lock the engine thread needs between a
+roll's commit and its ACK, so four clients asking for history in a loop lengthened
+every roll's ACK. The recall runs in one worker process instead (``python -m
+controller.service.recall``, started by the service at the first request, at a lower
+scheduling priority than the table), on a read-only connection of its own; the socket's
+reading lane only waits for its answer, which comes back as the reply already encoded.
+The worker remembers where each hand began, so a request reads the new records and the
+hands asked, never the whole journal (``docs/architecture.md``, the control socket;
+``docs/journal.md``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import sqlite3
-from typing import Any
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
 
-from controller.control.protocol import Request
+from controller.control.protocol import EncodedReply, Request
 from controller.core.config import FireBetRules
 from controller.core.engine import Engine
 from controller.core.errors import FirebetError, UsageError
@@ -21,50 +32,174 @@ from controller.journal import Journal
 from controller.journal.history import MAX_HANDS, Recall, connect_read_only
 from controller.service.requests import int_arg
 
+GRACE_S = 2.0  # past the request's deadline, the worker is given up on and started again
+NICE = 10  # the worker yields the CPU to the table's own process
+
+
+class _Following:
+    """The worker's recall of one journal: its connection, its hand index, its last answer."""
+
+    def __init__(self, rules: FireBetRules) -> None:
+        self.rules = rules
+        self.recall = Recall(Engine(rules))
+        self.conn: sqlite3.Connection | None = None
+        self.inode: tuple[int, int] | None = None
+        # the last answer, by (last record, hands): asked again with nothing new, it stands
+        self.cache: tuple[tuple[int, int], bytes] | None = None
+
+    def answer(self, path: str, hands: int, deadline: float, last: int) -> bytes:
+        key = (last, hands)
+        if self.cache is not None and self.cache[0] == key:
+            return self.cache[1]
+        st = os.stat(path)
+        if self.conn is None or self.inode != (st.st_dev, st.st_ino):  # replaced: start again
+            self.close()
+            self.conn = connect_read_only(path)
+            self.inode = (st.st_dev, st.st_ino)
+        lines = self.recall.history(self.conn, hands, deadline)
+        body = json.dumps({"ok": True, "hands": lines}, separators=(",", ":")).encode()
+        self.cache = (key, body)
+        return body
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+        self.conn, self.inode, self.cache = None, None, None
+        self.recall = Recall(Engine(self.rules))
+
+
+_following: dict[tuple[str, str], _Following] = {}  # in the worker: by journal and rules
+
+
+def _answer(
+    path: str, rules: FireBetRules, hands: int, deadline: float, last: int
+) -> tuple[str, bytes | str]:
+    """In the worker: ``("ok", reply without its id)``, or ``("usage" | "error", why)``."""
+    following = _following.get((path, repr(rules)))
+    if following is None:
+        following = _following[(path, repr(rules))] = _Following(rules)
+    try:
+        return "ok", following.answer(path, hands, deadline, last)
+    except UsageError as exc:
+        return "usage", str(exc)
+    except FirebetError as exc:
+        return "error", str(exc)
+    except (sqlite3.Error, OSError) as exc:
+        following.close()
+        return "error", f"the journal cannot be read for history: {exc}"
+
 
 class HistoryRecall:
-    """The last hands of the journal, on the reading lane's own connection."""
+    """The last hands of the journal, from the recall worker process (the reading lane's)."""
 
     def __init__(self, rules: FireBetRules, default_hands: int) -> None:
         self.rules = rules
         self.default_hands = default_hands
-        self._recall = Recall(Engine(rules))
-        self._conn: sqlite3.Connection | None = None
-        self._inode: tuple[int, int] | None = None
-        # the last answer, by (last record, hands): asked again with nothing new, it stands
-        self._cache: tuple[tuple[int, int], list[dict[str, Any]]] | None = None
+        self._worker: _Worker | None = None
+        self._lock = threading.Lock()
+        self.restarts = 0  # workers given up on (stuck past a deadline, or gone)
 
-    def history(self, journal: Journal, request: Request) -> dict[str, Any]:
+    @property
+    def worker_pid(self) -> int | None:
+        """The worker process's pid (None before the first request)."""
+        return self._worker.process.pid if self._worker is not None else None
+
+    def history(self, journal: Journal, request: Request) -> EncodedReply:
         """The reply to ``history``: ``{"ok": true, "hands": [...]}``, newest hand last."""
         hands = int_arg(request.args, "hands", self.default_hands)
         if not 1 <= hands <= MAX_HANDS:
             raise UsageError(f"hands must be from 1 to {MAX_HANDS}, not {hands}")
-        key = (journal.last_record, hands)
-        cached = self._cache
-        if cached is not None and cached[0] == key:  # nothing new: the same answer, no reading
-            return {"ok": True, "hands": cached[1]}
-        try:
-            db = self._db(journal)
-            lines = self._recall.history(db, hands, request.deadline)
-            self._cache = (key, lines)
-            return {"ok": True, "hands": lines}
-        except sqlite3.Error as exc:
-            self.close()
-            raise FirebetError(f"the journal cannot be read for history: {exc}") from exc
+        job = (str(journal.path), self.rules, hands, request.deadline, journal.last_record)
+        with self._lock:  # one request at a time (the reading lane is one thread)
+            worker = self._worker = self._worker if self._worker is not None else _Worker()
+            wait = max(0.0, request.deadline - time.monotonic()) + GRACE_S
+            try:
+                kind, value = worker.ask(job, wait)
+            except TimeoutError:
+                self._give_up()
+                raise FirebetError(
+                    f"the last {hands} hands took longer than the request's deadline to read; "
+                    "ask for fewer hands"
+                ) from None
+            except (OSError, EOFError) as exc:
+                self._give_up()
+                raise FirebetError(f"the history reader stopped ({exc!r}); ask again") from None
+        if kind == "ok":
+            assert isinstance(value, bytes)
+            return EncodedReply(value)
+        if kind == "usage":
+            raise UsageError(str(value))
+        raise FirebetError(str(value))
 
-    def _db(self, journal: Journal) -> sqlite3.Connection:
-        """The recall's connection, reopened when the journal file was replaced."""
-        st = os.stat(journal.path)
-        if self._conn is None or self._inode != (st.st_dev, st.st_ino):
-            self.close()
-            self._conn = connect_read_only(journal.path)
-            self._inode = (st.st_dev, st.st_ino)
-        return self._conn
+    def _give_up(self) -> None:
+        if self._worker is not None:
+            self._worker.stop(kill=True)
+            self._worker = None
+            self.restarts += 1
 
     def close(self) -> None:
-        """Close the connection and forget what the recall knew (a fresh start next time)."""
-        if self._conn is not None:
-            self._conn.close()
-        self._conn, self._inode = None, None
-        self._recall = Recall(Engine(self.rules))
-        self._cache = None
+        """Stop the worker process."""
+        with self._lock:
+            if self._worker is not None:
+                self._worker.stop()
+                self._worker = None
+
+
+class _Worker:
+    """The recall process and the two ends of its pipes (pickled jobs and answers)."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "controller.service.recall"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            close_fds=True,
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self._to = Connection(os.dup(self.process.stdin.fileno()), readable=False)
+        self._from = Connection(os.dup(self.process.stdout.fileno()), writable=False)
+        self.process.stdin.close()
+        self.process.stdout.close()
+
+    def ask(self, job: tuple[object, ...], wait: float) -> tuple[str, bytes | str]:
+        """Send ``job``; its answer, or TimeoutError after ``wait`` seconds."""
+        self._to.send(job)
+        if not self._from.poll(wait):
+            raise TimeoutError
+        answer: tuple[str, bytes | str] = self._from.recv()
+        return answer
+
+    def stop(self, *, kill: bool = False) -> None:
+        """End the worker: close its input (it exits) or kill it; reap it."""
+        with contextlib.suppress(OSError):
+            self._to.close()
+        if kill:
+            with contextlib.suppress(OSError):
+                self.process.kill()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        with contextlib.suppress(OSError):
+            self._from.close()
+
+
+def serve(jobs: Connection, answers: Connection) -> None:
+    """The worker's loop: answer each job until the service closes the pipe."""
+    with contextlib.suppress(OSError):
+        os.nice(NICE)  # reading clients wait before the table does
+    while True:
+        try:
+            job = jobs.recv()
+        except EOFError:
+            return
+        answers.send(_answer(*job))
+
+
+if __name__ == "__main__":
+    # the pipes are this process's stdin and stdout; anything printed goes to stderr
+    _jobs = Connection(os.dup(0), writable=False)
+    _answers = Connection(os.dup(1), readable=False)
+    os.dup2(2, 1)
+    serve(_jobs, _answers)

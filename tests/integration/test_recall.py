@@ -3,6 +3,8 @@ miss their deadline are never applied; a dealer's retry is applied once (#9)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -172,3 +174,37 @@ def test_a_dealer_command_past_its_deadline_is_never_applied(
     finally:
         hold.close()
         late.close()
+
+
+def test_history_is_folded_in_the_recall_process_not_on_the_service_s_threads(
+    running_table: RunningTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recall holds the interpreter lock while it folds: never in the table's process."""
+
+    def on_a_service_thread(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a recall ran on one of the service's threads")
+
+    monkeypatch.setattr(Recall, "history", on_a_service_thread)
+    running_table.make(4)
+    running_table.throw(3, 4)
+    reply = running_table.ask("history", hands=2)
+    assert reply["ok"], reply
+    assert reply["hands"][0]["points"] == [4]
+    worker = running_table.controller.recall.worker_pid
+    assert worker is not None and worker != os.getpid()
+    assert os.getpriority(os.PRIO_PROCESS, worker) >= min(19, os.nice(0) + 5)
+
+
+def test_a_recall_process_that_dies_is_started_again(running_table: RunningTable) -> None:
+    running_table.make(5)
+    assert running_table.ask("history", hands=1)["ok"]
+    worker = running_table.controller.recall.worker_pid
+    assert worker is not None
+    os.kill(worker, signal.SIGKILL)
+    wait_for(lambda: not Path(f"/proc/{worker}/cmdline").read_bytes(), what="the worker to die")
+    first = running_table.ask("history", hands=1)
+    if not first["ok"]:  # the request that found it dead says so; nothing else breaks
+        assert "history reader stopped" in first["error"], first
+    again = running_table.ask("history", hands=1)
+    assert again["ok"] and again["hands"][-1]["points"] == [5], again
+    assert running_table.controller.recall.restarts <= 1

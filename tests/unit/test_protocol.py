@@ -14,6 +14,7 @@ from controller.control.protocol import (
     MAX_DEPTH,
     MAX_DIGITS,
     BadRequest,
+    EncodedReply,
     Message,
     encode,
     parse_request,
@@ -123,3 +124,25 @@ def test_any_json_is_a_request_or_a_bad_request(value: Any, key: str) -> None:
             assert str(exc)
         else:
             encode({"ok": True, "id": message.id, "args": message.args})  # repliable
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.text().filter(lambda k: k != "id"), JSON, max_size=5),
+    st.none() | st.integers() | st.text(max_size=40),
+)
+def test_an_encoded_reply_gets_its_id_as_encode_would_write_it(
+    body: dict[str, Any], request_id: str | int | None
+) -> None:
+    """The recall process's replies are spliced, not decoded and encoded again: the line is
+    byte for byte what encode() writes for the same reply with its id."""
+    reply = EncodedReply(encode(body)[:-1])
+    expected = dict(body) if request_id is None else {**body, "id": request_id}
+    assert reply.line(request_id) == encode(expected)
+    assert reply.decoded() == json.loads(encode(body))
+
+
+@pytest.mark.parametrize("body", [b"", b"[1]", b'{"a":1}\n{"b":2}', b'"x"'])
+def test_an_encoded_reply_is_one_object_on_one_line(body: bytes) -> None:
+    with pytest.raises(ValueError, match="one JSON object on one line"):
+        EncodedReply(body)
