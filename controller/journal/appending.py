@@ -162,6 +162,11 @@ class JournalAppender:
 
     # appending to an open journal --------------------------------------------------
     def _start_writer(self) -> None:
+        if self.durable and self._db is not None:
+            try:
+                store.prefill_wal(self._db, self.files.wal)
+            except OSError as exc:  # a full disk: the commits make the WAL longer as they go
+                log.warning("cannot write the WAL out ahead (%s): %s", self.files.wal, exc)
         self._head = F.HeadWriter(self.files.head)
         self._checkpointer = store.Checkpointer(self.path, durable=self.durable)
         self._identities = {p: F.identity(p) for p in (self.path, self.files.wal, self.files.head)}

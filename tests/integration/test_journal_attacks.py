@@ -24,7 +24,7 @@ import pytest
 from controller.core.commands import Bet, Roll
 from controller.core.engine import Engine
 from controller.core.errors import JournalKeyUnreadable
-from controller.journal import Journal, canonical
+from controller.journal import Journal, canonical, store
 from controller.journal.key import read_key
 from controller.journal.legacy import old_hash
 from controller.journal.recipe import GENESIS, seal
@@ -132,12 +132,31 @@ def test_acked_rolls_never_vanish_with_the_wal_after_sigkill(tmp_path: Path, dam
         wal.unlink()
         tmp_path.joinpath("journal.db-shm").unlink(missing_ok=True)
     else:
-        os.truncate(wal, wal.stat().st_size // 2)
+        # cut inside the frames the 40 commits wrote (the WAL is written out ahead with zeros)
+        os.truncate(wal, store.WAL_HEADER + 20 * (store.FRAME_HEADER + 4096))
     reason = halted(tmp_path / "journal.db")
     assert "acknowledged but gone" in reason and "41" in reason  # record 41 = the 40th roll
     if damage == "deleted":
         assert "journal.db-wal is missing" in reason
     assert "acknowledged but gone" in verify(tmp_path).stderr
+
+
+def test_a_wal_written_out_ahead_loses_nothing_at_a_sigkill(tmp_path: Path) -> None:
+    """The writer writes the WAL out with zeros at start (a commit then rewrites blocks
+    already there); after a SIGKILL the zeros past the last frame are not taken for
+    records, and every ACKed roll is there."""
+    state = tmp_path / "state"
+    acked = killed_writer(state, 30)
+    wal = state / "journal.db-wal"
+    assert wal.stat().st_size >= store.WAL_HEADER + store.CHECKPOINT_PAGES * (
+        store.FRAME_HEADER + 4096
+    )
+    with Journal(state / "journal.db") as journal:
+        recovered = journal.recover(ENGINE)
+        assert recovered.halted is None
+        assert recovered.last_record == 1 + acked  # the start record first
+        report = journal.verify(ENGINE)
+    assert report.ok, report.problems
 
 
 def test_a_missing_snapshot_or_head_file_halts(tmp_path: Path) -> None:
