@@ -181,8 +181,8 @@ def test_files_removed_while_the_table_runs_halt_it(running_table: RunningTable)
     state = table.controller.state_dir
     (state / "journal.db-wal").unlink()
     wait_for(lambda: table.status()["mode"] == "halted", what="halted")
-    # removed, or already "replaced": a SQLite connection of the service (the checkpointer's)
-    # may make a new, empty WAL at the path before the watcher looks; either halts
+    # removed, or already "replaced": a connection the service opens after the unlink (its
+    # background full check, started after ready) makes a new, empty WAL; either halts
     assert re.search(r"journal\.db-wal was (removed|replaced)", table.status()["halted"])
     table.throw(3, 3, acked=False)
     assert table.status()["rolls"] == 1  # nothing more was ACKed into the deleted file
