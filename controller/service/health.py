@@ -1,7 +1,7 @@
 """The journal's and the disk's health while the table plays.
 
-At start the service checks the disk; after ready it verifies the whole journal on a
-connection of its own (recovery read only the tail); while idle it watches the journal's
+At start the service checks the disk; after ready it verifies the whole journal in a
+process of its own (recovery read only the tail); while idle it watches the journal's
 files; in a storage fault it probes until the journal can be written again. What each
 finds reaches the engine thread as a halt or a storage fault. See ``docs/journal.md``
 (halts and faults) and ``docs/runbook.md``.
@@ -13,10 +13,9 @@ import logging
 import shutil
 from typing import TYPE_CHECKING
 
-from controller.core.engine import Engine
-from controller.core.errors import FirebetError
-from controller.journal import Journal, JournalWriteError, ReadOnly
+from controller.journal import JournalWriteError, ReadOnly
 from controller.service.jobs import Halt
+from controller.service.recall import verify_apart
 
 if TYPE_CHECKING:
     from controller.service.controller import Controller
@@ -42,23 +41,19 @@ def recover(table: Controller) -> int:
 def check_whole_journal(table: Controller) -> None:
     """After ready: verify every record from genesis (recovery read only the tail).
 
-    Runs on its own read-only connection, so the table plays on meanwhile; damage
-    found goes to the engine thread as a halt.
+    Runs in a process of its own (:func:`controller.service.recall.verify_apart`), on its
+    own read-only connection, so the table plays on meanwhile and its engine thread never
+    waits for the walk; damage found goes to the engine thread as a halt.
     """
     assert table.journal is not None
     table.full_check = "running"
-    try:
-        with Journal(table.journal.path, key_file=table.journal.key_file, read_only=True) as reader:
-            engine = Engine(table.config.firebet)
-            reader.recover(engine)
-            report = reader.verify(engine)
-    except FirebetError as exc:
-        table.full_check = f"could not run: {exc}"
+    outcome, record, reason = verify_apart(table.journal, table.config.firebet)
+    if outcome == "error":
+        table.full_check = f"could not run: {reason}"
         return
-    if report.ok:
+    if outcome == "ok":
         table.full_check = "ok"
         return
-    record, reason = report.problems[0]
     table.full_check = f"record {record}: {reason}"
     table.queue.put(Halt(record, reason))
 

@@ -1,4 +1,5 @@
-"""Game recall for the control socket's ``history``: in a process of its own.
+"""Game recall for the control socket's ``history``, and the full journal check after
+ready: each in a process of its own.
 
 A recall folds journal records through the rules again, which is Python work: on a
 thread of the service it held the interpreter lock the engine thread needs between a
@@ -15,14 +16,18 @@ hands asked, never the whole journal (``docs/architecture.md``, the control sock
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
+from typing import Any
 
 from controller.control.protocol import EncodedReply, Request
 from controller.core.config import FireBetRules
@@ -32,8 +37,10 @@ from controller.journal import Journal
 from controller.journal.history import MAX_HANDS, Recall, connect_read_only
 from controller.service.requests import int_arg
 
+VERIFY_WAIT_S = 3600.0  # the full check of a year of rolls on a Pi Zero takes minutes
 GRACE_S = 2.0  # past the request's deadline, the worker is given up on and started again
-NICE = 10  # the worker yields the CPU to the table's own process
+NICE = 10
+PR_SET_PDEATHSIG = 1  # prctl(2)  # the worker yields the CPU to the table's own process
 
 
 class _Following:
@@ -89,6 +96,40 @@ def _answer(
         return "error", f"the journal cannot be read for history: {exc}"
 
 
+def _verify(path: str, key_file: str, rules: FireBetRules) -> tuple[str, int | None, str]:
+    """In a worker: the whole journal checked from genesis: ``("ok", None, "")``,
+    ``("damage", record, reason)`` at the first problem, or ``("error", None, why)``."""
+    try:
+        with Journal(path, key_file=key_file, read_only=True) as reader:
+            engine = Engine(rules)
+            reader.recover(engine)
+            report = reader.verify(engine)
+    except FirebetError as exc:
+        return "error", None, str(exc)
+    if report.ok:
+        return "ok", None, ""
+    record, reason = report.problems[0]
+    return "damage", record, reason
+
+
+def verify_apart(journal: Journal, rules: FireBetRules) -> tuple[str, int | None, str]:
+    """The service's full journal check after ready, in a worker process of its own (a
+    long walk of folding and hashing, which on a thread would hold the interpreter lock
+    the engine thread needs); see :func:`_verify` for the answer. The worker ends with it.
+    """
+    worker = _Worker()
+    try:
+        job = ("verify", str(journal.path), str(journal.key_file), rules)
+        answer = worker.ask(job, VERIFY_WAIT_S)
+    except TimeoutError:
+        return "error", None, f"the check took longer than {VERIFY_WAIT_S:.0f} s"
+    except (OSError, EOFError) as exc:
+        return "error", None, f"the checking process stopped ({exc!r})"
+    finally:
+        worker.stop(kill=True)
+    return answer
+
+
 class HistoryRecall:
     """The last hands of the journal, from the recall worker process (the reading lane's)."""
 
@@ -109,7 +150,14 @@ class HistoryRecall:
         hands = int_arg(request.args, "hands", self.default_hands)
         if not 1 <= hands <= MAX_HANDS:
             raise UsageError(f"hands must be from 1 to {MAX_HANDS}, not {hands}")
-        job = (str(journal.path), self.rules, hands, request.deadline, journal.last_record)
+        job = (
+            "history",
+            str(journal.path),
+            self.rules,
+            hands,
+            request.deadline,
+            journal.last_record,
+        )
         with self._lock:  # one request at a time (the reading lane is one thread)
             worker = self._worker = self._worker if self._worker is not None else _Worker()
             wait = max(0.0, request.deadline - time.monotonic()) + GRACE_S
@@ -161,12 +209,13 @@ class _Worker:
         self.process.stdin.close()
         self.process.stdout.close()
 
-    def ask(self, job: tuple[object, ...], wait: float) -> tuple[str, bytes | str]:
-        """Send ``job``; its answer, or TimeoutError after ``wait`` seconds."""
+    def ask(self, job: tuple[object, ...], wait: float) -> tuple[Any, ...]:
+        """Send ``job`` (its name, then its arguments); its answer, or TimeoutError after
+        ``wait`` seconds."""
         self._to.send(job)
         if not self._from.poll(wait):
             raise TimeoutError
-        answer: tuple[str, bytes | str] = self._from.recv()
+        answer: tuple[Any, ...] = self._from.recv()
         return answer
 
     def stop(self, *, kill: bool = False) -> None:
@@ -185,8 +234,19 @@ class _Worker:
             self._from.close()
 
 
+def _die_with_the_service() -> None:
+    """Ask Linux to kill this worker when the service's thread that started it ends (a
+    SIGKILLed service leaves no worker behind, even one in the middle of a long job)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:  # the service was already gone before the request took effect
+        raise SystemExit(0)
+
+
 def serve(jobs: Connection, answers: Connection) -> None:
     """The worker's loop: answer each job until the service closes the pipe."""
+    _die_with_the_service()
     with contextlib.suppress(OSError):
         os.nice(NICE)  # reading clients wait before the table does
     while True:
@@ -194,8 +254,14 @@ def serve(jobs: Connection, answers: Connection) -> None:
             job = jobs.recv()
         except EOFError:
             return
-        answers.send(_answer(*job))
+        name, *args = job
+        try:
+            answers.send(_JOBS[name](*args))
+        except BrokenPipeError:  # the service stopped waiting: nothing to answer
+            return
 
+
+_JOBS: dict[str, Callable[..., tuple[Any, ...]]] = {"history": _answer, "verify": _verify}
 
 if __name__ == "__main__":
     # the pipes are this process's stdin and stdout; anything printed goes to stderr

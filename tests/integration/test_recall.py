@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from controller.journal import Journal
 from controller.journal import history as history_module
 from controller.journal.history import MAX_HANDS, HistoryTooLong, Recall, connect_read_only
 from tests.integration.test_control_attacks import Line
-from tests.support import RunningTable, wait_for
+from tests.support import RunningTable, table_running, wait_for
 
 ENGINE = Engine()
 
@@ -208,3 +209,44 @@ def test_a_recall_process_that_dies_is_started_again(running_table: RunningTable
     again = running_table.ask("history", hands=1)
     assert again["ok"] and again["hands"][-1]["points"] == [5], again
     assert running_table.controller.recall.restarts <= 1
+
+
+def damaged_before_the_last_snapshot(state: Path) -> None:
+    """A journal whose record 3 was edited, with snapshots after it (so recovery, which
+    reads only the tail after the newest snapshot, does not see it)."""
+    path = state / "journal.db"
+    journal_with(path, rolls(40), snapshot_every=5)
+    db = sqlite3.connect(path)
+    body = db.execute("SELECT body FROM records WHERE record = 3").fetchone()[0]
+    db.execute("UPDATE records SET body = ? WHERE record = 3", (body.replace("1", "2", 1),))
+    db.commit()
+    db.close()
+
+
+def test_the_full_check_after_ready_finds_older_damage_and_halts(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    damaged_before_the_last_snapshot(state)
+    with table_running(state, tmp_path / "control.sock") as table:
+        wait_for(lambda: table.status()["mode"] == "halted", what="the full check's halt")
+        status = table.status()
+        assert status["journal_check"].startswith("record 3: "), status["journal_check"]
+        assert "record 3" in status["halted"]
+
+
+def test_the_full_check_runs_in_a_process_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A walk of the whole journal holds the interpreter lock: never in the table's
+    process, whose engine thread must answer the reader meanwhile."""
+
+    def in_the_service(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the full check ran in the service's process")
+
+    monkeypatch.setattr(Journal, "verify", in_the_service)
+    state = tmp_path / "state"
+    state.mkdir()
+    journal_with(state / "journal.db", rolls(40), snapshot_every=5)
+    with table_running(state, tmp_path / "control.sock") as table:
+        wait_for(lambda: table.status()["journal_check"] == "ok", what="the full check")
+        assert table.status()["mode"] == "running"
