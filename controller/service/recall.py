@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from controller.control.protocol import EncodedReply, Request
@@ -117,7 +118,10 @@ def verify_apart(journal: Journal, rules: FireBetRules) -> tuple[str, int | None
     long walk of folding and hashing, which on a thread would hold the interpreter lock
     the engine thread needs); see :func:`_verify` for the answer. The worker ends with it.
     """
-    worker = _Worker()
+    try:
+        worker = _Worker()
+    except OSError as exc:
+        return "error", None, f"cannot start the checking process: {exc}"
     try:
         job = ("verify", str(journal.path), str(journal.key_file), rules)
         answer = worker.ask(job, VERIFY_WAIT_S)
@@ -159,7 +163,12 @@ class HistoryRecall:
             journal.last_record,
         )
         with self._lock:  # one request at a time (the reading lane is one thread)
-            worker = self._worker = self._worker if self._worker is not None else _Worker()
+            if self._worker is None:
+                try:
+                    self._worker = _Worker()
+                except OSError as exc:
+                    raise FirebetError(f"cannot start the history reader: {exc}") from None
+            worker = self._worker
             wait = max(0.0, request.deadline - time.monotonic()) + GRACE_S
             try:
                 kind, value = worker.ask(job, wait)
@@ -197,11 +206,16 @@ class _Worker:
     """The recall process and the two ends of its pipes (pickled jobs and answers)."""
 
     def __init__(self) -> None:
+        # the very code the service runs: its package's folder first on the path, and
+        # never the working directory (-P), where nobody should be able to plant a module
+        here = str(Path(__file__).resolve().parents[2])
+        path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "controller.service.recall"],
+            [sys.executable, "-P", "-m", "controller.service.recall"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
+            env={**os.environ, "PYTHONPATH": path},
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self._to = Connection(os.dup(self.process.stdin.fileno()), readable=False)

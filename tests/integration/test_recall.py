@@ -250,3 +250,19 @@ def test_the_full_check_runs_in_a_process_of_its_own(
     with table_running(state, tmp_path / "control.sock") as table:
         wait_for(lambda: table.status()["journal_check"] == "ok", what="the full check")
         assert table.status()["mode"] == "running"
+
+
+def test_the_recall_process_runs_the_service_s_code_never_the_working_directory_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service's working directory (``/run/firebet`` under systemd) is not where its
+    code comes from: a ``controller`` package planted there is never imported."""
+    planted = tmp_path / "cwd" / "controller"
+    planted.mkdir(parents=True)
+    (planted / "__init__.py").write_text('raise SystemExit("planted code ran")\n')
+    monkeypatch.chdir(planted.parent)
+    with table_running(tmp_path / "state", tmp_path / "control.sock") as table:
+        table.make(6)
+        reply = table.ask("history", hands=1)
+        assert reply["ok"] and reply["hands"][-1]["points"] == [6], reply
+        wait_for(lambda: table.status()["journal_check"] == "ok", what="the full check")
