@@ -304,10 +304,8 @@ class RequestDesk:
                 lambda done: self.complete(conn, request, key, _outcome(request, done))
             )
             return
-        if isinstance(result, EncodedReply):
-            self.complete(conn, request, key, result)
-            return
-        self.complete(conn, request, key, _checked(result))
+        reply = result if isinstance(result, EncodedReply) else _checked(result)
+        self.complete(conn, request, key, reply)
 
     def complete(
         self,

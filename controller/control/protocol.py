@@ -235,11 +235,6 @@ class EncodedReply:
         comma = b"," if self.body[1:-1].strip() else b""
         return self.body[:-1] + comma + b'"id":' + json.dumps(request_id).encode() + b"}\n"
 
-    def decoded(self) -> dict[str, Any]:
-        """The reply as a dict."""
-        reply: dict[str, Any] = json.loads(self.body)
-        return reply
-
 
 # reading a request line: everything is checked before anything acts on it --------------
 

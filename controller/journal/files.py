@@ -140,7 +140,6 @@ class HeadWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
-        self.syncs = 0  # fdatasync calls made (one per write at most; fewer when busy)
         self.error: OSError | None = None  # the syncer's last failure (None: synced)
         self._due = threading.Condition()
         self._written = 0  # writes made, and the count the syncer has synced
@@ -187,7 +186,6 @@ class HeadWriter:
                 if self.error is None:
                     log.warning("cannot sync the head file %s: %s", self.path, exc)
                 self.error = exc
-            self.syncs += 1
             with self._due:
                 self._synced = goal
                 self._due.notify_all()

@@ -40,8 +40,8 @@ from controller.service.requests import int_arg
 
 VERIFY_WAIT_S = 3600.0  # the full check of a year of rolls on a Pi Zero takes minutes
 GRACE_S = 2.0  # past the request's deadline, the worker is given up on and started again
-NICE = 10
-PR_SET_PDEATHSIG = 1  # prctl(2)  # the worker yields the CPU to the table's own process
+NICE = 10  # the worker yields the CPU to the table's own process
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 class _Following:
