@@ -33,16 +33,35 @@ COMMAND_MODULES: tuple[str, ...] = (
     "controller.cli.floor",
 )
 
+# the module that adds each command: ``firebet bet`` loads the dealer's module alone, not
+# the service, the floor console and their libraries (a test holds this to what the
+# modules register)
+_DEALER = ("status", "whoami", "roll", "void", "surrender", "bet", "cancel", "ack", "held")
+COMMANDS: dict[str, str] = {
+    "run": "controller.cli.run",
+    "sim": "controller.cli.sim",
+    **dict.fromkeys((*_DEALER, "diagnostics"), "controller.cli.dealer"),
+    "sim-reader": "controller.cli.bench",
+    **dict.fromkeys(("journal", "history", "export", "clear-halt"), "controller.cli.audit"),
+    "diag": "controller.cli.diag",
+    "doctor": "controller.cli.doctor",
+    "replay": "controller.cli.replay",
+    "odds": "controller.cli.odds",
+    "floor": "controller.cli.floor",
+}
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser with every subcommand registered."""
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered, or, for a known
+    ``command``, only the commands of the module that adds it (the same parser for it)."""
     parser = argparse.ArgumentParser(
         prog="firebet",
         description="Fire-bet table controller for live craps and mini-craps.",
     )
     parser.add_argument("--version", action="version", version=f"firebet {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
+    modules = (COMMANDS[command],) if command in COMMANDS else COMMAND_MODULES
+    for name in modules:
         importlib.import_module(name).register(subparsers)
     for sub in _walk(parser):
         _plain_help(sub)
@@ -130,8 +149,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
-    args, extras = parser.parse_known_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    # the command first: its own module's parser; anything else (--help, a typo) the full one
+    parser = build_parser(words[0] if words else None)
+    args, extras = parser.parse_known_args(words)
     if extras:
         _unknown(getattr(args, "_parser", parser), extras)
     try:

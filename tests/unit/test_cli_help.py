@@ -4,7 +4,10 @@ what it is, no reST markup, an unknown option is named with its own command's us
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +61,44 @@ def test_version_is_the_projects(capsys: pytest.CaptureFixture[str]) -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert capsys.readouterr().out == f"firebet {project['version']}\n"
     assert __version__ == project["version"]
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_each_command_is_named_with_the_module_that_adds_it() -> None:
+    from controller.cli import COMMAND_MODULES, COMMANDS
+
+    full = _subcommands(build_parser())
+    assert sorted(COMMANDS) == sorted(full)
+    assert sorted(set(COMMANDS.values())) == sorted(COMMAND_MODULES)
+    for command, module in COMMANDS.items():
+        own = _subcommands(build_parser(command))
+        assert command in own, f"{module} does not add {command}"
+        assert all(COMMANDS[other] == module for other in own), sorted(own)
+        # the command's own parser reads and explains it exactly as the full one does
+        assert own[command].format_help() == full[command].format_help(), command
+
+
+def test_a_command_loads_its_own_module_not_the_service_or_the_floor(tmp_path: Path) -> None:
+    script = tmp_path / "rolls.txt"
+    script.write_text("3 4\n4 4\n", encoding="utf-8")
+    probe = (
+        "import sys\n"
+        "from controller.cli import main\n"
+        f"code = main(['replay', {str(script)!r}, '--json'])\n"
+        "print(code, sorted(m for m in sys.modules if m.startswith(('controller.', 'drivers'))"
+        " or m in ('uvicorn', 'starlette', 'paho', 'jinja2', 'serial', 'gpiozero')))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    code, loaded = proc.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert code == "0"
+    for heavy in ("controller.service", "controller.floor", "controller.journal", "uvicorn",
+                  "starlette", "paho", "serial", "gpiozero", "drivers"):  # fmt: skip
+        assert f"'{heavy}" not in loaded, f"firebet replay loaded {heavy}: {loaded}"
+    assert "'controller.cli.replay'" in loaded
