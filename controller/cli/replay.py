@@ -30,10 +30,25 @@ from controller.core.state import TableState
 
 def json_line(s: Settlement) -> str:
     """``json.dumps(s.report())``, written out: the replay prints one per settled hand."""
+    if not s.payouts:  # most hands: all but the hand's number is kept, by its points
+        key = (s.points, s.result, s.odds_to_one)
+        tail = _TAILS.get(key)
+        if tail is None:
+            tail = _tail(s)
+            if len(_TAILS) < 4096:
+                _TAILS[key] = tail
+        return f'{{"hand": {s.hand}{tail}'
+    return f'{{"hand": {s.hand}{_tail(s)}'
+
+
+_TAILS: dict[tuple[tuple[int, ...], str, int], str] = {}
+
+
+def _tail(s: Settlement) -> str:
     points = ", ".join(map(str, s.points))
     payouts = ", ".join(f'"{p}": {a}' for p, a in sorted(s.payouts.items()))
     return (
-        f'{{"hand": {s.hand}, "points": [{points}], "unique_points": {s.unique_points}, '
+        f', "points": [{points}], "unique_points": {s.unique_points}, '
         f'"result": "{s.result}", "odds_to_one": {s.odds_to_one}, "payouts": {{{payouts}}}}}'
     )
 
@@ -91,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         out, err = sys.stdout, sys.stderr
         batch = stack.enter_context(_Batched())
         write = batch.write
-        for no, event in replayer.run_chunks(parse_chunks(_chunks(script), source)):
+        for no, event in replayer.run_lines(_chunks(script), source):
             if isinstance(event, Settlement):
                 if args.json:
                     write(out, json_line(event) + "\n")

@@ -63,6 +63,7 @@ from controller.core.moves import RollPaths
 from controller.core.outcome import Outcome
 from controller.core.outcome import outcome as _outcome
 from controller.core.state import HeldRoll, TableState, fold_all
+from controller.core.sweep import LineSweep, Paid
 
 __all__ = [
     "CRAPS",
@@ -96,6 +97,7 @@ class Engine:
         )
         self._paths = RollPaths(self.rules, self._dice, self._closing, self._odds)
         self._move = self._paths.move
+        self._sweep: LineSweep | None = None  # made at a replay's first sweep
 
     # public API -------------------------------------------------------------
     def apply(self, state: TableState, command: Command) -> Outcome:
@@ -128,6 +130,17 @@ class Engine:
         one comes, folded at once (:meth:`RollPaths.advance_moves`); the same state as
         applying them one by one."""
         return self._paths.advance_moves(state, commands, start)
+
+    def sweep(
+        self, state: TableState, lines: Sequence[bytes], start: int = 0
+    ) -> tuple[TableState, int, Paid]:
+        """The state after ``lines[start:end]`` of a script read as bytes, ``end``, and the
+        settlements made on the way with their lines' indexes: the longest run of plain
+        script rolls from ``start``, across hands (:class:`LineSweep`); the same state and
+        settlements as applying the rolls one by one."""
+        if self._sweep is None:
+            self._sweep = LineSweep(self.rules, self._dice, self._odds)
+        return self._sweep.run(state, lines, start)
 
     def run(self, commands: Sequence[Command], state: TableState | None = None) -> TableState:
         """Apply many commands in order; the final state."""

@@ -27,6 +27,7 @@ from controller.core.errors import ScriptError
 from controller.core.events import Refused, RollAccepted, RollVoided, Settlement
 from controller.core.numbers import WHOLE_NUMBER, whole_number
 from controller.core.state import TableState
+from controller.core.sweep import DICE_LINES
 
 
 def _whole(word: str, what: str, source: str, no: int, line: str) -> int:
@@ -127,15 +128,39 @@ _COMMON_BYTES: dict[bytes, Command] = {line.encode(): c for line, c in _COMMON.i
 _KNOWN_LINES = 4096  # distinct lines remembered a script (its wagers, comments)
 
 
+class LineCommands:
+    """Script lines read as bytes -> their commands, for one script: a line seen before is
+    looked up, not parsed again (commands are values); a line that is not UTF-8 is a
+    ScriptError naming it."""
+
+    def __init__(self, source: str = "<script>") -> None:
+        self.source = source
+        self.known: dict[bytes, Command] = dict(_COMMON_BYTES)
+
+    def __call__(self, line: bytes, no: int) -> Command | None:
+        """The command of ``line`` (line number ``no``), None for a blank or comment line."""
+        command = self.known.get(line)
+        if command is not None:
+            return command
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            why = f"cannot read the script: not UTF-8 ({exc.reason})"
+            raise ScriptError(self.source, no, "", why) from None
+        command = parse_line(text, self.source, no)
+        if command is not None and len(self.known) < _KNOWN_LINES:
+            self.known[line] = command
+        return command
+
+
 def parse_chunks(
     chunks: Iterable[Sequence[bytes]], source: str = "<script>"
 ) -> Iterator[tuple[Sequence[int], list[Command]]]:
     """:func:`parse_script` over a script read as bytes, many lines at a time (each line
     ``\n``-terminated, as a binary file's ``readlines`` gives them): for each chunk, the
-    line numbers and the commands of its lines that hold one. A line seen before is looked
-    up, not parsed again (commands are values); a line that is not UTF-8 is a ScriptError
-    naming it."""
-    known: dict[bytes, Command] = dict(_COMMON_BYTES)
+    line numbers and the commands of its lines that hold one (:class:`LineCommands`)."""
+    read = LineCommands(source)
+    known = read.known
     no = 0
     for lines in chunks:
         commands = list(map(known.get, lines))
@@ -148,14 +173,7 @@ def parse_chunks(
         for line, command in zip(lines, commands, strict=True):
             no += 1
             if command is None:
-                try:
-                    text = line.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    why = f"cannot read the script: not UTF-8 ({exc.reason})"
-                    raise ScriptError(source, no, "", why) from None
-                command = parse_line(text, source, no)
-                if command is not None and len(known) < _KNOWN_LINES:
-                    known[line] = command
+                command = read(line, no)
             if command is not None:
                 numbers.append(no)
                 kept.append(command)
@@ -206,48 +224,57 @@ class Replayer:
         if held is not None:
             yield held
 
-    def run_chunks(
-        self, chunks: Iterable[tuple[Sequence[int], Sequence[Command]]]
+    def run_lines(
+        self, chunks: Iterable[Sequence[bytes]], source: str = "<script>"
     ) -> Iterator[Item]:
-        """:meth:`run` over chunks of (line numbers, commands), as :func:`parse_chunks`
-        gives them: the same items in the same order. A run of script rolls that only move
-        the hand is folded at once (:meth:`Engine.advance_moves`), a seven-out that ends
-        it with it: after it no void can reach a settlement held back before it, and the
-        seven-out's own settlement is held back as :meth:`run` holds it."""
-        apply, advance_moves = self.engine.apply, self.engine.advance_moves
+        """:meth:`run` over a script read as bytes, many lines at a time (as
+        :func:`parse_chunks` takes them): the same items in the same order. Each run of
+        plain roll lines is swept at once (:meth:`Engine.sweep`), across hands: every
+        settlement it made stands but one its last roll made, held back as :meth:`run`
+        holds it; any other line is parsed and applied alone."""
+        apply, sweep, rolls = self.engine.apply, self.engine.sweep, DICE_LINES
+        read = LineCommands(source)
         state = self.state
         held: Item | None = None
+        no = 0  # the lines before this chunk
         try:
-            for numbers, commands in chunks:
-                i, count = 0, len(commands)
+            for lines in chunks:
+                i, count = 0, len(lines)
                 while i < count:
-                    if type(commands[i]) is Roll:
-                        state, end = advance_moves(state, commands, i)
-                        if end > i:
-                            i = end
-                            if held is not None:
-                                yield held
-                            # a run ended by a seven-out leaves its settlement in the
-                            # state: held back like any other, a void can still reach it
-                            paid = state.last_settlement
-                            held = None if paid is None else (numbers[end - 1], paid)
-                            continue
-                    no, command = numbers[i], commands[i]
+                    if lines[i] in rolls:
+                        state, end, paid = sweep(state, lines, i)
+                    else:
+                        end = i
+                    if end > i:
+                        i = end
+                        if held is not None:
+                            yield held
+                            held = None
+                        if paid and paid[-1][1] is state.last_settlement:
+                            last = paid.pop()  # a void can still take it back
+                            held = (no + last[0] + 1, last[1])
+                        for at, settled in paid:
+                            yield no + at + 1, settled
+                        continue
                     i += 1
+                    command = read(lines[i - 1], no + i)
+                    if command is None:
+                        continue
                     state, events = apply(state, command)
                     for event in events:
                         kind = type(event)
                         if kind is Settlement:
                             if held is not None:
                                 yield held
-                            held = (no, event)  # type: ignore[assignment]
+                            held = (no + i, event)  # type: ignore[assignment]
                         elif kind is RollVoided and event.reversed_settlement is not None:  # type: ignore[attr-defined]
                             held = None  # the void took back the settlement it held
                         elif kind is Refused:
-                            yield no, event  # type: ignore[misc]
+                            yield no + i, event  # type: ignore[misc]
                     if held is not None and state.last_settlement is not held[1]:
                         yield held  # a later roll, wager or surrender: no void can reach it
                         held = None
+                no += count
                 self.state = state
         finally:
             self.state = state

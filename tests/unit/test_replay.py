@@ -339,7 +339,7 @@ def test_a_script_read_in_chunks_replays_as_line_by_line(
     data = [line.encode() for line in lines]
     chunks = [data[i : i + size] for i in range(0, len(data), size)]
     many = Replayer(engine)
-    assert list(many.run_chunks(parse_chunks(chunks))) == expected
+    assert list(many.run_lines(chunks)) == expected
     assert many.state.to_dict() == one.state.to_dict()
 
 

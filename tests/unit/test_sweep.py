@@ -1,0 +1,132 @@
+"""The replay's sweep over script roll lines (``controller/core/sweep.py``) is the engine's
+fold: the same state (undo buffer, meters and last settlement included) and the same
+settlements as applying each roll alone, and it declines only what the full decision
+must decide."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from controller.core.commands import Bet, Command, Roll, Void
+from controller.core.config import FireBetRules
+from controller.core.engine import Engine
+from controller.core.events import Settlement, SurveillanceAlert
+from controller.core.script import Replayer, parse_line
+from controller.core.state import Phase, TableState
+from controller.core.sweep import DICE_LINES
+from tests.unit.test_engine import commands, rules_strategy
+
+roll_line = st.builds("{} {}\n".format, st.integers(1, 6), st.integers(1, 6))
+other_line = st.sampled_from(
+    [b"bet 1 5\n", b"void\n", b"surrender\n", b"ack\n", b"3  4\n", b"# note\n", b"\n", b"6 6"]
+)
+lines_strategy = st.lists(
+    st.one_of(*[roll_line.map(str.encode)] * 6, other_line), min_size=1, max_size=150
+)
+
+
+# each point set and made: 4, 5, 6, 8, 9, 10; then a seven-out
+ALL_SIX = [d for d in (b"2 2\n", b"2 3\n", b"3 3\n", b"4 4\n", b"4 5\n", b"5 5\n") for _ in "xx"]
+ALL_SIX += [b"6 2\n", b"3 4\n"]
+
+
+def _one_by_one(engine: Engine, state: TableState, lines: list[bytes]) -> tuple[
+    TableState, list[tuple[int, Settlement]]
+]:  # fmt: skip
+    paid = []
+    for i, line in enumerate(lines):
+        command = parse_line(line.decode())
+        assert isinstance(command, Roll)
+        state, events = engine.apply(state, command)
+        paid += [(i, e) for e in events if isinstance(e, Settlement)]
+    return state, paid
+
+
+@settings(max_examples=300, deadline=None)
+@given(rules_strategy, st.lists(commands, max_size=40), lines_strategy)
+@example(FireBetRules(), [], [b"4 4\n", b"1 3\n", b"4 3\n"])  # a hand ends: held back
+@example(FireBetRules(pay_six_immediately=True), [Bet(1, 5)], ALL_SIX)  # paid at the 6th
+def test_a_sweep_is_the_fold_of_its_rolls_one_by_one(
+    rules: FireBetRules, first: list[Command], lines: list[bytes]
+) -> None:
+    engine = Engine(rules)
+    state = engine.run(first)
+    i = 0
+    while i < len(lines):
+        got, end, paid = engine.sweep(state, lines, i)
+        expected, expected_paid = _one_by_one(engine, state, lines[i:end])
+        assert got.to_dict() == expected.to_dict()  # undo, meters, last settlement
+        assert got == expected and got.last_settlement == expected.last_settlement
+        assert [(at - i, s) for at, s in paid] == expected_paid
+        assert all(type(s) is Settlement for _, s in paid)
+        # a void after the sweep takes back what it takes back one by one
+        voided = engine.apply(got, Void()).state
+        assert voided.to_dict() == engine.apply(expected, Void()).state.to_dict()
+        if end == i:  # declined: not a plain roll, or one the full decision must decide
+            command = parse_line(lines[i].decode())
+            if lines[i] in DICE_LINES:  # a plain roll: one the full decision must decide
+                assert isinstance(command, Roll)
+                out = engine.apply(state, command)
+                kinds = {type(e) for e in out.events}
+                seven_out = out.state.hand != state.hand or out.state.shooter != state.shooter
+                assert (
+                    SurveillanceAlert in kinds
+                    or any(isinstance(e, Settlement) and e.immediate for e in out.events)
+                    or (
+                        seven_out
+                        and (
+                            state.bets or state.settled or state.surrender_pending
+                            or state.betting_open
+                        )
+                    )
+                ), (lines[i], state, out.events)  # fmt: skip
+            got = engine.apply(state, command).state if command is not None else state
+            end = i + 1
+        state, i = got, end
+
+
+def test_a_sweep_runs_across_hands_and_holds_the_last_seven_out() -> None:
+    engine = Engine()
+    hands = [b"4 4\n", b"5 3\n", b"2 2\n", b"3 4\n"] * 3  # 8 set and made, 4 set, seven-out
+    state, end, paid = engine.sweep(TableState(), hands)
+    assert end == len(hands) and [s.hand for _, s in paid] == [1, 2, 3]
+    assert [at for at, _ in paid] == [3, 7, 11] and all(s.points == (8,) for _, s in paid)
+    assert state.hand == 4 and state.phase is Phase.NEW_SHOOTER and state.rolls == 12
+    assert state.meters.hands == 3 and state.meters.points_made == 3
+    assert state.last_settlement is paid[-1][1]  # a void can still take the last one back
+    assert state.undo is not None and state.undo.hand == 3 and state.undo.points == (8,)
+
+
+def test_a_sweep_leaves_a_wagered_hands_seven_out_to_the_full_decision() -> None:
+    engine = Engine()
+    state = engine.apply(TableState(), parse_line("bet 1 5")).state  # type: ignore[arg-type]
+    lines = [b"4 4\n", b"5 3\n", b"2 2\n", b"3 4\n", b"2 2\n"]  # 8 made, 4, seven-out
+    got, end, paid = engine.sweep(state, lines)
+    assert end == 3 and paid == [] and got.bets == {1: 5} and got.points == (8,)
+    after, events = engine.apply(got, parse_line("3 4"))  # type: ignore[arg-type]
+    settled = [e for e in events if isinstance(e, Settlement)]
+    assert settled and settled[0].payouts == {1: 0} and after.meters.lost.amount == 5
+    nxt, stop, more = engine.sweep(after, lines, 4)  # the next shooter's rolls sweep again
+    assert stop == 5 and more == [] and nxt.hand == 2 and nxt.point == 4
+
+
+def test_the_sweeps_tables_stay_few_whatever_the_script_length() -> None:
+    engine = Engine()
+
+    def peak(count: int) -> int:
+        script = [f"{1 + n % 6} {1 + n * 7 % 6}\n".encode() for n in range(count)]
+        chunks = [script[k : k + 4096] for k in range(0, count, 4096)]
+        tracemalloc.start()
+        try:
+            for _ in Replayer(engine).run_lines(chunks):
+                pass
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    peak(5_000)  # the tables of the situations this script meets, made once
+    small, large = peak(5_000), peak(100_000)
+    assert large < small + 64_000, (small, large)
