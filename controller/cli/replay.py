@@ -4,9 +4,9 @@ Script: one item a line; ``#`` starts a comment; blank lines are ignored.
 ``D1 D2`` a roll, ``void``, ``surrender [voluntary|compulsory]``,
 ``bet POS AMOUNT``, ``cancel POS``, ``ack``. Line N is the N-th ``\\n``-terminated line.
 
-The script is streamed: it is read twice (once to check every line, so a bad line stops
-the replay before any output, once to play it), standard input is copied to a temporary
-file for the second reading, and memory does not grow with the script's length.
+The script is streamed, read once: its output is spooled to a temporary file and written
+out when every line has played, so a bad line stops the replay before any output and
+memory does not grow with the script's length.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from controller.cli.display import hand_line
 from controller.core.engine import Engine
 from controller.core.errors import UsageError
 from controller.core.events import Settlement
-from controller.core.script import Replayer, parse_chunks
+from controller.core.script import Replayer
 from controller.core.state import TableState
 
 
@@ -73,83 +73,105 @@ def _now_line(st: TableState) -> str:
 _CHUNK = 1 << 16  # bytes of script lines read at a time
 
 
-def _chunks(stream: IO[bytes], copy: IO[bytes] | None = None) -> Iterator[list[bytes]]:
-    """The script's lines, many at a time, split at ``\n`` only (copied to ``copy``)."""
+def _chunks(stream: IO[bytes]) -> Iterator[list[bytes]]:
+    """The script's lines, many at a time, split at ``\n`` only."""
     while lines := stream.readlines(_CHUNK):
-        if copy is not None:
-            copy.writelines(lines)
         yield lines
-
-
-def _check(stream: IO[bytes], source: str, copy: IO[bytes] | None) -> None:
-    """Read every line once (copying it to ``copy``); a bad line raises ScriptError."""
-    for _ in parse_chunks(_chunks(stream, copy), source):
-        pass
 
 
 def run(args: argparse.Namespace) -> int:
     config = options.load(args)
     engine = Engine(config.firebet)
     source = str(Path(args.file))
+    out, err = sys.stdout, sys.stderr
     with ExitStack() as stack:
         try:
             if args.file == "-":
-                script: IO[bytes] = stack.enter_context(tempfile.TemporaryFile())
-                _check(sys.stdin.buffer, source, script)
+                script: IO[bytes] = sys.stdin.buffer
             else:
                 script = stack.enter_context(Path(args.file).open("rb"))
-                _check(script, source, None)
-            script.seek(0)
+            spool = _Spool(stack.enter_context(tempfile.TemporaryFile()), (out, err))
         except OSError as exc:
             raise UsageError(f"{source}: cannot read the script: {exc.strerror or exc}") from exc
         replayer = Replayer(engine)
-        out, err = sys.stdout, sys.stderr
-        batch = stack.enter_context(_Batched())
-        write = batch.write
-        for no, event in replayer.run_lines(_chunks(script), source):
-            if isinstance(event, Settlement):
-                if args.json:
-                    write(out, json_line(event) + "\n")
+        render = json_line if args.json else _table_text
+        hands: list[str] = []  # settled hands' text not yet spooled
+        try:
+            for no, event in replayer.run_lines(_chunks(script), source):
+                if type(event) is Settlement:
+                    hands.append(render(event))
+                    if len(hands) >= 1024:
+                        spool.add(0, hands)
+                        hands = []
                 else:
-                    write(out, "\n".join(_table_lines(event)) + "\n")
-            else:
-                write(err, f"{source}:{no}: refused: {event.reason}\n")
+                    if hands:
+                        spool.add(0, hands)
+                        hands = []
+                    spool.add(1, [f"{source}:{no}: refused: {event.reason}"])  # type: ignore[union-attr]
+        except OSError as exc:
+            raise UsageError(f"{source}: cannot read the script: {exc.strerror or exc}") from exc
         if not args.json:
-            write(out, _now_line(replayer.state) + "\n")
+            hands.append(_now_line(replayer.state))
+        spool.add(0, hands)
+        spool.play()  # every line was good: the output, in order
     return 0
 
 
-class _Batched:
-    """Lines written in blocks, in the order given across stdout and stderr: one write a
-    block, not a system call a line when the stream is unbuffered (``PYTHONUNBUFFERED``,
-    a terminal's stderr). A block ends at 64 KB or where the other stream takes over."""
+def _table_text(s: Settlement) -> str:
+    return "\n".join(_table_lines(s))
 
-    LIMIT = 1 << 16
 
-    def __init__(self) -> None:
-        self._stream: IO[str] | None = None
-        self._parts: list[str] = []
+class _Spool:
+    """The replay's output held in a temporary file until the whole script has played, so
+    a bad line stops the replay before any output and memory does not grow with the
+    script. Lines keep their order across standard output and standard error; they are
+    written back in blocks, one write a block (not a system call a line when a stream is
+    unbuffered: ``PYTHONUNBUFFERED``, a terminal's stderr)."""
+
+    BLOCK = 1 << 16
+
+    def __init__(self, file: IO[bytes], streams: tuple[IO[str], IO[str]]) -> None:
+        self._file = file
+        self._streams = streams
+        self._pending: list[bytes] = []
         self._size = 0
 
-    def write(self, stream: IO[str], text: str) -> None:
-        if stream is not self._stream:
-            self.flush()
-            self._stream = stream
-        self._parts.append(text)
-        self._size += len(text)
-        if self._size >= self.LIMIT:
-            self.flush()
+    def add(self, stream: int, lines: list[str]) -> None:
+        """``lines`` (each without its newline) for ``streams[stream]``."""
+        if not lines:
+            return
+        data = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
+        self._pending.append(b"%c%d\n" % (48 + stream, len(data)))
+        self._pending.append(data)
+        self._size += len(data)
+        if self._size >= self.BLOCK:
+            self._flush()
 
-    def flush(self) -> None:
-        if self._parts and self._stream is not None:
-            text, self._parts, self._size = "".join(self._parts), [], 0
-            self._stream.write(text)
+    def _flush(self) -> None:
+        self._file.writelines(self._pending)
+        self._pending, self._size = [], 0
 
-    def __enter__(self) -> _Batched:
-        return self
+    def play(self) -> None:
+        """Write what was spooled to the streams, in order."""
+        self._flush()
+        self._file.seek(0)
+        read = self._file.readline
+        current: int | None = None
+        block: list[bytes] = []
+        size = 0
+        while header := read():
+            stream, length = header[0] - 48, int(header[1:])
+            if stream != current or size >= self.BLOCK:
+                self._write(current, block)
+                current, block, size = stream, [], 0
+            block.append(self._file.read(length))
+            size += length
+        self._write(current, block)
 
-    def __exit__(self, *exc: object) -> None:
-        self.flush()
+    def _write(self, stream: int | None, block: list[bytes]) -> None:
+        if stream is not None and block:
+            self._streams[stream].write(b"".join(block).decode("utf-8", "surrogateescape"))
+            self._streams[stream].flush()
 
 
 def register(subparsers: Any) -> None:

@@ -153,33 +153,6 @@ class LineCommands:
         return command
 
 
-def parse_chunks(
-    chunks: Iterable[Sequence[bytes]], source: str = "<script>"
-) -> Iterator[tuple[Sequence[int], list[Command]]]:
-    """:func:`parse_script` over a script read as bytes, many lines at a time (each line
-    ``\n``-terminated, as a binary file's ``readlines`` gives them): for each chunk, the
-    line numbers and the commands of its lines that hold one (:class:`LineCommands`)."""
-    read = LineCommands(source)
-    known = read.known
-    no = 0
-    for lines in chunks:
-        commands = list(map(known.get, lines))
-        if all(commands):  # every line seen before, none blank (no == on commands: slow)
-            yield range(no + 1, no + 1 + len(lines)), commands  # type: ignore[misc]
-            no += len(lines)
-            continue
-        numbers: list[int] = []
-        kept: list[Command] = []
-        for line, command in zip(lines, commands, strict=True):
-            no += 1
-            if command is None:
-                command = read(line, no)
-            if command is not None:
-                numbers.append(no)
-                kept.append(command)
-        yield numbers, kept
-
-
 Item = tuple[int, Refused | Settlement]
 
 
@@ -227,11 +200,12 @@ class Replayer:
     def run_lines(
         self, chunks: Iterable[Sequence[bytes]], source: str = "<script>"
     ) -> Iterator[Item]:
-        """:meth:`run` over a script read as bytes, many lines at a time (as
-        :func:`parse_chunks` takes them): the same items in the same order. Each run of
-        plain roll lines is swept at once (:meth:`Engine.sweep`), across hands: every
-        settlement it made stands but one its last roll made, held back as :meth:`run`
-        holds it; any other line is parsed and applied alone."""
+        """:meth:`run` over a script read as bytes, many lines at a time (each line
+        ``\n``-terminated, as a binary file's ``readlines`` gives them): the same items in
+        the same order. Each run of plain roll lines is swept at once
+        (:meth:`Engine.sweep`), across hands: every settlement it made stands but one its
+        last roll made, held back as :meth:`run` holds it; any other line is parsed and
+        applied alone."""
         apply, sweep, rolls = self.engine.apply, self.engine.sweep, DICE_LINES
         read = LineCommands(source)
         state = self.state

@@ -20,7 +20,6 @@ from controller.core.errors import ScriptError
 from controller.core.events import RollVoided, Settlement
 from controller.core.script import (
     Replayer,
-    parse_chunks,
     parse_line,
     parse_script,
     script_lines,
@@ -146,6 +145,36 @@ def test_malformed_line_exits_2_with_its_line_number(tmp_path: Path, line: str, 
     assert proc.returncode == 2
     assert "hand.txt:3:" in proc.stderr and why in proc.stderr
     assert proc.stdout == ""
+
+
+def test_a_bad_line_late_in_a_long_script_stops_it_before_any_output(tmp_path: Path) -> None:
+    hands = "bet 3 6\n2 2\n3 4\n" * 30_000  # a refusal and a settled hand each time
+    proc = replay(tmp_path, hands + "3 4 5\n", "--json")
+    assert proc.returncode == 2 and proc.stdout == ""
+    (message,) = proc.stderr.splitlines()  # the error alone: no refusal before it
+    assert message.startswith("firebet: ") and message.endswith(
+        "hand.txt:90001: a roll is two dice, like '3 4': '3 4 5'"
+    ), message
+    proc = replay(tmp_path, hands)
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0 and len(proc.stderr.splitlines()) == 30_000
+    assert lines[-1].startswith("now: hand 30001,") and len(lines) == 30_001
+
+
+def test_refusals_and_hands_come_out_in_the_order_they_happened(tmp_path: Path) -> None:
+    path = tmp_path / "hand.txt"
+    path.write_text("bet 3 6\n2 2\n3 4\n2 2\nbet 3 9\n3 4\n", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "controller", "replay", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # one pipe: the order the two streams were written in
+        text=True,
+    )
+    said = [line.split(": ", 1)[-1][:18] for line in proc.stdout.splitlines()]
+    assert said == [
+        "refused: position ", "0 different points", "refused: position ",
+        "0 different points", "hand 3, shooter 3,",
+    ], proc.stdout  # fmt: skip
 
 
 def test_comments_and_blank_lines_are_ignored() -> None:
@@ -346,5 +375,5 @@ def test_a_script_read_in_chunks_replays_as_line_by_line(
 def test_a_line_that_is_not_utf8_is_named_in_chunks() -> None:
     chunks = [[b"3 4\n", b"2 2\n"], [b"1 1\n", b"\xff\xfe 3\n"]]
     with pytest.raises(ScriptError) as caught:
-        list(parse_chunks(chunks, "s.txt"))
+        list(Replayer(Engine()).run_lines(chunks, "s.txt"))
     assert "s.txt:4:" in str(caught.value) and "not UTF-8" in str(caught.value)
