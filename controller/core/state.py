@@ -96,6 +96,11 @@ def _meter_settlement(meters: Meters, s: Settlement, sign: int = 1) -> Meters:
     )
 
 
+def settle_meters(meters: Meters, settlement: Settlement) -> Meters:
+    """``meters`` after ``settlement`` (its wagers paid or lost), as its event folds them."""
+    return _meter_settlement(meters, settlement)
+
+
 _new = object.__new__
 _set = object.__setattr__
 Fields = dict[str, Any]

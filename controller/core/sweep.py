@@ -12,8 +12,8 @@ are at most a few thousand.
 
 The sweep stops, leaving the line to the full decision, at anything else: a line that is
 not a plain roll, a new point that raises the surveillance alert or is paid at the 6th
-point, a seven-out while betting is open, and the seven-out of a hand with fire bets
-riding, paid at the 6th point or surrendered. Its state is the one the engine's fold
+point, a seven-out while betting is open, and the seven-out of a hand paid at the 6th
+point or surrendered. Its state is the one the engine's fold
 gives after the same rolls (the replay's tests hold it to that), undo buffer included.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 from controller.core.config import FireBetRules
 from controller.core.events import Settlement
 from controller.core.hand import DiceTable
-from controller.core.state import Meters, Phase, TableState
+from controller.core.state import Meters, Phase, TableState, settle_meters
 
 _PLAIN, _MADE, _LIT, _SEVEN = 0, 1, 2, 3  # what a step did besides moving the hand
 
@@ -126,7 +126,8 @@ class LineSweep:
         s = state.__dict__
         points: tuple[int, ...] = s["points"]
         steps = self._table((s["phase"], s["point"], frozenset(points), s["betting_open"]))
-        plain = not (s["bets"] or s["settled"] or s["surrender_pending"])
+        plain = not (s["settled"] or s["surrender_pending"])
+        bets: dict[int, int] = s["bets"]  # the first hand's wagers; the next hands have none
         hand, made = s["hand"], 0
         paid: Paid = []
         last: tuple[Any, ...] | None = None
@@ -156,11 +157,17 @@ class LineSweep:
                         end = i
                         break
                     tier, to_one = odds[len(points)]
+                    payouts: dict[int, int] = {}
+                    wagers: dict[int, int] = {}
+                    if bets:
+                        wagers = dict(sorted(bets.items()))
+                        payouts = {p: a * to_one for p, a in wagers.items()}
+                        bets = {}
                     settled = new_value(Settlement)
                     set_fields(settled, "__dict__", {
                         "hand": hand, "points": points, "unique_points": len(points),
                         "result": "win" if to_one > 0 else "lose", "odds_to_one": to_one,
-                        "tier": tier, "payouts": {}, "wagers": {}, "immediate": False,
+                        "tier": tier, "payouts": payouts, "wagers": wagers, "immediate": False,
                     })  # fmt: skip
                     paid.append((i, settled))
                     hand += 1
@@ -184,7 +191,9 @@ class LineSweep:
     ) -> TableState:
         """The state after the sweep, its undo buffer the state before its last roll."""
         hands = len(paid)
-        meters = s["meters"]
+        before = meters = s["meters"]
+        if hands and paid[0][1].wagers:  # the first hand's wagers, won or lost
+            meters = settle_meters(before, paid[0][1])
         f = s.copy()
         f["phase"], f["point"], _, f["betting_open"] = last[4]
         f["points"] = points
@@ -193,12 +202,8 @@ class LineSweep:
         f["meters"] = _counted(meters, made, hands)
         if hands:
             f["hand"], f["shooter"] = s["hand"] + hands, s["shooter"] + hands
-            f["bets"], f["settled"], f["surrender_pending"], f["alert_raised"] = (
-                {},
-                False,
-                False,
-                False,
-            )
+            f["bets"] = {}
+            f["settled"] = f["surrender_pending"] = f["alert_raised"] = False
         u = f.copy()  # the state before the last roll
         u["undo"] = u["last_settlement"] = None
         u["phase"], u["point"], _, u["betting_open"] = last[3]
@@ -210,7 +215,8 @@ class LineSweep:
             f["last_settlement"] = hand_paid
             u["points"] = hand_paid.points
             u["hand"], u["shooter"] = f["hand"] - 1, f["shooter"] - 1
-            u["meters"] = _counted(meters, made, hands - 1)
+            # before the seven-out: the first hand's wagers not yet settled if it was that
+            u["meters"] = _counted(before if hands == 1 else meters, made, hands - 1)
             if hands == 1:  # the sweep's first hand: as the state given held it
                 for name in ("bets", "settled", "surrender_pending", "alert_raised"):
                     u[name] = s[name]

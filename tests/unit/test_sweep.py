@@ -10,7 +10,7 @@ import tracemalloc
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from controller.core.commands import Bet, Command, Roll, Void
+from controller.core.commands import Bet, Command, Roll, Surrender, Void
 from controller.core.config import FireBetRules
 from controller.core.engine import Engine
 from controller.core.events import Settlement, SurveillanceAlert
@@ -78,7 +78,7 @@ def test_a_sweep_is_the_fold_of_its_rolls_one_by_one(
                     or (
                         seven_out
                         and (
-                            state.bets or state.settled or state.surrender_pending
+                            state.settled or state.surrender_pending
                             or state.betting_open
                         )
                     )
@@ -100,17 +100,42 @@ def test_a_sweep_runs_across_hands_and_holds_the_last_seven_out() -> None:
     assert state.undo is not None and state.undo.hand == 3 and state.undo.points == (8,)
 
 
-def test_a_sweep_leaves_a_wagered_hands_seven_out_to_the_full_decision() -> None:
+def test_a_sweep_settles_the_wagers_of_its_first_hand_as_the_engine_does() -> None:
     engine = Engine()
-    state = engine.apply(TableState(), parse_line("bet 1 5")).state  # type: ignore[arg-type]
+    state = engine.run([Bet(1, 5), Bet(2, 3)])
     lines = [b"4 4\n", b"5 3\n", b"2 2\n", b"3 4\n", b"2 2\n"]  # 8 made, 4, seven-out
     got, end, paid = engine.sweep(state, lines)
-    assert end == 3 and paid == [] and got.bets == {1: 5} and got.points == (8,)
-    after, events = engine.apply(got, parse_line("3 4"))  # type: ignore[arg-type]
-    settled = [e for e in events if isinstance(e, Settlement)]
-    assert settled and settled[0].payouts == {1: 0} and after.meters.lost.amount == 5
-    nxt, stop, more = engine.sweep(after, lines, 4)  # the next shooter's rolls sweep again
-    assert stop == 5 and more == [] and nxt.hand == 2 and nxt.point == 4
+    expected, expected_paid = _one_by_one(engine, state, lines)
+    assert end == 5 and got.to_dict() == expected.to_dict()
+    assert [s for _, s in paid] == [s for _, s in expected_paid]
+    ((_, settled),) = paid
+    assert settled.wagers == {1: 5, 2: 3} and settled.payouts == {1: 0, 2: 0}
+    assert got.meters.lost.amount == 8 and got.bets == {} and got.hand == 2
+    # a sweep that ends at the seven-out: the undo holds the wagers, not yet settled
+    at_seven, _, _ = engine.sweep(state, lines[:4])
+    assert at_seven.undo is not None and at_seven.undo.bets == {1: 5, 2: 3}
+    assert at_seven.undo.meters.lost.amount == 0
+    assert (
+        engine.apply(at_seven, Void()).state.to_dict()
+        == engine.run([Void()], _one_by_one(engine, state, lines[:4])[0]).to_dict()
+    )
+    # and across a second hand, ended by its seven-out: only the first hand had wagers
+    two = [*lines[:4], b"2 2\n", b"3 4\n"]
+    both, stop, both_paid = engine.sweep(state, two)
+    one_by_one, one_by_one_paid = _one_by_one(engine, state, two)
+    assert stop == 6 and both.to_dict() == one_by_one.to_dict()
+    assert [s for _, s in both_paid] == [s for _, s in one_by_one_paid]
+    assert both_paid[1][1].wagers == {} and both.undo is not None
+    assert both.undo.meters.lost.amount == 8
+
+
+def test_a_sweep_leaves_a_surrendered_hands_seven_out_to_the_full_decision() -> None:
+    engine = Engine()
+    state = engine.run([Bet(1, 5), Roll(4, 4, "script"), Surrender()])
+    assert state.surrender_pending
+    lines = [b"2 2\n", b"3 4\n"]  # the successor's point, then a seven-out
+    _, end, paid = engine.sweep(state, lines)
+    assert end == 1 and paid == []
 
 
 def test_the_sweeps_tables_stay_few_whatever_the_script_length() -> None:
