@@ -24,7 +24,7 @@ from controller.core.commands import (
 )
 from controller.core.engine import Engine
 from controller.core.errors import ScriptError
-from controller.core.events import Refused, RollAccepted, RollVoided, Settlement
+from controller.core.events import Event, Refused, RollAccepted, RollVoided, Settlement
 from controller.core.numbers import WHOLE_NUMBER, whole_number
 from controller.core.state import TableState
 from controller.core.sweep import DICE_LINES
@@ -94,10 +94,11 @@ def script_lines(text: str) -> list[str]:
 
 def _common_lines() -> dict[str, Command]:
     """The script lines most scripts are made of, each with its (immutable) command."""
-    common: dict[str, Command] = {}
-    for d1 in range(1, 7):
-        for d2 in range(1, 7):
-            common[f"{d1} {d2}"] = Roll(d1, d2, source="script", actor="script")
+    common: dict[str, Command] = {
+        line.decode(): Roll(d1, d2, source="script", actor="script")
+        for line, (d1, d2) in DICE_LINES.items()
+        if not line.endswith(b"\n")
+    }
     common["void"] = Void(actor="script")
     common["ack"] = Ack(actor="script")
     common["surrender"] = Surrender(kind=SurrenderHow.VOLUNTARY, actor="script")
@@ -177,20 +178,9 @@ class Replayer:
         try:
             for no, command in commands:
                 state, events = apply(state, command)
-                if len(events) != 1 or type(events[0]) is not RollAccepted:
-                    for event in events:
-                        kind = type(event)
-                        if kind is Settlement:
-                            if held is not None:
-                                yield held
-                            held = (no, event)  # type: ignore[assignment]
-                        elif kind is RollVoided and event.reversed_settlement is not None:  # type: ignore[attr-defined]
-                            held = None  # the void took back the settlement it held
-                        elif kind is Refused:
-                            yield no, event  # type: ignore[misc]
-                if held is not None and state.last_settlement is not held[1]:
-                    yield held  # a later roll, wager or surrender: no void can reach it now
-                    held = None
+                if held is not None or len(events) != 1 or type(events[0]) is not RollAccepted:
+                    held, out = _standing(state, no, events, held)
+                    yield from out
                 self.state = state
         finally:
             self.state = state
@@ -235,25 +225,38 @@ class Replayer:
                     if command is None:
                         continue
                     state, events = apply(state, command)
-                    for event in events:
-                        kind = type(event)
-                        if kind is Settlement:
-                            if held is not None:
-                                yield held
-                            held = (no + i, event)  # type: ignore[assignment]
-                        elif kind is RollVoided and event.reversed_settlement is not None:  # type: ignore[attr-defined]
-                            held = None  # the void took back the settlement it held
-                        elif kind is Refused:
-                            yield no + i, event  # type: ignore[misc]
-                    if held is not None and state.last_settlement is not held[1]:
-                        yield held  # a later roll, wager or surrender: no void can reach it
-                        held = None
+                    held, out = _standing(state, no + i, events, held)
+                    yield from out
                 no += count
                 self.state = state
         finally:
             self.state = state
         if held is not None:
             yield held
+
+
+def _standing(
+    state: TableState, no: int, events: Sequence[Event], held: Item | None
+) -> tuple[Item | None, list[Item]]:
+    """What a replay yields after the command on line ``no`` made ``events`` (``state``
+    after them), and the settlement it holds back then: a refusal at once; a settlement
+    held back until a later roll, wager or surrender puts it out of a void's reach (a
+    void takes it back)."""
+    out: list[Item] = []
+    for event in events:
+        kind = type(event)
+        if kind is Settlement:
+            if held is not None:
+                out.append(held)
+            held = (no, event)  # type: ignore[assignment]
+        elif kind is RollVoided and event.reversed_settlement is not None:  # type: ignore[attr-defined]
+            held = None  # the void took back the settlement it held
+        elif kind is Refused:
+            out.append((no, event))  # type: ignore[arg-type]
+    if held is not None and state.last_settlement is not held[1]:
+        out.append(held)  # no void can reach it now
+        held = None
+    return held, out
 
 
 @dataclass
