@@ -26,6 +26,7 @@ from controller.core.config import FireBetRules
 from controller.core.events import Settlement
 from controller.core.hand import DiceTable
 from controller.core.state import Meters, Phase, TableState, settle_meters
+from controller.core.wagers import settle
 
 _PLAIN, _MADE, _LIT, _SEVEN = 0, 1, 2, 3  # what a step did besides moving the hand
 
@@ -132,7 +133,6 @@ class LineSweep:
         paid: Paid = []
         last: tuple[Any, ...] | None = None
         odds = self._odds
-        new_value, set_fields = object.__new__, object.__setattr__  # Settlement's own fields
         end = len(lines)
         for i in range(start, end):  # (islice would walk the chunk from its first line)
             step = steps.get(lines[i])
@@ -156,20 +156,8 @@ class LineSweep:
                     if not plain:
                         end = i
                         break
-                    tier, to_one = odds[len(points)]
-                    payouts: dict[int, int] = {}
-                    wagers: dict[int, int] = {}
-                    if bets:
-                        wagers = dict(sorted(bets.items()))
-                        payouts = {p: a * to_one for p, a in wagers.items()}
-                        bets = {}
-                    settled = new_value(Settlement)
-                    set_fields(settled, "__dict__", {
-                        "hand": hand, "points": points, "unique_points": len(points),
-                        "result": "win" if to_one > 0 else "lose", "odds_to_one": to_one,
-                        "tier": tier, "payouts": payouts, "wagers": wagers, "immediate": False,
-                    })  # fmt: skip
-                    paid.append((i, settled))
+                    paid.append((i, settle(odds, hand, bets, points, immediate=False)))
+                    bets = {}
                     hand += 1
                     points = ()
             steps = step[0]

@@ -47,17 +47,31 @@ def settlement(
 ) -> Settlement:
     """The settlement of the hand's wagers for ``points`` (``odds_by_count``: the pay
     table's (tier, odds to one) by the number of different points)."""
+    return settle(odds_by_count, state.hand, state.bets, points, immediate=immediate)
+
+
+def settle(
+    odds_by_count: list[tuple[int, int]],
+    hand: int,
+    bets: dict[int, int],
+    points: tuple[int, ...],
+    *,
+    immediate: bool,
+) -> Settlement:
+    """The settlement of ``hand`` with ``bets`` riding, for ``points``: each position
+    paid its wager times the tier's odds, or nothing below the first tier."""
     tier, odds = odds_by_count[len(points)]
     win = odds > 0
+    wagers = dict(sorted(bets.items()))
     return Settlement(
-        hand=state.hand,
+        hand=hand,
         points=points,
         unique_points=len(points),
         result="win" if win else "lose",
         odds_to_one=odds,
         tier=tier,
-        payouts={p: (a * odds if win else 0) for p, a in sorted(state.bets.items())},
-        wagers=dict(sorted(state.bets.items())),
+        payouts={p: (a * odds if win else 0) for p, a in wagers.items()},
+        wagers=wagers,
         immediate=immediate,
     )
 
