@@ -85,18 +85,15 @@ def run(args: argparse.Namespace) -> int:
     source = str(Path(args.file))
     out, err = sys.stdout, sys.stderr
     with ExitStack() as stack:
+        replayer = Replayer(engine)
+        render = json_line if args.json else _table_text
+        hands: list[str] = []  # settled hands' text not yet spooled
         try:
             if args.file == "-":
                 script: IO[bytes] = sys.stdin.buffer
             else:
                 script = stack.enter_context(Path(args.file).open("rb"))
             spool = _Spool(stack.enter_context(tempfile.TemporaryFile()), (out, err))
-        except OSError as exc:
-            raise UsageError(f"{source}: cannot read the script: {exc.strerror or exc}") from exc
-        replayer = Replayer(engine)
-        render = json_line if args.json else _table_text
-        hands: list[str] = []  # settled hands' text not yet spooled
-        try:
             for no, event in replayer.run_lines(_chunks(script), source):
                 if type(event) is Settlement:
                     hands.append(render(event))
