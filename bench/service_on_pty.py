@@ -20,6 +20,14 @@ sys.path.insert(0, str(ROOT))
 
 from drivers import codec  # noqa: E402
 
+SYSTEMD_STAND_IN = """
+import socket, sys
+sock = socket.socket(fileno=int(sys.argv[1]))
+sock.setblocking(True)
+while sock.recv(4096):
+    pass
+"""
+
 
 def rss_mb(pid: int) -> float:
     """Resident memory of process ``pid`` in MB (NaN when /proc does not say)."""
@@ -70,6 +78,13 @@ class ServiceOnPty:
         try:
             while b"READY=1" not in notify.recv(4096):
                 pass
+            # then read the service's status lines as systemd does, from a process of its
+            # own: a socket nobody reads would make every STATUS a failed send, retried
+            self._systemd = subprocess.Popen(
+                [sys.executable, "-c", SYSTEMD_STAND_IN, str(notify.fileno())],
+                pass_fds=[notify.fileno()],
+                stdin=subprocess.DEVNULL,
+            )
         finally:
             notify.close()
         self.ready_s = time.monotonic() - started
@@ -121,5 +136,7 @@ class ServiceOnPty:
         """Stop the service (SIGTERM) and close the pseudo-terminal."""
         self.proc.terminate()
         self.proc.wait(timeout=30)
+        self._systemd.kill()
+        self._systemd.wait(timeout=30)
         os.close(self.master)
         os.close(self._slave)

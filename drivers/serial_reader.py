@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -42,6 +44,26 @@ from drivers.reader import (
 log = logging.getLogger(__name__)
 
 OpenPort = Callable[..., Any]
+READ_CHUNK = 4096  # bytes taken from a device port at once
+
+
+def device_fd(port: Any) -> int | None:
+    """The file descriptor of a device port (a tty or pty), or None: a URL handler
+    (``socket://``, ``loop://``) or a test's port, read and written through pyserial.
+
+    On a device the reader waits and reads with one ``select`` and one ``read``, and
+    writes an ACK with one ``write``: pyserial's ``read(1)``, ``in_waiting``,
+    ``read(n)`` and ``write`` + ``flush`` cost the roll path twice the system calls, and
+    ``flush`` (``tcdrain``) would hold the engine thread until the ACK's last bit had
+    left a real UART (15 ms at 9600 baud), with nothing gained: the port sends it.
+    """
+    if not isinstance(port, serial.Serial):  # serial.Serial is the platform's device class
+        return None
+    try:
+        fd = port.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+    return fd if isinstance(fd, int) and fd >= 0 else None
 
 
 def port_problem(url: str, exc: BaseException) -> str:
@@ -115,6 +137,7 @@ class SerialDiceReader(DiceReader):
         self._decoder = FrameDecoder(protocol=protocol)
         self._lock = threading.Lock()  # guards _port, _fault and the counters copy
         self._port: Any = None
+        self._fd: int | None = None  # the port's descriptor when it is a device (device_fd)
         self._fault: str | None = None
         self._reason: str | None = None  # what the fault in force means, in words
         self._stopping = threading.Event()
@@ -141,13 +164,19 @@ class SerialDiceReader(DiceReader):
         """Write ``ACK,<seq>``; a lost port is logged (the reader will repeat the ROLL)."""
         frame = encode_ack(seq, self.protocol)
         with self._lock:
-            port = self._port
+            port, fd = self._port, self._fd
             if port is None:
                 log.warning("ACK %d not sent: port %s is not open", seq, self.port_url)
                 return
             try:
-                port.write(frame)
-                port.flush()
+                sent = 0
+                if fd is not None:
+                    with contextlib.suppress(BlockingIOError):  # the output buffer is full
+                        sent = os.write(fd, frame)
+                if sent < len(frame):  # a URL port, or the rest: pyserial waits (write_timeout)
+                    port.write(frame[sent:])
+                    if fd is None:
+                        port.flush()
                 self.acks_sent += 1
             except Exception as exc:  # a vanished port: the supervisor reopens it
                 log.warning("ACK %d not sent on %s: %s", seq, self.port_url, exc)
@@ -204,7 +233,7 @@ class SerialDiceReader(DiceReader):
 
     def _close(self) -> None:
         with self._lock:
-            port, self._port = self._port, None
+            port, self._port, self._fd = self._port, None, None
         if port is not None:
             with contextlib.suppress(Exception):
                 port.close()
@@ -219,7 +248,7 @@ class SerialDiceReader(DiceReader):
                 opened = True
                 self._decoder.reset()
                 with self._lock:
-                    self._port = port
+                    self._port, self._fd = port, device_fd(port)
                 self._last_good = time.monotonic()
                 self._read(port)
             except BaseException as exc:  # whatever it is, the table must hear of it
@@ -260,12 +289,18 @@ class SerialDiceReader(DiceReader):
             self._set_fault(DRIVER_ERROR, reason)
 
     def _read(self, port: Any) -> None:
+        fd = device_fd(port)
         while not self._stopping.is_set():
-            data: bytes = port.read(1)
+            data: bytes
+            if fd is not None:
+                data = _read_device(fd, self.read_timeout_s)
+            else:
+                data = port.read(1)
+                if data:
+                    waiting = port.in_waiting
+                    if waiting:
+                        data += port.read(waiting)
             if data:
-                waiting = port.in_waiting
-                if waiting:
-                    data += port.read(waiting)
                 for frame in self._decoder.feed(data):
                     self._frame(frame)
             if (
@@ -299,3 +334,24 @@ class SerialDiceReader(DiceReader):
         command = command_for(frame, at)
         if command is not None:
             self._emit(command)
+
+
+def _read_device(fd: int, timeout_s: float) -> bytes:
+    """What a device port holds, waiting up to ``timeout_s`` for a first byte (b"": none).
+
+    A port that says it is readable but gives nothing was unplugged (pyserial's own
+    test, and its words); a read that fails (``EIO``) is an OSError: both end the session.
+    """
+    ready, _, _ = select.select([fd], [], [], timeout_s)
+    if not ready:
+        return b""
+    try:
+        data = os.read(fd, READ_CHUNK)
+    except BlockingIOError:  # another reader took it (the port is exclusive): wait again
+        return b""
+    if not data:
+        raise serial.SerialException(
+            "device reports readiness to read but returned no data "
+            "(device disconnected or multiple access on port?)"
+        )
+    return data

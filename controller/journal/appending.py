@@ -296,6 +296,13 @@ class JournalAppender:
             self._checkpointer.wrote()
         return Record(number, iso(at), actor, kind, text, prev.hex(), mac.hex())
 
+    def settle(self) -> None:
+        """The outputs of the last append are out (the ACK is sent): let the head file's
+        sync run now, off the roll path (:class:`~controller.journal.files.HeadWriter`)."""
+        head = self._head
+        if head is not None:
+            head.settle()
+
     def _head_write(self, number: int, mac: bytes) -> None:
         if self._head is None:
             return

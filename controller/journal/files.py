@@ -16,6 +16,8 @@ import json
 import logging
 import os
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +28,7 @@ log = logging.getLogger("firebet.journal")
 
 ASIDE_PREFIX = "journal-aside-"
 _HEAD_SIZE = 256  # one sector: rewritten in place
+HEAD_SYNC_S = 0.1  # appends in a burst: the head file is synced at least this often
 
 
 @dataclass(frozen=True)
@@ -128,35 +131,55 @@ class HeadWriter:
     """The head file, rewritten in place after every commit and synced by its own thread.
 
     :meth:`write` puts the new head in the file (the page cache: it survives the
-    process being killed, ``kill -9`` included) and returns; a syncer thread then
-    makes it durable (``fdatasync``) at once, so a roll's ACK waits for one sync (the
-    journal's commit), not two. What this costs: after a power cut the head file may
-    name a record a few milliseconds older than the newest one committed, so the
-    records of those milliseconds are protected by the journal's own commit and chain
-    but not by the head file (docs/journal.md, "The head file"). :meth:`close` syncs
-    what is left.
+    process being killed, ``kill -9`` included) and returns. The syncer thread makes it
+    durable (``fdatasync``) once the roll is done: the service calls :meth:`settle`
+    after the ACK, when its queue is empty, so neither the sync nor the thread's
+    wake-up falls between a roll's commit and its ACK. Appends that come faster than
+    that (a burst, a tool, the bench) are synced at least every :data:`HEAD_SYNC_S`.
+    What this costs: after a power cut the head file may name an older record than
+    the newest one committed (by the ACK's own milliseconds at a table, by at most
+    :data:`HEAD_SYNC_S` in a burst), and those records are protected by the journal's
+    own commit and chain but not by the head file (docs/journal.md, "The head file").
+    :meth:`close` syncs what is left.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clock: Callable[[], float] = time.monotonic) -> None:
+        """``clock`` is injectable for tests."""
         self.path = path
+        self._clock = clock
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
         self.error: OSError | None = None  # the syncer's last failure (None: synced)
         self._due = threading.Condition()
         self._written = 0  # writes made, and the count the syncer has synced
         self._synced = 0
+        self._asked = False  # settle() (or a burst) asked the syncer to sync
+        self._unsynced_since: float | None = None  # when the oldest unsynced write was made
         self._closing = False
         self._thread = threading.Thread(target=self._sync_loop, name="journal head", daemon=True)
         self._thread.start()
 
     def write(self, key: bytes, record: int, mac: bytes) -> None:
-        """Seal ``record`` as the newest acknowledged one (durable a moment later)."""
+        """Seal ``record`` as the newest acknowledged one (durable once settled)."""
         os.pwrite(self._fd, head_text(key, record, mac), 0)
+        now = self._clock()
         with self._due:
             self._written += 1
-            self._due.notify()
+            if self._unsynced_since is None:
+                self._unsynced_since = now
+            elif now - self._unsynced_since >= HEAD_SYNC_S and not self._asked:
+                self._asked = True  # a burst: do not wait for it to end
+                self._due.notify()
+
+    def settle(self) -> None:
+        """The roll is done (its ACK is out): sync what was written (wakes the syncer)."""
+        with self._due:
+            if self._written > self._synced and not self._asked:
+                self._asked = True
+                self._due.notify()
 
     def wait_synced(self, timeout: float = 5.0) -> bool:
-        """Wait until every write so far is durable (tests, a clean stop)."""
+        """Sync every write so far and wait until it is durable (tests, a clean stop)."""
+        self.settle()
         with self._due:
             goal = self._written
             done = self._due.wait_for(lambda: self._synced >= goal or self._closing, timeout)
@@ -175,10 +198,10 @@ class HeadWriter:
     def _sync_loop(self) -> None:
         while True:
             with self._due:
-                self._due.wait_for(lambda: self._written > self._synced or self._closing)
+                self._due.wait_for(lambda: self._asked or self._closing)
                 if self._closing:
                     return
-                goal = self._written
+                goal, self._asked, self._unsynced_since = self._written, False, None
             try:
                 os.fdatasync(self._fd)
                 self.error = None

@@ -154,7 +154,8 @@ class Controller:
         self.ready_after_s = time.monotonic() - self.started_at
         self.ready.set()
         notify.ready()
-        self._notify_status()
+        if self.published is not None:
+            notify.status(status_line(self.published))
         if self.config.floor.enabled:  # after ready: the floor never delays the table
             self.floor = FloorLink(
                 self.config.floor,
@@ -222,6 +223,8 @@ class Controller:
                 log.exception("command failed: %r", item)
                 if isinstance(item, Job):
                     item.finish({"ok": False, "error": "internal error; see the service log"})
+            if self.journal is not None and self.queue.empty():
+                self.journal.settle()  # the head file's sync, now the ACK is out
             if self.floor is not None:  # only now, after the lamps, the ACK and the reply
                 self.floor.wake()
 
@@ -319,13 +322,14 @@ class Controller:
             return None
         if not isinstance(command, ReaderFault | ReaderOk):
             self.refusals.flush()
-        self.refresh()
-        log_reader_events(log, outcome.events)
+        self.refresh(announce=False)
         recorded = any(
             isinstance(e, RollAccepted | DuplicateRoll | RollHeld) for e in outcome.events
         )
         if isinstance(command, Roll) and command.seq is not None and recorded and self.reader:
             self.reader.ack(command.seq)  # only now: the roll is durable and the lamps show it
+        self.announce()
+        log_reader_events(log, outcome.events)
         return outcome
 
     def record(self, command: Command) -> Outcome:
@@ -354,8 +358,13 @@ class Controller:
         return outcome
 
     # outputs ---------------------------------------------------------------------------
-    def refresh(self) -> None:
-        """Re-derive every output from the state and the mode; publish the snapshot."""
+    def refresh(self, *, announce: bool = True) -> None:
+        """Re-derive every output from the state and the mode; publish the snapshot.
+
+        ``announce=False``: leave systemd's status line and the ``on_change`` listener to
+        :meth:`announce`, which a roll calls after its ACK (neither is an output the
+        reader waits for). The lamps and the snapshot ``status`` reads are set either way.
+        """
         state = self.journal.state if self.journal is not None else TableState()
         mode = self.mode
         view = lights_view(state, mode)
@@ -373,15 +382,19 @@ class Controller:
             self.storage_fault,
             self.settlements.last,
         )
-        self._notify_status()
         if self.floor is not None:
             self.floor.state_changed()  # a flag only: the link wakes after the outputs
-        if self.on_change is not None:
-            self.on_change(self.published)
+        if announce:
+            self.announce()
 
-    def _notify_status(self) -> None:
-        if self.published is not None:
-            notify.status(status_line(self.published))
+    def announce(self) -> None:
+        """Tell systemd's status line and the ``on_change`` listener the published snapshot."""
+        published = self.published
+        if published is None:
+            return
+        notify.status(status_line(published))
+        if self.on_change is not None:
+            self.on_change(published)
 
     def status(self) -> dict[str, Any]:
         """``status --json``: the last published snapshot, with the reader's counters now."""

@@ -164,3 +164,37 @@ def test_port_problem_says_the_fix() -> None:
     assert "no such device" in port_problem("/dev/ttyUSB0", missing)
     refused = serial.SerialException("Could not open port socket://x:1: Connection refused")
     assert "refused" in port_problem("socket://x:1", refused)
+
+
+def test_a_device_port_is_read_and_acked_on_its_descriptor_without_tcdrain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a tty the reader reads with one select and one read and writes the ACK with one
+    write: no ``flush`` (tcdrain would hold the engine until a real UART sent the ACK)."""
+    import termios
+
+    from drivers.serial_reader import device_fd
+
+    drained: list[int] = []
+    real = termios.tcdrain
+    monkeypatch.setattr(termios, "tcdrain", lambda fd: (drained.append(fd), real(fd))[1])
+    q: queue.Queue[Command] = queue.Queue()
+    with SimulatedReader(heartbeat_s=0.05) as device:
+        reader = SerialDiceReader(device.port, heartbeat_timeout_s=5.0)
+        reader.start(q.put)
+        try:
+            device.throw(3, 4)
+            roll = wait_for(q, Roll)
+            assert isinstance(roll, Roll) and (roll.d1, roll.d2) == (3, 4)
+            assert reader._fd is not None and reader._fd == device_fd(reader._port)
+            assert roll.seq is not None
+            reader.ack(roll.seq)
+            assert device.wait_acked(roll.seq, timeout=30)
+            assert drained == []
+        finally:
+            reader.stop()
+    loop = serial.serial_for_url("loop://", timeout=0.05)
+    try:
+        assert device_fd(loop) is None  # a URL handler: read and written through pyserial
+    finally:
+        loop.close()

@@ -1,0 +1,119 @@
+"""The journal's part of the roll path: one SQLite call a record, and the head file synced
+after the roll (settle), not between its commit and its ACK."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from controller.journal import files as F
+from controller.journal import store
+from controller.journal.files import Head, HeadWriter, read_head
+from tests.support import RunningTable, wait_for
+
+KEY = b"k" * 32
+MAC = bytes(range(32))
+
+
+def counting_syncs(monkeypatch: pytest.MonkeyPatch, writer: HeadWriter) -> list[str]:
+    """The threads that synced ``writer``'s file, in order."""
+    import threading
+
+    synced: list[str] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        if fd == writer._fd:
+            synced.append(threading.current_thread().name)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    return synced
+
+
+def test_writes_wait_for_settle_then_one_sync_covers_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = HeadWriter(tmp_path / "journal.db.head")
+    try:
+        synced = counting_syncs(monkeypatch, writer)
+        for record in (1, 2, 3):
+            writer.write(KEY, record, MAC)
+        found = read_head(tmp_path / "journal.db.head", KEY)
+        assert isinstance(found, Head) and found.record == 3  # written before any sync
+        assert not writer._asked  # nobody woke the syncer: nothing between commit and ACK
+        writer.settle()
+        wait_for(lambda: writer._synced == 3, what="the settled head to be synced")
+        assert synced == ["journal head"]  # one sync, on the head's own thread
+        writer.settle()  # nothing new: no sync
+        writer.write(KEY, 4, MAC)
+        assert writer.wait_synced(timeout=30)
+        assert synced == ["journal head", "journal head"]
+    finally:
+        writer.close()
+
+
+def test_a_burst_without_settle_is_synced_every_head_sync_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [100.0]
+    writer = HeadWriter(tmp_path / "journal.db.head", clock=lambda: now[0])
+    try:
+        synced = counting_syncs(monkeypatch, writer)
+        writer.write(KEY, 1, MAC)
+        now[0] += F.HEAD_SYNC_S / 2
+        writer.write(KEY, 2, MAC)
+        assert not writer._asked
+        now[0] += F.HEAD_SYNC_S
+        writer.write(KEY, 3, MAC)  # the oldest unsynced write is over HEAD_SYNC_S old
+        wait_for(lambda: writer._synced == 3, what="the burst's head to be synced")
+        assert synced == ["journal head"]
+    finally:
+        writer.close()
+
+
+def test_close_syncs_what_was_never_settled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = HeadWriter(tmp_path / "journal.db.head")
+    synced: list[int] = []
+    real = os.fdatasync
+    fd = writer._fd
+    monkeypatch.setattr(os, "fdatasync", lambda n: (synced.append(n), real(n))[1])
+    writer.write(KEY, 7, MAC)
+    writer.close()
+    assert synced.count(fd) == 1
+
+
+def test_the_service_settles_the_head_after_each_roll(running_table: RunningTable) -> None:
+    """Without the engine thread's settle, a table's head file would wait for a burst."""
+    journal = running_table.controller.journal
+    assert journal is not None and journal._head is not None
+    head = journal._head
+    for _ in range(3):
+        running_table.throw(3, 4)
+        wait_for(lambda: head._synced == head._written, what="the head synced after the roll")
+
+
+def test_a_record_is_one_autocommitted_statement_and_never_joins_an_open_transaction(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "journal.db"
+    store.create(path, KEY, 1, "test", "{}")
+    db = store.connect(path, read_only=False)
+    try:
+        row = store.Row(2, 2, "dealer", "command", "{}", 0, MAC)
+        store.insert(db, row, None)
+        assert not db.in_transaction  # committed by the statement itself
+        db.execute("BEGIN")  # a reader's view left open on the writer's connection
+        later = store.Row(3, 3, "dealer", "command", "{}", 0, MAC)
+        with pytest.raises(sqlite3.OperationalError, match="within a transaction"):
+            store.insert(db, later, None)  # refused, never a record that is not committed
+        db.execute("ROLLBACK")
+    finally:
+        db.close()
+    with sqlite3.connect(path) as other:  # another connection sees record 2 and only it
+        assert [n for (n,) in other.execute("SELECT record FROM records")] == [1, 2]
