@@ -2,15 +2,21 @@
 
     .venv/bin/python bench/engine.py [--rolls 1000000] [--seed 1]
 
-Both run the same seeded dice sequence with a $5 fire bet riding on every shooter.
-Prints the rolls per second of each and the ratio: for firebet played the way
-``firebet replay`` and ``journal verify`` play commands (each run of rolls that only move
-the hand, and the seven-out that ends it, folded at once by ``Engine.advance_moves``,
-every other roll through ``Engine.apply``), and roll by roll through ``Engine.apply``
-(the service's way, one roll at a time). crapssim's ``fixed_run`` takes the whole
-sequence too. Both firebet ways must settle the same hands for the same dollars. Times
-are CPU seconds of this process (``time.process_time``), so other jobs on a shared
-machine do not skew the ratio. Figures, not assertions.
+All run the same seeded dice sequence with a $5 fire bet placed for every shooter.
+Prints the rolls per second of each way firebet plays them and the ratios:
+
+- as ``firebet replay`` plays a script: the dice as the script's lines (``b"3 4\n"``,
+  made inside the clock), runs of them swept by
+  ``Engine.sweep`` one hand at a time (the bet for each new shooter goes through
+  ``Engine.apply``, as do the rolls the sweep leaves to the full decision);
+- as ``journal verify`` plays its records: ``Roll`` commands (made inside the clock),
+  runs folded by ``Engine.advance_moves``;
+- roll by roll through ``Engine.apply`` (the service's way, one roll at a time).
+
+crapssim's ``fixed_run`` takes the whole sequence too, its player betting for each
+shooter. Every firebet way must settle the same hands for the same dollars. Times are CPU
+seconds of this process (``time.process_time``), so other jobs on a shared machine do not
+skew the ratio. Figures, not assertions.
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ from controller.core.commands import Bet, Roll
 from controller.core.engine import Engine
 from controller.core.events import Settlement
 from controller.core.state import Phase, TableState
+from controller.core.sweep import DICE_LINES
+
+LINE_OF = {dice: line for line, dice in DICE_LINES.items() if line.endswith(b"\n")}
 
 
 def dice_sequence(rolls: int, seed: int) -> list[tuple[int, int]]:
@@ -48,22 +57,16 @@ def run_firebet(dice: list[tuple[int, int]]) -> tuple[float, int, int]:
     return time.process_time() - start, hands, won
 
 
-def run_firebet_runs(
-    dice: list[tuple[int, int]], *, prebuilt: bool = False
-) -> tuple[float, int, int]:
-    """The same play, the dice taken as ``firebet replay`` takes a script's rolls. With
-    ``prebuilt`` the ``Roll`` commands are made before the clock starts, as crapssim is
-    handed its list of dice: the rules alone are timed."""
+def run_firebet_runs(dice: list[tuple[int, int]]) -> tuple[float, int, int]:
+    """The same play, the dice taken as ``journal verify`` takes its records: ``Roll``
+    commands (made inside the clock), runs folded by ``Engine.advance_moves``."""
     engine = Engine()
     apply, moves = engine.apply, engine.advance_moves
     new_shooter, wager = Phase.NEW_SHOOTER, Bet(1, 5)
     state = TableState()
     won = hands = 0
-    if prebuilt:
-        rolls = [Roll(d1, d2, "sim") for d1, d2 in dice]
     start = time.process_time()
-    if not prebuilt:
-        rolls = [Roll(d1, d2, "sim") for d1, d2 in dice]
+    rolls = [Roll(d1, d2, "sim") for d1, d2 in dice]
     i, count = 0, len(rolls)
     while i < count:
         if state.phase is new_shooter and state.betting_open and not state.bets:
@@ -77,6 +80,39 @@ def run_firebet_runs(
                 won += sum(paid.payouts.values())
             continue
         state, events = apply(state, rolls[i])
+        i += 1
+        if len(events) > 1:
+            for event in events:
+                if type(event) is Settlement:
+                    hands += 1
+                    won += sum(event.payouts.values())
+    return time.process_time() - start, hands, won
+
+
+def run_firebet_lines(dice: list[tuple[int, int]]) -> tuple[float, int, int]:
+    """The same play, the dice taken as ``firebet replay`` takes a script's roll lines:
+    swept one hand at a time (``Engine.sweep``), the bet for each new shooter and the
+    rolls the sweep declines through ``Engine.apply``."""
+    engine = Engine()
+    apply, sweep = engine.apply, engine.sweep
+    new_shooter, wager = Phase.NEW_SHOOTER, Bet(1, 5)
+    state = TableState()
+    won = hands = 0
+    start = time.process_time()
+    lines = [LINE_OF[d] for d in dice]  # the script's lines, as replay reads them
+    i, count = 0, len(lines)
+    while i < count:
+        if state.phase is new_shooter and state.betting_open and not state.bets:
+            state = apply(state, wager).state
+        state, end, paid = sweep(state, lines, i, one_hand=True)
+        if end > i:
+            i = end
+            for _, settlement in paid:
+                hands += 1
+                won += sum(settlement.payouts.values())
+            continue
+        d1, d2 = DICE_LINES[lines[i]]
+        state, events = apply(state, Roll(d1, d2, "sim"))
         i += 1
         if len(events) > 1:
             for event in events:
@@ -105,23 +141,26 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     dice = dice_sequence(args.rolls, args.seed)
-    runs, hands, won = run_firebet_runs(dice)
-    rules_only, *_ = run_firebet_runs(dice, prebuilt=True)
-    ours, by_roll_hands, by_roll_won = run_firebet(dice)
-    if (hands, won) != (by_roll_hands, by_roll_won):
-        raise SystemExit(
-            f"the two ways differ: {hands} / {by_roll_hands} hands, ${won} / ${by_roll_won}"
-        )
+    lines, hands, won = run_firebet_lines(dice)
+    runs, *runs_result = run_firebet_runs(dice)
+    ours, *by_roll = run_firebet(dice)
+    for name, result in (("as verify plays", runs_result), ("roll by roll", by_roll)):
+        if result != [hands, won]:
+            raise SystemExit(
+                f"{name} differs from as replay plays: {result[0]} / {hands} hands, "
+                f"${result[1]} / ${won}"
+            )
     print(
         f"dice: {args.rolls:,} seeded rolls (seed {args.seed}); {hands:,} fire-bet hands, "
         f"${won:,} won by the $5 wagers"
     )
     print(
-        f"firebet engine : {args.rolls / runs:>12,.0f} rolls/s  ({runs:.2f} s CPU) as replay plays"
+        f"firebet replay : {args.rolls / lines:>12,.0f} rolls/s  ({lines:.2f} s CPU) "
+        "as replay plays a script's lines"
     )
     print(
-        f"firebet rules  : {args.rolls / rules_only:>12,.0f} rolls/s  ({rules_only:.2f} s CPU) "
-        "as replay plays, the Roll commands made before the clock (crapssim's dice are too)"
+        f"firebet verify : {args.rolls / runs:>12,.0f} rolls/s  ({runs:.2f} s CPU) "
+        "as journal verify plays Roll commands"
     )
     print(f"firebet apply  : {args.rolls / ours:>12,.0f} rolls/s  ({ours:.2f} s CPU) roll by roll")
     theirs = run_crapssim(dice)
@@ -130,8 +169,8 @@ def main() -> None:
         return
     print(f"crapssim 0.4   : {args.rolls / theirs:>12,.0f} rolls/s  ({theirs:.2f} s CPU)")
     print(
-        f"ratio          : firebet is {theirs / runs:.2f}x the speed of crapssim "
-        f"({theirs / rules_only:.2f}x the rules alone, {theirs / ours:.2f}x roll by roll)"
+        f"ratio          : firebet is {theirs / lines:.2f}x the speed of crapssim as replay "
+        f"plays ({theirs / runs:.2f}x as verify plays, {theirs / ours:.2f}x roll by roll)"
     )
 
 

@@ -132,15 +132,16 @@ class Engine:
         return self._paths.advance_moves(state, commands, start)
 
     def sweep(
-        self, state: TableState, lines: Sequence[bytes], start: int = 0
+        self, state: TableState, lines: Sequence[bytes], start: int = 0, *, one_hand: bool = False
     ) -> tuple[TableState, int, Paid]:
         """The state after ``lines[start:end]`` of a script read as bytes, ``end``, and the
         settlements made on the way with their lines' indexes: the longest run of plain
-        script rolls from ``start``, across hands (:class:`LineSweep`); the same state and
-        settlements as applying the rolls one by one."""
+        script rolls from ``start``, across hands (:class:`LineSweep`; ``one_hand``: to the
+        first seven-out at most); the same state and settlements as applying the rolls one
+        by one."""
         if self._sweep is None:
             self._sweep = LineSweep(self.rules, self._dice, self._odds)
-        return self._sweep.run(state, lines, start)
+        return self._sweep.run(state, lines, start, one_hand=one_hand)
 
     def run(self, commands: Sequence[Command], state: TableState | None = None) -> TableState:
         """Apply many commands in order; the final state."""

@@ -119,11 +119,17 @@ class LineSweep:
             table[line] = (self._table(nxt), kind, new_point, table.situation, nxt)
 
     def run(
-        self, state: TableState, lines: Sequence[bytes], start: int = 0
+        self,
+        state: TableState,
+        lines: Sequence[bytes],
+        start: int = 0,
+        *,
+        one_hand: bool = False,
     ) -> tuple[TableState, int, Paid]:
         """The state after ``lines[start:end]``, ``end``, and the settlements of the
         seven-outs among them with each one's index: the longest run of plain script rolls
-        from ``start`` (see the module's docstring)."""
+        from ``start`` (see the module's docstring). ``one_hand``: stop after the first
+        seven-out too, so the caller can act for the new shooter (a player betting)."""
         s = state.__dict__
         points: tuple[int, ...] = s["points"]
         steps = self._table((s["phase"], s["point"], frozenset(points), s["betting_open"]))
@@ -160,6 +166,9 @@ class LineSweep:
                     bets = {}
                     hand += 1
                     points = ()
+                    if one_hand:
+                        last, end = step, i + 1
+                        break
             steps = step[0]
             last = step
         if last is None:

@@ -46,17 +46,20 @@ def _one_by_one(engine: Engine, state: TableState, lines: list[bytes]) -> tuple[
 
 
 @settings(max_examples=300, deadline=None)
-@given(rules_strategy, st.lists(commands, max_size=40), lines_strategy)
-@example(FireBetRules(), [], [b"4 4\n", b"1 3\n", b"4 3\n"])  # a hand ends: held back
-@example(FireBetRules(pay_six_immediately=True), [Bet(1, 5)], ALL_SIX)  # paid at the 6th
+@given(rules_strategy, st.lists(commands, max_size=40), lines_strategy, st.booleans())
+@example(FireBetRules(), [], [b"4 4\n", b"1 3\n", b"4 3\n"], False)  # a hand ends: held back
+@example(FireBetRules(pay_six_immediately=True), [Bet(1, 5)], ALL_SIX, False)  # the 6th
+@example(FireBetRules(), [], [b"4 4\n", b"3 4\n", b"2 2\n", b"3 4\n"], True)  # two hands
 def test_a_sweep_is_the_fold_of_its_rolls_one_by_one(
-    rules: FireBetRules, first: list[Command], lines: list[bytes]
+    rules: FireBetRules, first: list[Command], lines: list[bytes], one_hand: bool
 ) -> None:
     engine = Engine(rules)
     state = engine.run(first)
     i = 0
     while i < len(lines):
-        got, end, paid = engine.sweep(state, lines, i)
+        got, end, paid = engine.sweep(state, lines, i, one_hand=one_hand)
+        if one_hand:  # to the first seven-out at most, and it ends the sweep
+            assert len(paid) <= 1 and all(at == end - 1 for at, _ in paid)
         expected, expected_paid = _one_by_one(engine, state, lines[i:end])
         assert got.to_dict() == expected.to_dict()  # undo, meters, last settlement
         assert got == expected and got.last_settlement == expected.last_settlement
@@ -127,6 +130,11 @@ def test_a_sweep_settles_the_wagers_of_its_first_hand_as_the_engine_does() -> No
     assert [s for _, s in both_paid] == [s for _, s in one_by_one_paid]
     assert both_paid[1][1].wagers == {} and both.undo is not None
     assert both.undo.meters.lost.amount == 8
+    # one hand at a time: the sweep stops after the first seven-out, as one by one
+    first, stop, first_paid = engine.sweep(state, two, one_hand=True)
+    assert stop == 4 and [at for at, _ in first_paid] == [3]
+    assert first.to_dict() == _one_by_one(engine, state, two[:4])[0].to_dict()
+    assert first.hand == 2 and first.phase is Phase.NEW_SHOOTER and first.betting_open
 
 
 def test_a_sweep_leaves_a_surrendered_hands_seven_out_to_the_full_decision() -> None:
