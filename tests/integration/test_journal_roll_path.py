@@ -37,7 +37,7 @@ def counting_syncs(monkeypatch: pytest.MonkeyPatch, writer: HeadWriter) -> list[
 def test_writes_wait_for_settle_then_one_sync_covers_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    writer = HeadWriter(tmp_path / "journal.db.head")
+    writer = HeadWriter(tmp_path / "journal.db.head", clock=lambda: 100.0)  # never a burst
     try:
         synced = counting_syncs(monkeypatch, writer)
         for record in (1, 2, 3):
