@@ -361,9 +361,11 @@ class Controller:
     def refresh(self, *, announce: bool = True) -> None:
         """Re-derive every output from the state and the mode; publish the snapshot.
 
-        ``announce=False``: leave systemd's status line and the ``on_change`` listener to
-        :meth:`announce`, which a roll calls after its ACK (neither is an output the
-        reader waits for). The lamps and the snapshot ``status`` reads are set either way.
+        ``announce=False``: leave systemd's status line to :meth:`announce`, which a roll
+        calls after its ACK (not an output the reader waits for). The lamps, the snapshot
+        ``status`` reads and the ``on_change`` listener come first either way: the
+        listener may post commands (the sim seats its players' bets for a new shooter)
+        that must be queued before the reader, ACKed, throws again.
         """
         state = self.journal.state if self.journal is not None else TableState()
         mode = self.mode
@@ -384,17 +386,15 @@ class Controller:
         )
         if self.floor is not None:
             self.floor.state_changed()  # a flag only: the link wakes after the outputs
+        if self.on_change is not None:
+            self.on_change(self.published)
         if announce:
             self.announce()
 
     def announce(self) -> None:
-        """Tell systemd's status line and the ``on_change`` listener the published snapshot."""
-        published = self.published
-        if published is None:
-            return
-        notify.status(status_line(published))
-        if self.on_change is not None:
-            self.on_change(published)
+        """Tell systemd's status line the published snapshot."""
+        if self.published is not None:
+            notify.status(status_line(self.published))
 
     def status(self) -> dict[str, Any]:
         """``status --json``: the last published snapshot, with the reader's counters now."""

@@ -146,3 +146,16 @@ def test_a_journal_that_cannot_be_written_refuses_rolls_but_serves_status(
     assert table.device.wait_acked(seq, timeout=30)
     s = table.status()
     assert s["storage_fault"] is None and s["rolls"] == 1 and s["point"] == 4
+
+
+def test_the_change_listener_hears_a_roll_before_its_ack(running_table: RunningTable) -> None:
+    """The sim's players bet for a new shooter from ``on_change``: their bets must be queued
+    before the reader hears the ACK and throws again (systemd's STATUS may come after)."""
+    reader = running_table.controller.reader
+    assert reader is not None
+    heard: list[tuple[int, int]] = []
+    before = reader.acks_sent
+    running_table.controller.on_change = lambda p: heard.append((p.state.rolls, reader.acks_sent))
+    running_table.throw(3, 4)
+    wait_for(lambda: any(rolls == 1 for rolls, _ in heard), what="the listener to hear the roll")
+    assert next(acks for rolls, acks in heard if rolls == 1) == before
