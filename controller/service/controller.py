@@ -154,8 +154,7 @@ class Controller:
         self.ready_after_s = time.monotonic() - self.started_at
         self.ready.set()
         notify.ready()
-        if self.published is not None:
-            notify.status(status_line(self.published))
+        self.announce()
         if self.config.floor.enabled:  # after ready: the floor never delays the table
             self.floor = FloorLink(
                 self.config.floor,
