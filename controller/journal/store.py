@@ -37,6 +37,7 @@ CREATE INDEX records_halts ON records (record) WHERE kind IN ('halt', 'clear_hal
 CREATE TABLE snapshots (record INTEGER PRIMARY KEY, hand INTEGER NOT NULL, state TEXT NOT NULL);
 """
 COLUMNS = "record, at, actor, kind, body, snap, mac"
+INSERT_RECORD = f"INSERT INTO records ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
 CHECKPOINT_PAGES = 2000  # about 8 MB of WAL: checkpoint even while the table is busy
 IDLE_S = 1.0  # the table has been quiet this long: checkpoint what there is
 
@@ -133,11 +134,11 @@ def insert(db: sqlite3.Connection, row: Row, snapshot: tuple[int, str] | None) -
     connection already inside a transaction takes the long way, where BEGIN refuses.
     """
     if snapshot is None and not db.in_transaction:
-        db.execute(f"INSERT INTO records ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+        db.execute(INSERT_RECORD, row)
         return
     db.execute("BEGIN IMMEDIATE")
     try:
-        db.execute(f"INSERT INTO records ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+        db.execute(INSERT_RECORD, row)
         if snapshot is not None:
             db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)", (row.record, *snapshot))
         db.execute("COMMIT")
