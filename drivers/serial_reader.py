@@ -247,10 +247,11 @@ class SerialDiceReader(DiceReader):
                 port = open_port(self.port_url, self.baud, self.read_timeout_s, self._open_fn)
                 opened = True
                 self._decoder.reset()
+                fd = device_fd(port)
                 with self._lock:
-                    self._port, self._fd = port, device_fd(port)
+                    self._port, self._fd = port, fd
                 self._last_good = time.monotonic()
-                self._read(port)
+                self._read(port, fd)
             except BaseException as exc:  # whatever it is, the table must hear of it
                 self._close()
                 if self._stopping.is_set():
@@ -288,8 +289,8 @@ class SerialDiceReader(DiceReader):
                 log.error("dice reader on %s failed; restarting it", self.port_url, exc_info=exc)
             self._set_fault(DRIVER_ERROR, reason)
 
-    def _read(self, port: Any) -> None:
-        fd = device_fd(port)
+    def _read(self, port: Any, fd: int | None) -> None:
+        """Read ``port`` until stopped: on its descriptor ``fd`` when it is a device."""
         while not self._stopping.is_set():
             data: bytes
             if fd is not None:
