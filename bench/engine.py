@@ -25,6 +25,7 @@ import argparse
 import gc
 import random
 import time
+from collections.abc import Iterable
 
 from controller.core.commands import Bet, Roll
 from controller.core.engine import Engine
@@ -40,6 +41,12 @@ def dice_sequence(rolls: int, seed: int) -> list[tuple[int, int]]:
     return [(rng.randint(1, 6), rng.randint(1, 6)) for _ in range(rolls)]
 
 
+def tally(events: Iterable[object]) -> tuple[int, int]:
+    """The hands settled among ``events`` and the dollars their wagers won."""
+    paid = [e for e in events if type(e) is Settlement]
+    return len(paid), sum(sum(s.payouts.values()) for s in paid)
+
+
 def run_firebet(dice: list[tuple[int, int]]) -> tuple[float, int, int]:
     engine = Engine()
     apply, new_shooter, wager = engine.apply, Phase.NEW_SHOOTER, Bet(1, 5)
@@ -51,10 +58,8 @@ def run_firebet(dice: list[tuple[int, int]]) -> tuple[float, int, int]:
             state = apply(state, wager).state
         state, events = apply(state, Roll(d1, d2, "sim"))
         if len(events) > 1:  # only a decision adds events to the roll's own
-            for event in events:
-                if type(event) is Settlement:
-                    hands += 1
-                    won += sum(event.payouts.values())
+            settled, dollars = tally(events)
+            hands, won = hands + settled, won + dollars
     return time.process_time() - start, hands, won
 
 
@@ -75,18 +80,14 @@ def run_firebet_runs(dice: list[tuple[int, int]]) -> tuple[float, int, int]:
         state, end = moves(state, rolls, i)
         if end > i:
             i = end
-            paid = state.last_settlement  # a run ended by a seven-out: its settlement
-            if paid is not None:
-                hands += 1
-                won += sum(paid.payouts.values())
+            settled, dollars = tally([state.last_settlement])  # a seven-out ended the run
+            hands, won = hands + settled, won + dollars
             continue
         state, events = apply(state, rolls[i])
         i += 1
-        if len(events) > 1:
-            for event in events:
-                if type(event) is Settlement:
-                    hands += 1
-                    won += sum(event.payouts.values())
+        if len(events) > 1:  # only a decision adds events to the roll's own
+            settled, dollars = tally(events)
+            hands, won = hands + settled, won + dollars
     return time.process_time() - start, hands, won
 
 
@@ -108,18 +109,15 @@ def run_firebet_lines(dice: list[tuple[int, int]]) -> tuple[float, int, int]:
         state, end, paid = sweep(state, lines, i, one_hand=True)
         if end > i:
             i = end
-            for _, settlement in paid:
-                hands += 1
-                won += sum(settlement.payouts.values())
+            settled, dollars = tally(settlement for _, settlement in paid)
+            hands, won = hands + settled, won + dollars
             continue
         d1, d2 = DICE_LINES[lines[i]]
         state, events = apply(state, Roll(d1, d2, "sim"))
         i += 1
-        if len(events) > 1:
-            for event in events:
-                if type(event) is Settlement:
-                    hands += 1
-                    won += sum(event.payouts.values())
+        if len(events) > 1:  # only a decision adds events to the roll's own
+            settled, dollars = tally(events)
+            hands, won = hands + settled, won + dollars
     return time.process_time() - start, hands, won
 
 
