@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
 from controller.control.client import ControlClient
@@ -27,6 +28,7 @@ from controller.core.engine import Engine, Outcome
 from controller.core.events import Event, Refused, Settlement
 from controller.core.script import parse_line
 from controller.core.state import TableState
+from controller.journal.files import HeadWriter
 from controller.service.controller import Controller
 from controller.service.integrity import ProgramCheck
 from drivers.serial_reader import SerialDiceReader
@@ -249,3 +251,17 @@ class Tmux:
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.server, "kill-server"], capture_output=True)
+
+
+def head_syncs(monkeypatch: pytest.MonkeyPatch, writer: HeadWriter) -> list[str]:
+    """The names of the threads that ``fdatasync`` ``writer``'s head file from now on."""
+    synced: list[str] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        if fd == writer._fd:
+            synced.append(threading.current_thread().name)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    return synced

@@ -7,7 +7,6 @@ import hashlib
 import hmac
 import io
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from controller.core.errors import FirebetError
 from controller.core.script import parse_script, replay
 from controller.journal import Journal, JournalWriteError
 from controller.journal.files import Head, read_head
-from tests.support import ROOT
+from tests.support import ROOT, head_syncs
 
 ENGINE = Engine()
 
@@ -94,15 +93,7 @@ def test_the_head_is_written_before_append_returns_and_synced_off_the_roll_path(
         journal.recover(ENGINE)
         head = journal._head
         assert head is not None
-        synced_on: list[str] = []
-        real = os.fdatasync
-
-        def fdatasync(fd: int) -> None:
-            if fd == head._fd:
-                synced_on.append(threading.current_thread().name)
-            real(fd)
-
-        monkeypatch.setattr(os, "fdatasync", fdatasync)
+        synced_on = head_syncs(monkeypatch, head)
         for command in session()[:8]:
             journal.apply(ENGINE, command)
             found = read_head(path.with_name("journal.db.head"), journal._key)
@@ -366,7 +357,6 @@ def test_a_reader_verifies_while_the_service_appends(tmp_path: Path) -> None:
     Regression: the walk and the cut check read at different moments, so a record
     appended in between looked "missing" and the service halted a healthy table.
     """
-    import threading
 
     engine = Engine()
     writer = Journal(tmp_path / "journal.db", snapshot_every=7)

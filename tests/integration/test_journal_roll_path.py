@@ -3,7 +3,6 @@ after the roll (settle), not between its commit and its ACK."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
 
@@ -12,26 +11,10 @@ import pytest
 from controller.journal import files as F
 from controller.journal import store
 from controller.journal.files import Head, HeadWriter, read_head
-from tests.support import RunningTable, wait_for
+from tests.support import RunningTable, head_syncs, wait_for
 
 KEY = b"k" * 32
 MAC = bytes(range(32))
-
-
-def counting_syncs(monkeypatch: pytest.MonkeyPatch, writer: HeadWriter) -> list[str]:
-    """The threads that synced ``writer``'s file, in order."""
-    import threading
-
-    synced: list[str] = []
-    real = os.fdatasync
-
-    def fdatasync(fd: int) -> None:
-        if fd == writer._fd:
-            synced.append(threading.current_thread().name)
-        real(fd)
-
-    monkeypatch.setattr(os, "fdatasync", fdatasync)
-    return synced
 
 
 def test_writes_wait_for_settle_then_one_sync_covers_them(
@@ -39,7 +22,7 @@ def test_writes_wait_for_settle_then_one_sync_covers_them(
 ) -> None:
     writer = HeadWriter(tmp_path / "journal.db.head", clock=lambda: 100.0)  # never a burst
     try:
-        synced = counting_syncs(monkeypatch, writer)
+        synced = head_syncs(monkeypatch, writer)
         for record in (1, 2, 3):
             writer.write(KEY, record, MAC)
         found = read_head(tmp_path / "journal.db.head", KEY)
@@ -62,7 +45,7 @@ def test_a_burst_without_settle_is_synced_every_head_sync_s(
     now = [100.0]
     writer = HeadWriter(tmp_path / "journal.db.head", clock=lambda: now[0])
     try:
-        synced = counting_syncs(monkeypatch, writer)
+        synced = head_syncs(monkeypatch, writer)
         writer.write(KEY, 1, MAC)
         now[0] += F.HEAD_SYNC_S / 2
         writer.write(KEY, 2, MAC)
@@ -79,13 +62,10 @@ def test_close_syncs_what_was_never_settled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writer = HeadWriter(tmp_path / "journal.db.head")
-    synced: list[int] = []
-    real = os.fdatasync
-    fd = writer._fd
-    monkeypatch.setattr(os, "fdatasync", lambda n: (synced.append(n), real(n))[1])
+    synced = head_syncs(monkeypatch, writer)
     writer.write(KEY, 7, MAC)
     writer.close()
-    assert synced.count(fd) == 1
+    assert len(synced) == 1  # close's own sync; the syncer was never asked
 
 
 def test_the_service_settles_the_head_after_each_roll(running_table: RunningTable) -> None:
