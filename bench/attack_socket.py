@@ -10,12 +10,18 @@ while the socket is attacked, one attack at a time:
 - quiet: nothing else (the baseline);
 - history flood: 4 client processes asking `history` in a loop (10 hands; then 1 to
   1000 hands at random, which no cache can serve);
+- control load: no request at all, 4 processes that only burn the CPU the 10-hand
+  flood's own processes (the clients and the recall process) were measured to use, in
+  5 ms bursts: what the same load from anything else on the machine does to the ACK;
 - connection flood: 500 idle connections, 50 slowloris (a byte every 2 s, never a
   line), 4 clients that pipeline status requests and never read a reply; meanwhile
   `status` and a dealer's `bet` are timed from a fresh client;
 - fuzz: the named ill-formed requests (5,000-digit number, 50,000-deep nesting, lone
   surrogate id, invalid UTF-8, 3 MB line, NaN, duplicate keys) and 2,000 random lines,
   each of which must get exactly one reply line.
+
+Attacked and quiet blocks of 50 rolls alternate; a quiet block starts only once every
+client's request in flight has been answered, so it is quiet.
 
 With ``--idle`` it also waits for the idle connections to be closed (30 s). Prints
 figures (the budget in docs/architecture.md: ROLL -> ACK p99 <= 2 ms, none over
@@ -36,6 +42,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -71,20 +78,63 @@ class Table(ServiceOnPty):
 BLOCK = 50  # rolls a block; attacked and quiet blocks alternate
 
 
-def paired(table: Table, rolls: int, go: Any) -> tuple[list[float], list[float]]:
+def paired(
+    table: Table, rolls: int, go: Any, busy: Any = None, meter: Callable[[], float] | None = None
+) -> tuple[list[float], list[float], float, float]:
     """ROLL -> ACK with the attack on and off in alternate blocks of rolls: the machine's
-    own load (other work on it) falls on both halves alike."""
+    own load (other work on it) falls on both halves alike. A quiet block waits until
+    ``busy`` (the attackers' requests in flight) is 0. Returns the two halves, the
+    attack's wall time and ``meter``'s CPU seconds during it (0 without a meter)."""
     on: list[float] = []
     off: list[float] = []
+    cpu = wall = 0.0
     for block in range(max(2, rolls * 2 // BLOCK)):
         if block % 2 == 0:
+            c0, t0 = (meter() if meter else 0.0), time.monotonic()
             go.set()
             on += table.rolls(BLOCK)
-        else:
             go.clear()
+            if busy is not None:
+                settle(busy)
+            cpu += (meter() if meter else 0.0) - c0
+            wall += time.monotonic() - t0
+        else:
             off += table.rolls(BLOCK)
     go.clear()
-    return on, off
+    return on, off, wall, cpu
+
+
+def settle(busy: Any, timeout_s: float = 120.0) -> None:
+    """Wait until no attacker has a request in flight."""
+    deadline = time.monotonic() + timeout_s
+    while busy.value > 0 and time.monotonic() < deadline:
+        time.sleep(0.002)
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pids: list[int]) -> float:
+    """CPU seconds (user + system) used so far by ``pids``, from /proc; a gone pid is 0."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / TICK
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (the service's recall process)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text()
+                if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                    out.append(int(entry.name))
+    return out
 
 
 def figures(name: str, lat: list[float], extra: str = "") -> None:
@@ -102,21 +152,48 @@ def figures(name: str, lat: list[float], extra: str = "") -> None:
 
 
 # attackers (separate processes, so their work never shares this process's GIL) --------
-def history_client(path: str, hands: int, go: Any, stop: Any, counter: Any, worst: Any) -> None:
+def history_client(
+    path: str, hands: int, go: Any, stop: Any, counter: Any, worst: Any, busy: Any
+) -> None:
     rng = random.Random(os.getpid())
     with ControlClient(path, timeout=30.0) as client:
         while not stop.is_set():
             if not go.wait(0.1):
                 continue
             n = hands if hands > 0 else rng.randint(1, 1000)
+            with busy.get_lock():
+                busy.value += 1
             t0 = time.perf_counter()
-            reply = client.request("history", hands=n)
+            try:
+                reply = client.request("history", hands=n)
+            finally:
+                with busy.get_lock():
+                    busy.value -= 1
             took = time.perf_counter() - t0
             if reply.get("ok"):
                 with counter.get_lock():
                     counter.value += 1
             with worst.get_lock():
                 worst.value = max(worst.value, took)
+
+
+def burner(share: float, go: Any, stop: Any, busy: Any, ready: Any) -> None:
+    """Burn ``share`` of one core in 5 ms bursts while ``go`` is set, and nothing else."""
+    burst = 0.005
+    rest = burst * (1 - share) / share if share > 0 else 1.0
+    with ready.get_lock():
+        ready.value += 1
+    while not stop.is_set():
+        if not go.wait(0.1):
+            continue
+        with busy.get_lock():
+            busy.value += 1
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < burst:
+            pass
+        with busy.get_lock():
+            busy.value -= 1
+        time.sleep(rest)
 
 
 def idle_holder(
@@ -258,11 +335,14 @@ def main() -> None:
     try:
         figures("quiet", table.rolls(args.rolls))
 
+        share = 0.0  # of one core: the 10-hand flood's own processes, for the control load
         for label, hands in (("history flood, 10 hands", 10), ("history flood, 1-1000", 0)):
             go, stop = ctx.Event(), ctx.Event()
-            counter, worst = ctx.Value("i", 0), ctx.Value("d", 0.0)
+            counter, worst, busy = ctx.Value("i", 0), ctx.Value("d", 0.0), ctx.Value("i", 0)
             procs = [
-                ctx.Process(target=history_client, args=(path, hands, go, stop, counter, worst))
+                ctx.Process(
+                    target=history_client, args=(path, hands, go, stop, counter, worst, busy)
+                )
                 for _ in range(HISTORY_CLIENTS)
             ]
             for p in procs:
@@ -271,18 +351,46 @@ def main() -> None:
             t0 = time.monotonic()
             while counter.value < HISTORY_CLIENTS and time.monotonic() - t0 < 60:
                 time.sleep(0.05)  # every client is in its loop
-            counted, t0 = counter.value, time.monotonic()
-            on, off = paired(table, args.rolls, go)
-            rate = (counter.value - counted) / (time.monotonic() - t0) * 2
+            go.clear()
+            settle(busy)
+            pids = [p.pid for p in procs if p.pid] + children(table.proc.pid)
+            counted = counter.value
+            on, off, wall, cpu = paired(table, args.rolls, go, busy, partial(cpu_s, pids))
+            rate = (counter.value - counted) / wall
             stop.set()
             for p in procs:
                 p.join(60)
+            if hands == 10:
+                share = cpu / wall
             figures(
                 f"{label} x{HISTORY_CLIENTS}",
                 on,
-                f"  ({rate:.0f} histories/s, slowest {worst.value * 1000:.0f} ms)",
+                f"  ({rate:.0f} histories/s, slowest {worst.value * 1000:.0f} ms; its "
+                f"processes used {cpu / wall:.0%} of a core)",
             )
-            figures("  the blocks between, no flood", off)
+            figures("  the quiet blocks between", off)
+
+        go, stop, busy, started = ctx.Event(), ctx.Event(), ctx.Value("i", 0), ctx.Value("i", 0)
+        burners = [
+            ctx.Process(target=burner, args=(share / HISTORY_CLIENTS, go, stop, busy, started))
+            for _ in range(HISTORY_CLIENTS)
+        ]
+        for p in burners:
+            p.start()
+        t0 = time.monotonic()
+        while started.value < HISTORY_CLIENTS and time.monotonic() - t0 < 60:
+            time.sleep(0.05)  # started: their start-up is not the load
+        pids = [p.pid for p in burners if p.pid]
+        on, off, wall, cpu = paired(table, args.rolls, go, busy, partial(cpu_s, pids))
+        stop.set()
+        for p in burners:
+            p.join(60)
+        figures(
+            f"control load, no request x{HISTORY_CLIENTS}",
+            on,
+            f"  ({cpu / wall:.0%} of a core in 5 ms bursts, as the 10-hand flood used)",
+        )
+        figures("  the quiet blocks between", off)
 
         baseline = open_sockets(table.proc.pid)
         go, stop, ready = ctx.Event(), ctx.Event(), ctx.Event()
@@ -303,7 +411,7 @@ def main() -> None:
         with ControlClient(path) as client:
             bet = client.request("bet", position=1, amount=1)
         bet_ms = (time.perf_counter() - t0) * 1000
-        on, off = paired(table, args.rolls, go)
+        on, off, _, _ = paired(table, args.rolls, go)
         figures(f"connection flood ({sum(flood)} conns)", on)
         figures("  the same, deaf clients paused", off)
         print(
