@@ -4,8 +4,12 @@ Every request carries a fresh ``id`` and the deadline the client will honour
 (:mod:`controller.control.protocol`): the client waits the deadline plus
 :data:`~controller.control.protocol.CLIENT_GRACE_S` for the answer, longer than
 the service may take to start and finish it. When the service says ``busy``, or
-the connection drops before the reply, the very same request (same id) is sent
-again until the deadline: the service applies it once.
+the connection drops before the service read the request, the very same request
+(same id) is sent again until the deadline: the service applies it once. When the
+connection is lost after the service may have read a state-changing request (it was
+stopped or restarted mid-request), the request is never sent again: a service started
+again does not know its id and would apply it twice. The client says so instead (exit 3,
+"it may have been applied"); a reading is simply asked again.
 """
 
 from __future__ import annotations
@@ -17,7 +21,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from controller.control.protocol import CLIENT_GRACE_S, DEFAULT_DEADLINE_MS, encode
+from controller.control.protocol import (
+    CLIENT_GRACE_S,
+    DEFAULT_DEADLINE_MS,
+    ROLES,
+    Role,
+    encode,
+)
 from controller.core.errors import FirebetError, ServiceUnreachable
 
 _RETRY_PAUSE_S = (0.05, 0.1, 0.2, 0.5)  # between retries of a busy request
@@ -124,6 +134,12 @@ class ControlClient:
         try:
             self._sock.settimeout(max(0.001, give_up - time.monotonic()))
             self._sock.sendall(data)
+        except OSError as exc:  # refused at once: the service never had it
+            self.close()
+            if fresh:
+                raise ServiceUnreachable(f"lost the control socket {self.path}: {exc}") from exc
+            return None  # a kept connection the service closed (idle): send again
+        try:
             line = self._file.readline()
         except TimeoutError as exc:
             self.close()
@@ -132,16 +148,24 @@ class ControlClient:
                 f"{self.timeout + self.grace:g} s on {self.path}; it may still be "
                 "busy with it: check firebet status before repeating it"
             ) from exc
-        except OSError as exc:
+        except ConnectionResetError as exc:  # closed with the request unread: never had it
             self.close()
             if fresh:
                 raise ServiceUnreachable(f"lost the control socket {self.path}: {exc}") from exc
-            return None  # a kept connection the service closed (idle): send again
+            return None
+        except OSError:
+            line = b""  # lost after the service may have read it
         if not line.endswith(b"\n"):
             self.close()
+            if ROLES.get(op) is not Role.READER:
+                raise ServiceUnreachable(
+                    f"firebet service stopped before answering {op} on {self.path}: it may "
+                    "have been applied; check firebet status before repeating it (sent "
+                    "again, it could be applied twice)"
+                )
             if fresh:
                 raise ServiceUnreachable(f"firebet service closed the control socket {self.path}")
-            return None
+            return None  # a reading: ask again
         try:
             reply = json.loads(line)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
