@@ -51,6 +51,8 @@ def _finish(reply: dict[str, Any], done: str) -> int:
         print(f"firebet: {reply.get('error', 'refused')}", file=sys.stderr)
         return refused_exit(reply)
     print(done)
+    if reply.get("repeated"):  # a retry after a restart: the first reply was lost
+        print(f"(the same request was {reply['repeated']})")
     for event in reply.get("events", []):
         reversed_settlement = (
             event.get("reversed_settlement") if event.get("event") == "void" else None

@@ -7,9 +7,11 @@ the service may take to start and finish it. When the service says ``busy``, or
 the connection drops before the service read the request, the very same request
 (same id) is sent again until the deadline: the service applies it once. When the
 connection is lost after the service may have read a state-changing request (it was
-stopped or restarted mid-request), the request is never sent again: a service started
-again does not know its id and would apply it twice. The client says so instead (exit 3,
-"it may have been applied"); a reading is simply asked again.
+stopped or restarted mid-request), the client waits for the service to be back and sends
+the same id again within what is left of the deadline: the service journals each
+request's tag with its command, so one started again answers what was decided then and
+never does it twice. Not back in time, the client says the request may have been applied
+(exit 3). A reading is simply asked again.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ from controller.control.protocol import (
 from controller.core.errors import FirebetError, ServiceUnreachable
 
 _RETRY_PAUSE_S = (0.05, 0.1, 0.2, 0.5)  # between retries of a busy request
+_RESTART_POLL_S = 0.1  # between tries to reach a service that is starting again
+
+
+class _MayHaveBeenRead(Exception):
+    """The connection was lost after the service may have read a state-changing request."""
 
 
 class ControlClient:
@@ -104,11 +111,15 @@ class ControlClient:
         """
         request_id = uuid.uuid4().hex
         deadline_ms = max(1, round(self.timeout * 1000))
-        data = encode({"op": op, "args": args, "id": request_id, "deadline_ms": deadline_ms})
-        give_up = time.monotonic() + self.timeout + self.grace
+        start = time.monotonic()
+        give_up = start + self.timeout + self.grace
         pauses = iter(_RETRY_PAUSE_S)
         while True:
-            reply = self._exchange(op, request_id, data, give_up)
+            data = encode({"op": op, "args": args, "id": request_id, "deadline_ms": deadline_ms})
+            try:
+                reply = self._exchange(op, request_id, data, give_up)
+            except _MayHaveBeenRead:
+                reply = self._after_a_restart(op, args, request_id, start + self.timeout, give_up)
             if reply is not None and not reply.get("busy"):
                 reply.pop("id", None)
                 return reply
@@ -123,6 +134,33 @@ class ControlClient:
                     f"{self.timeout:g} s)"
                 )
             time.sleep(pause)
+
+    def _after_a_restart(
+        self, op: str, args: dict[str, Any], request_id: str, deadline: float, give_up: float
+    ) -> dict[str, Any] | None:
+        """The service stopped after it may have read state-changing ``op``: send it again
+        (same id) once a service answers, within what is left of its deadline, so the
+        service never starts it later than the first send allowed. A service started again
+        knows the id from its journal and answers what was decided, never doing it twice.
+        No service in time: :class:`ServiceUnreachable` saying it may have been applied."""
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                self.connect()
+            except ServiceUnreachable:  # not back yet (no socket, or nothing answers)
+                time.sleep(min(_RESTART_POLL_S, max(0.0, left)))
+                continue
+            data = encode(
+                {"op": op, "args": args, "id": request_id, "deadline_ms": max(1, int(left * 1000))}
+            )
+            try:
+                return self._exchange(op, request_id, data, give_up)
+            except (_MayHaveBeenRead, ServiceUnreachable):
+                continue  # stopped again, or not answering yet: the journal knows the id
+        raise ServiceUnreachable(
+            f"firebet service stopped before answering {op} on {self.path} and was not back "
+            "within the request's deadline: it may have been applied; check firebet status "
+            "before repeating it"
+        )
 
     def _exchange(
         self, op: str, request_id: str, data: bytes, give_up: float
@@ -158,11 +196,7 @@ class ControlClient:
         if not line.endswith(b"\n"):
             self.close()
             if ROLES.get(op) is not Role.READER:
-                raise ServiceUnreachable(
-                    f"firebet service stopped before answering {op} on {self.path}: it may "
-                    "have been applied; check firebet status before repeating it (sent "
-                    "again, it could be applied twice)"
-                )
+                raise _MayHaveBeenRead(op)
             if fresh:
                 raise ServiceUnreachable(f"firebet service closed the control socket {self.path}")
             return None  # a reading: ask again

@@ -24,7 +24,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from controller.control.conn import Conn
@@ -39,7 +39,9 @@ from controller.control.protocol import (
     clip,
     encode,
     parse_request,
+    parse_tag,
     permission_error,
+    request_digest,
 )
 from controller.core.errors import FirebetError
 
@@ -140,8 +142,18 @@ class RequestDesk:
         self._order = itertools.count()
         self._lanes: dict[str, _Lane] = {}
         self._seen: OrderedDict[_Key, _Seen] = OrderedDict()
+        self._journaled: dict[_Key, tuple[str, int]] = {}  # before a restart: digest, record
         self._done: list[tuple[Conn, _Key | None, bytes, bool]] = []
         self._done_lock = threading.Lock()
+
+    def remember(self, record: int, tag: str) -> None:
+        """A request the journal holds from before this start (its ``tag``, journaled at
+        ``record``): a retry of it is answered from that record, never done again.
+        Call before :meth:`start`."""
+        parsed = parse_tag(tag)
+        if parsed is not None:
+            uid, digest, rid = parsed
+            self._journaled[(uid, rid)] = (digest, record)
 
     def start(self) -> None:
         """Start one worker thread per lane."""
@@ -205,6 +217,16 @@ class RequestDesk:
                     seen.waiters.append(conn)
                     conn.pending = True
                 return
+            journaled = self._journaled.get(key)
+            if journaled is not None:
+                digest, record = journaled
+                if digest != request_digest(op, message.args):
+                    error = f"id {clip(str(rid))} was already used for another request"
+                    send(conn, {"ok": False, "error": error}, rid)
+                    return
+                # decided before the service restarted: the handler answers from the record
+                log.info("%s repeated %s (id %s) from before a restart", who.actor, op, rid)
+                request = replace(request, decided_at=record)
             self._seen[key] = _Seen(op, message.args)
             while len(self._seen) > SEEN_IDS:
                 self._seen.popitem(last=False)

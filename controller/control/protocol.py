@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import grp
+import hashlib
 import json
 import math
 import os
@@ -126,10 +127,41 @@ class Request:
     role: Role
     id: str | int | None = None
     deadline: float = math.inf  # time.monotonic() after which it must not be started
+    decided_at: int | None = None  # a retry of a request journaled before a restart: its record
     actor: str = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actor", self.identity.actor)
+
+    @property
+    def tag(self) -> str:
+        """What the journal keeps of a request with an ``id``, with the command it asked
+        for: ``"uid:digest:id"`` (the digest of ``op`` and ``args``; the id as JSON), so a
+        retry of it after a restart is known as already decided; "" without an id."""
+        if self.id is None:
+            return ""
+        return f"{self.identity.uid}:{request_digest(self.op, self.args)}:{json.dumps(self.id)}"
+
+
+def request_digest(op: str, args: Mapping[str, Any]) -> str:
+    """A short digest of what a request asks: its ``op`` and ``args``."""
+    text = json.dumps([op, args], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def parse_tag(tag: str) -> tuple[int, str, str | int] | None:
+    """``(uid, digest, id)`` of a journaled request tag (:attr:`Request.tag`); None if
+    ``tag`` is not one."""
+    uid, _, rest = tag.partition(":")
+    digest, _, id_text = rest.partition(":")
+    try:
+        number = int(uid)
+        rid = json.loads(id_text)
+    except ValueError:
+        return None
+    if len(digest) != 16 or isinstance(rid, bool) or not isinstance(rid, str | int):
+        return None
+    return number, digest, rid
 
 
 Handler = Callable[[Request], "Mapping[str, Any] | EncodedReply | Future[Mapping[str, Any]]"]

@@ -25,11 +25,14 @@ ROLL_SOURCES = frozenset({"reader", "manual", "script", "sim"})
 
 @dataclass(frozen=True)
 class Command:
-    """Base of every command. ``actor`` says who, ``at`` when (ISO 8601 or empty)."""
+    """Base of every command. ``actor`` says who, ``at`` when (ISO 8601 or empty);
+    ``request`` tags the control-socket request that asked for it (empty otherwise), so
+    that a retry of that request after a restart is known as already decided."""
 
     name: ClassVar[str] = "command"
     actor: str = field(default="dealer", kw_only=True)
     at: str = field(default="", kw_only=True)
+    request: str = field(default="", kw_only=True)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with the command's name under ``"command"``."""
@@ -55,9 +58,10 @@ class Roll(Command):
         *,
         actor: str = "dealer",
         at: str = "",
+        request: str = "",
     ) -> None:
         # written out: the generated frozen __init__ is the slowest step of a roll (and
-        # six stores cost less than update() with keywords)
+        # seven stores cost less than update() with keywords)
         fields = self.__dict__
         fields["d1"] = d1
         fields["d2"] = d2
@@ -65,6 +69,7 @@ class Roll(Command):
         fields["seq"] = seq
         fields["actor"] = actor
         fields["at"] = at
+        fields["request"] = request
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ verified prefix, records, history.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -177,6 +178,30 @@ class Journal(JournalWriter):
             row = store.Row(*raw)
             out.append(Record.from_row(row, prev, snaps.get(row.record) if row.snap else None))
             prev = row.mac
+        return out
+
+    def request_tags(self, last: int) -> list[tuple[int, str]]:
+        """``(record, tag)`` of the control-socket requests among the newest ``last``
+        records (a command's ``request``): what a service started again must not apply
+        twice when the request comes again (a bounded read, flat in the journal's length)."""
+        with self._mutex:
+            db = self._require_db()
+            top = store.last_row(db)
+            if top is None:
+                return []
+            rows = db.execute(
+                "SELECT record, body FROM records WHERE record > ? AND kind = 'command' "
+                "AND instr(body, '\"request\":') > 0 ORDER BY record",
+                (top.record - last,),
+            ).fetchall()
+        out = []
+        for number, body in rows:
+            try:
+                tag = json.loads(body).get("request")
+            except (ValueError, AttributeError):
+                continue  # the walk names a damaged record; here it only is not a retry
+            if isinstance(tag, str) and tag:
+                out.append((number, tag))
         return out
 
     def anchor_before(self, number: int) -> tuple[int, str] | None:

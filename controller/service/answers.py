@@ -20,6 +20,7 @@ from controller.core.commands import Command
 from controller.core.errors import FirebetError
 from controller.core.events import Refused
 from controller.core.lamps import Mode
+from controller.floor.fold import LinkFold
 from controller.journal import describe_clear
 from controller.service import bench
 from controller.service.jobs import Job
@@ -97,6 +98,8 @@ def answer(table: Controller, request: Request) -> dict[str, Any]:
     """On the engine thread: a control-socket request that changes the table."""
     op, args, actor = request.op, request.args, request.actor
     assert table.journal is not None
+    if request.decided_at is not None:
+        return already_decided(table, request.decided_at)
     if op == "clear-halt":
         if table.journal.halted is None and table.program_problem is not None:
             return {
@@ -122,7 +125,31 @@ def answer(table: Controller, request: Request) -> dict[str, Any]:
         table.diagnostics = on
         table.refresh()
         return {"ok": True, "status": table.status()}
-    return reply_to(table, dealer_command(op, args, actor, table.mode))
+    return reply_to(table, dealer_command(op, args, actor, table.mode, request=request.tag))
+
+
+def already_decided(table: Controller, record: int) -> dict[str, Any]:
+    """The reply to a retry of a request the journal decided at ``record`` before the
+    service restarted (its first reply was lost with the old process): what was decided
+    then, re-derived from the journal by the table's engine; nothing is done again."""
+    assert table.journal is not None
+    before = f"decided at record {record}, before the service restarted; not done again"
+    found = table.journal.batch(record - 1, 1)
+    events = None
+    if found and found[0].record == record:
+        events = LinkFold(table.engine.rules, live_from=table.live_from).events(
+            table.journal, found[0]
+        )
+    if events is None:
+        return {
+            "ok": False,
+            "error": f"this request was {before}, and what it did cannot be re-derived; "
+            "see firebet history",
+        }
+    for event in events:
+        if event.get("event") == Refused.name:
+            return {"ok": False, "error": f"{event.get('reason')} ({before})"}
+    return {"ok": True, "repeated": before, "events": events, "status": table.status()}
 
 
 def reply_to(table: Controller, command: Command) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import functools
 import logging
 import os
 import queue
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -35,7 +36,7 @@ from controller.core.commands import (
 )
 from controller.core.config import Config, rules_settings
 from controller.core.engine import Engine, Outcome
-from controller.core.errors import FirebetError, TableHalted
+from controller.core.errors import FirebetError, JournalIntegrityError, TableHalted
 from controller.core.events import DuplicateRoll, RollAccepted, RollHeld
 from controller.core.lamps import Mode, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
@@ -61,6 +62,9 @@ from drivers.sim_reader import SimulatedReader
 log = logging.getLogger("firebet.service")
 
 STORAGE_PROBE_S = 1.0  # in a storage fault, try writing the journal again this often
+# a client resends a request lost in a restart within its deadline and grace (seconds);
+# the newest records this many cover that at any table (a roll every few seconds at most)
+RETRY_RECORDS = 10_000
 
 
 class Controller:
@@ -96,6 +100,7 @@ class Controller:
         self.buttons: DealerButtons | None = None
         self.control: ControlServer | None = None
         self.floor: FloorLink | None = None
+        self.live_from = 1  # the first record this run's engine decides (set by start)
         self.ready = threading.Event()
         self.stopping = threading.Event()
         self.reader_fault: str | None = None if reader is not None else "NO_READER"
@@ -125,6 +130,7 @@ class Controller:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.journal = Journal.open(self.state_dir, self.config)
         live_from = health.recover(self)  # the first record this run's engine decides
+        self.live_from = live_from
         self.lights = MarkerLights(self.config.lights, self.pin_factory, self.lights_timing)
         self.refresh()  # markers re-lit from the journal before anything else
         self.buttons = DealerButtons(self.config.buttons, self.pin_factory, self.post)
@@ -135,6 +141,8 @@ class Controller:
                 self.config.control.dealer_group,
                 self.config.control.technician_group,
             )
+            for record, tag in self._request_tags():
+                self.control.desk.remember(record, tag)  # a retry from before this start
             self.control.start()
         if self.journal.halted is None:
             try:
@@ -173,6 +181,16 @@ class Controller:
             name="journal check",
             daemon=True,
         ).start()
+
+    def _request_tags(self) -> list[tuple[int, str]]:
+        """The journaled requests a retry may come for; none from a journal that cannot be
+        read (it is halted: nothing is applied until a technician clears it)."""
+        assert self.journal is not None
+        try:
+            return self.journal.request_tags(RETRY_RECORDS)
+        except (JournalIntegrityError, sqlite3.Error) as exc:
+            log.warning("the journal's recent requests cannot be read: %s", exc)
+            return []
 
     # the queue ----------------------------------------------------------------------------
     def post(self, command: Command) -> None:

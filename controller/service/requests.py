@@ -27,8 +27,12 @@ from controller.core.lamps import Mode
 from drivers.reader import now_iso
 
 
-def dealer_command(op: str, args: Mapping[str, Any], actor: str, mode: Mode) -> Command:
-    """The command for a dealer's ``op``; ``mode`` decides whether a manual roll is taken."""
+def dealer_command(
+    op: str, args: Mapping[str, Any], actor: str, mode: Mode, *, request: str = ""
+) -> Command:
+    """The command for a dealer's ``op``; ``mode`` decides whether a manual roll is taken.
+    ``request``: the request's tag (:attr:`~controller.control.protocol.Request.tag`),
+    journaled with the command."""
     at = now_iso()
     if op == "roll":
         # halted or in diagnostics the refusal names that mode (the controller's reply)
@@ -37,26 +41,35 @@ def dealer_command(op: str, args: Mapping[str, Any], actor: str, mode: Mode) -> 
                 "the dice reader is working: rolls come from the reader; manual entry is "
                 "taken only while the reader is in fault"
             )
-        return Roll(int_arg(args, "d1"), int_arg(args, "d2"), source="manual", actor=actor, at=at)
+        return Roll(
+            int_arg(args, "d1"),
+            int_arg(args, "d2"),
+            source="manual",
+            actor=actor,
+            at=at,
+            request=request,
+        )
     if op == "void":
-        return Void(actor=actor, at=at)
+        return Void(actor=actor, at=at, request=request)
     if op == "surrender":
         # the request names how under "kind"; the engine refuses any other text with a reason
         how = str(args.get("kind", SurrenderHow.VOLUNTARY))
-        return Surrender(kind=how, actor=actor, at=at)
+        return Surrender(kind=how, actor=actor, at=at, request=request)
     if op == "bet":
-        return Bet(int_arg(args, "position"), int_arg(args, "amount"), actor=actor, at=at)
+        return Bet(
+            int_arg(args, "position"), int_arg(args, "amount"), actor=actor, at=at, request=request
+        )
     if op == "cancel":
-        return Cancel(int_arg(args, "position"), actor=actor, at=at)
+        return Cancel(int_arg(args, "position"), actor=actor, at=at, request=request)
     if op == "ack":
-        return Ack(actor=actor, at=at)
+        return Ack(actor=actor, at=at, request=request)
     if op in ("held-apply", "held-discard"):
         number = args.get("number")
         if number is not None:
             number = int_arg(args, "number")
         if op == "held-apply":
-            return ApplyHeld(number, actor=actor, at=at)
-        return DiscardHeld(number, actor=actor, at=at)
+            return ApplyHeld(number, actor=actor, at=at, request=request)
+        return DiscardHeld(number, actor=actor, at=at, request=request)
     raise UsageError(f"unknown operation {op!r}")
 
 

@@ -239,3 +239,49 @@ def test_run_sets_its_own_umask_whatever_it_was_started_with(service: Service) -
     assert oct(journal.stat().st_mode & 0o777) == oct(0o640)
     for extra in service.state.iterdir():  # -wal, -shm, the lock: nothing for "other"
         assert extra.stat().st_mode & 0o007 == 0, extra
+
+
+def ask(path: Path, request: dict) -> dict:  # type: ignore[type-arg]
+    """One request on a fresh connection, as a client resending after a restart would."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(30)
+        s.connect(str(path))
+        s.sendall(json.dumps(request).encode() + b"\n")
+        return json.loads(s.makefile("rb").readline())  # type: ignore[no-any-return]
+
+
+def test_a_request_journaled_before_a_restart_is_answered_not_done_again(
+    service: Service,
+) -> None:
+    """#9 item 2 across a restart: the first reply was lost with the old process (kill -9),
+    the client sends the same id again, and the service started again answers what was
+    decided then from its journal; a $1 bet never becomes $2."""
+    service.start()
+    bet = {"op": "bet", "args": {"position": 2, "amount": 1}, "id": "dealer-7"}
+    over = {"op": "bet", "args": {"position": 3, "amount": 9}, "id": 8}
+    first = ask(service.sock, bet)
+    assert first["ok"] is True
+    refused = ask(service.sock, over)
+    assert refused["ok"] is False and "over the $5 maximum" in refused["error"]
+    assert service.proc is not None
+    service.proc.send_signal(signal.SIGKILL)
+    service.proc.wait()
+    service.start()
+
+    again = ask(service.sock, bet)
+    assert again["ok"] is True and again["id"] == "dealer-7"
+    assert "before the service restarted; not done again" in again["repeated"]
+    assert again["events"] == first["events"]  # what was decided then, re-derived
+    assert service.status()["bets"] == {"2": 1}  # applied once
+    over_again = ask(service.sock, over)
+    assert over_again["ok"] is False and over_again["id"] == 8
+    assert "over the $5 maximum" in over_again["error"]
+    assert "before the service restarted" in over_again["error"]
+    other = ask(service.sock, {**bet, "args": {"position": 4, "amount": 1}})
+    assert other["ok"] is False and "already used for another request" in other["error"]
+    # another id is another bet; and the CLI (a fresh id each time) is unchanged
+    assert ask(service.sock, {**bet, "id": "dealer-9"})["ok"] is True
+    assert service.status()["bets"] == {"2": 2}
+    done = service.cli("bet", "5", "1")
+    assert done.returncode == 0, done.stderr
+    assert service.status()["bets"] == {"2": 2, "5": 1}

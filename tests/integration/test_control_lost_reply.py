@@ -1,11 +1,12 @@
 """A request whose connection is lost after the service read it (#9, item 2).
 
 The service stops (kill -9, a power cut, systemd's restart) after it read a request and
-before it answered: the request may have been applied. A service started again does not
-know the request's id, so sending it again could apply it twice (a dealer's $1 bet as
-$2). The client never sends a state-changing request again after such a loss: it says
-that it may have been applied and what to check. A reading is asked again. A request
-the service never read (refused at send, or reset unread) is sent again, as before.
+before it answered: the request may have been applied. The client waits for the service
+to be back and sends the same id again, within what is left of the request's deadline
+(the service started again knows the id from its journal: tests/e2e/test_retry_restart.py).
+Not back in time, the client says the request may have been applied and what to check.
+A reading is asked again. A request the service never read (refused at send, or reset
+unread) is sent again at once, as before.
 
 The "service" here is a plain AF_UNIX listener playing each case, so the test sees every
 line the client sends.
@@ -13,6 +14,7 @@ line the client sends.
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
@@ -105,23 +107,48 @@ def path(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("kept", [False, True], ids=["fresh connection", "kept connection"])
-def test_a_bet_whose_reply_was_lost_is_never_sent_again(path: Path, kept: bool) -> None:
-    scripts: list[Script] = [answer_once_then_die if kept else read_then_die, answer]
-    service = FakeService(path, scripts)
-    try:
-        with ControlClient(path, timeout=5.0, grace=1.0) as client:
-            if kept:
-                assert client.request("status")["ok"] is True
-            with pytest.raises(ServiceUnreachable) as lost:
-                client.request("bet", position=1, amount=1)
-    finally:
-        service.listener.close()
-        service.thread.join(10)
-    bets = [r for r in service.heard if r["op"] == "bet"]
-    assert len(bets) == 1  # sent once: a second would be applied again after a restart
+def test_a_bet_lost_in_a_restart_is_sent_again_with_its_id_within_its_deadline(
+    path: Path, kept: bool
+) -> None:
+    service = FakeService(path, [answer_once_then_die if kept else read_then_die, answer])
+    with ControlClient(path, timeout=5.0, grace=1.0) as client:
+        if kept:
+            assert client.request("status")["ok"] is True
+        assert client.request("bet", position=1, amount=1)["ok"] is True
+    service.close()
+    first, again = [r for r in service.heard if r["op"] == "bet"]
+    assert again["id"] == first["id"]  # the same id: a service started again knows it
+    assert again["args"] == first["args"] == {"position": 1, "amount": 1}
+    assert 0 < again["deadline_ms"] <= first["deadline_ms"]  # never later than the first
+
+
+def test_a_bet_lost_when_no_service_comes_back_is_named_not_resent(path: Path) -> None:
+    service = FakeService(path, [read_then_die])
+    with (
+        ControlClient(path, timeout=1.0, grace=1.0) as client,
+        pytest.raises(ServiceUnreachable) as lost,
+    ):
+        client.request("bet", position=1, amount=1)
+    service.close()
+    assert len(service.heard) == 1
     message = str(lost.value)
     assert "bet" in message and "may have been applied" in message
-    assert "firebet status" in message
+    assert "check firebet status before repeating it" in message
+
+
+def test_a_bet_lost_again_and_again_is_never_sent_past_its_deadline(path: Path) -> None:
+    service = FakeService(path, [read_then_die] * 50)
+    with (
+        ControlClient(path, timeout=1.0, grace=1.0) as client,
+        pytest.raises(ServiceUnreachable, match="may have been applied"),
+    ):
+        client.request("bet", position=1, amount=1)
+    service.listener.close()
+    service.thread.join(10)
+    bets = [r for r in service.heard if r["op"] == "bet"]
+    assert len(bets) >= 2 and len({r["id"] for r in bets}) == 1
+    # each resend asks for no more than what was left of the first deadline
+    assert all(b["deadline_ms"] <= a["deadline_ms"] for a, b in itertools.pairwise(bets))
 
 
 def test_a_reading_whose_reply_was_lost_is_asked_again(path: Path) -> None:
@@ -149,7 +176,7 @@ def test_a_bet_the_service_never_read_is_sent_again(path: Path) -> None:
 
 
 def test_the_dealer_is_told_and_the_exit_is_3(path: Path) -> None:
-    service = FakeService(path, [read_then_die])
+    service = FakeService(path, [read_then_die])  # and never back (the CLI's 5 s deadline)
     done = run_firebet("bet", "2", "5", "--socket", str(path))
     service.close()
     assert done.returncode == 3, done.stderr

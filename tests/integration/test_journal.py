@@ -409,3 +409,19 @@ def test_verify_on_every_core_agrees_with_one_core(tmp_path: Path) -> None:
         journal.recover(ENGINE)
         many = journal.verify(ENGINE, processes=2)
         assert many.problems[0] == (100, "record 100 is missing")
+
+
+def test_request_tags_are_read_from_the_newest_records_only(tmp_path: Path) -> None:
+    tag = '1001:0123456789abcdef:"dealer-7"'
+    commands = [Bet(2, 1, actor="dana(1001)", request=tag), *session()]
+    journal = filled(tmp_path / "journal.db", commands)
+    try:
+        last = journal.last()
+        assert last is not None and last.record > 10
+        ((number, found),) = journal.request_tags(last.record)  # kept with the command
+        assert found == tag
+        assert journal.request_tags(last.record - number + 1) == [(number, tag)]
+        assert journal.request_tags(last.record - number) == []  # bounded: not that far back
+        assert '"request"' not in last.payload  # a command without a request stays lean
+    finally:
+        journal.close()

@@ -40,6 +40,8 @@ COMMANDS: list[Command] = [
     Roll(1, 2, source="manual", actor="alice(1001)", at="2026-11-30T08:14:59.999999+00:00"),
     Roll(5, 5, source="sim", seq=None, actor="sim"),
     Bet(3, 5, actor="alice"),
+    Bet(2, 1, actor="alice(1001)", request='1001:0123456789abcdef:"dealer-7"'),
+    Roll(2, 3, source="manual", actor="alice(1001)", request="1001:0123456789abcdef:7"),
     Cancel(3, actor="alice", at=iso(AT)),
     Void(actor="bob"),
     Surrender(kind="compulsory", actor="boxman"),

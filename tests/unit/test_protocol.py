@@ -15,9 +15,14 @@ from controller.control.protocol import (
     MAX_DIGITS,
     BadRequest,
     EncodedReply,
+    Identity,
     Message,
+    Request,
+    Role,
     encode,
     parse_request,
+    parse_tag,
+    request_digest,
 )
 
 
@@ -146,3 +151,46 @@ def test_an_encoded_reply_gets_its_id_as_encode_would_write_it(
 def test_an_encoded_reply_is_one_object_on_one_line(body: bytes) -> None:
     with pytest.raises(ValueError, match="one JSON object on one line"):
         EncodedReply(body)
+
+
+# a request's tag, journaled with its command (a retry after a restart, #9 item 2) ----------
+_ids = st.one_of(st.text(min_size=1, max_size=128), st.integers(-(10**18), 10**18))
+_args = st.dictionaries(st.sampled_from(["position", "amount", "d1", "kind"]), st.integers())
+
+
+@given(uid=st.integers(0, 2**32 - 1), op=st.sampled_from(["bet", "void", "roll"]), args=_args,
+       rid=_ids)  # fmt: skip
+@settings(max_examples=300)
+def test_a_request_tag_comes_back_exactly(
+    uid: int, op: str, args: dict[str, int], rid: str | int
+) -> None:
+    who = Identity(uid=uid, gid=0, user="dana")
+    tag = Request(op, args, who, Role.DEALER, id=rid).tag
+    assert parse_tag(tag) == (uid, request_digest(op, args), rid)
+    assert Request(op, args, who, Role.DEALER).tag == ""  # no id: nothing to remember
+
+
+def test_the_digest_tells_what_was_asked_apart() -> None:
+    assert request_digest("bet", {"position": 2, "amount": 1}) == request_digest(
+        "bet", {"amount": 1, "position": 2}
+    )
+    assert request_digest("bet", {"position": 2, "amount": 1}) != request_digest(
+        "bet", {"position": 2, "amount": 2}
+    )
+    assert request_digest("bet", {}) != request_digest("void", {})
+
+
+@given(st.text(max_size=200))
+@settings(max_examples=500)
+def test_any_text_is_a_tag_or_none_and_never_raises(text: str) -> None:
+    parsed = parse_tag(text)
+    if parsed is not None:
+        uid, digest, rid = parsed
+        assert isinstance(uid, int) and len(digest) == 16 and isinstance(rid, str | int)
+
+
+@pytest.mark.parametrize("text", ["", "1001", "1001:abc:1", "x:0123456789abcdef:1",
+                                  "1:0123456789abcdef:true", "1:0123456789abcdef:[1]",
+                                  "1:0123456789abcdef:"])  # fmt: skip
+def test_what_is_not_a_tag_is_none(text: str) -> None:
+    assert parse_tag(text) is None
