@@ -114,13 +114,18 @@ def settle(busy: Any, timeout_s: float = 120.0) -> None:
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+def proc_stat(pid: int | str) -> list[str]:
+    """The fields of /proc/``pid``/stat after the command's name (state, ppid, ...)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2 :].split()
+
+
 def cpu_s(pids: list[int]) -> float:
     """CPU seconds (user + system) used so far by ``pids``, from /proc; a gone pid is 0."""
     total = 0
     for pid in pids:
         with contextlib.suppress(OSError, IndexError, ValueError):
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
+            fields = proc_stat(pid)
             total += int(fields[11]) + int(fields[12])
     return total / TICK
 
@@ -131,8 +136,7 @@ def children(pid: int) -> list[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError, IndexError, ValueError):
-                stat = (entry / "stat").read_text()
-                if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                if int(proc_stat(entry.name)[1]) == pid:
                     out.append(int(entry.name))
     return out
 

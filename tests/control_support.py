@@ -37,10 +37,12 @@ def fake_identity(user: str, uid: int, *groups: str) -> Callable[[int, int], Ide
     return identify_fake
 
 
-def raw_exchange(path: Path, payload: bytes, replies: int) -> list[dict[str, Any]]:
+def raw_exchange(
+    path: Path, payload: bytes, replies: int, timeout: float = 5.0
+) -> list[dict[str, Any]]:
     """Send raw bytes on one connection and read ``replies`` reply lines."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(5)
+        s.settimeout(timeout)
         s.connect(str(path))
         s.sendall(payload)
         f = s.makefile("rb")

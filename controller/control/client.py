@@ -111,11 +111,11 @@ class ControlClient:
         """
         request_id = uuid.uuid4().hex
         deadline_ms = max(1, round(self.timeout * 1000))
+        data = encode({"op": op, "args": args, "id": request_id, "deadline_ms": deadline_ms})
         start = time.monotonic()
         give_up = start + self.timeout + self.grace
         pauses = iter(_RETRY_PAUSE_S)
         while True:
-            data = encode({"op": op, "args": args, "id": request_id, "deadline_ms": deadline_ms})
             try:
                 reply = self._exchange(op, request_id, data, give_up)
             except _MayHaveBeenRead:

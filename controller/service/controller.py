@@ -129,8 +129,7 @@ class Controller:
         notify.status("recovering the journal")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.journal = Journal.open(self.state_dir, self.config)
-        live_from = health.recover(self)  # the first record this run's engine decides
-        self.live_from = live_from
+        self.live_from = health.recover(self)  # the first record this run's engine decides
         self.lights = MarkerLights(self.config.lights, self.pin_factory, self.lights_timing)
         self.refresh()  # markers re-lit from the journal before anything else
         self.buttons = DealerButtons(self.config.buttons, self.pin_factory, self.post)
@@ -173,7 +172,7 @@ class Controller:
                 post=self.post,
                 program=self.program.digest,
                 rules=self.engine.rules,  # the link folds the records with the table's engine
-                live_from=live_from,
+                live_from=self.live_from,
             )
             self.floor.start()
         threading.Thread(

@@ -13,11 +13,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from controller.service.integrity import write_manifest
 from drivers.sim_reader import SimulatedReader
+from tests.control_support import raw_exchange
 from tests.support import DICE, wait_for
 
 
@@ -241,13 +243,9 @@ def test_run_sets_its_own_umask_whatever_it_was_started_with(service: Service) -
         assert extra.stat().st_mode & 0o007 == 0, extra
 
 
-def ask(path: Path, request: dict) -> dict:  # type: ignore[type-arg]
+def ask(path: Path, request: dict[str, Any]) -> dict[str, Any]:
     """One request on a fresh connection, as a client resending after a restart would."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(30)
-        s.connect(str(path))
-        s.sendall(json.dumps(request).encode() + b"\n")
-        return json.loads(s.makefile("rb").readline())  # type: ignore[no-any-return]
+    return raw_exchange(path, json.dumps(request).encode() + b"\n", 1, timeout=30)[0]
 
 
 def test_a_request_journaled_before_a_restart_is_answered_not_done_again(
