@@ -1,7 +1,7 @@
 """Floor benchmark: N simulated tables, one mosquitto, one ``firebet floor``.
 
 Each simulated table has its own journal (the real ``controller.journal`` store) and its
-own floor link (the real ``controller.floor.link.FloorLink``, its own MQTT connection),
+own floor link (the real ``controller.link.link.FloorLink``, its own MQTT connection),
 driven by one writer thread that plays dealer commands (bets, rolls) on the tables in
 turn. The floor runs as a real ``firebet floor`` process. Two phases:
 
@@ -43,8 +43,8 @@ from broker import Broker  # noqa: E402  (bench/broker.py)
 from controller.core.commands import Bet, Command, Roll  # noqa: E402
 from controller.core.config import FloorConfig  # noqa: E402
 from controller.core.engine import Engine  # noqa: E402
-from controller.floor.link import FloorLink  # noqa: E402
 from controller.journal import Journal  # noqa: E402
+from controller.link.link import FloorLink  # noqa: E402
 
 # mosquitto without persistence: a restart loses what it held (the hard case)
 BROKER_SETTINGS = "persistence false\nmax_inflight_messages 1000\nmax_queued_messages 0\n"

@@ -36,7 +36,7 @@ from broker import Broker  # noqa: E402  (bench/broker.py)
 from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
 
 from controller.core.config import FireBetRules, FloorConfig  # noqa: E402
-from controller.floor.link import FloorLink  # noqa: E402
+from controller.link.link import FloorLink  # noqa: E402
 
 
 def sibling(name: str) -> ModuleType:

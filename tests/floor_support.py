@@ -17,10 +17,9 @@ from controller.core.commands import Command
 from controller.core.config import Config, rules_settings
 from controller.core.engine import Engine
 from controller.core.script import parse_line
-from controller.floor.fold import LinkFold
-from controller.floor.messages import event_message
-from controller.floor.wire import FloorRecord, parse_event, topic
 from controller.journal import Journal
+from controller.link.fold import LinkFold
+from controller.wire.messages import FloorRecord, event_message, parse_event, topic
 from tests.broker import USERS, Mosquitto
 
 

@@ -24,9 +24,9 @@ from controller.control.client import ControlClient
 from controller.core.config import Config
 from controller.core.engine import Engine
 from controller.core.errors import ConfigError, FirebetError, ServiceUnreachable
-from controller.floor.cursor import CursorError, CursorFile
-from controller.floor.probe import probe_broker
 from controller.journal import Journal, JournalKeyUnreadable, parse_time
+from controller.link.cursor import CursorError, CursorFile
+from controller.link.probe import probe_broker
 from controller.service.integrity import check_program
 
 MIN_FREE_MB = 100

@@ -1,6 +1,6 @@
-"""The floor: the MQTT link that publishes a table's journal, and the floor service.
+"""The floor service: the surveillance room's program (``firebet floor``, docs/floor.md).
 
-See ``docs/floor.md``. It sits between the service and the control socket in the
-layers (``pyproject.toml``, import-linter): the service runs the table's link; the
-floor service is started by the command line.
+It hears every table through the broker (the messages of :mod:`controller.wire`), keeps
+each table's records once, checks them with its own second opinion and serves the
+console. The table's service never imports it.
 """

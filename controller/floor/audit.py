@@ -3,7 +3,7 @@
 A table journals every dealer and reader command (the command only: the journal
 is "commands in, state out"), and its floor link publishes each command record
 with the events the table's own engine decided (``events``, see
-:mod:`controller.floor.fold`). The floor takes the rules the table journaled at
+:mod:`controller.link.fold`). The floor takes the rules the table journaled at
 its last start, asks the pure engine of ``controller.core`` what the command
 gives in the state the records have built so far, and compares: a settlement, a
 different-point count, a marker or an alert that differs is a
@@ -35,8 +35,8 @@ from controller.core.events import Event, Refused, event_from_dict
 from controller.core.state import TableState, evolve, fold
 from controller.floor.findings import Discrepancy, Findings, describe
 from controller.floor.hands import sort_event, touch
-from controller.floor.wire import FloorRecord
 from controller.journal.recipe import decode_command, to_ms
+from controller.wire.messages import FloorRecord
 
 _ENGINES: dict[str, Engine] = {}
 UNCHECKED_KEPT = 20  # the newest hands not checked, named on the console

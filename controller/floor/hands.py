@@ -26,7 +26,7 @@ from controller.core.events import (
 )
 from controller.core.state import TableState
 from controller.floor.findings import AlertRaised, Confirmed, ConfirmRefused, Findings
-from controller.floor.wire import FloorRecord
+from controller.wire.messages import FloorRecord
 
 Hands = dict[int, dict[str, Any]]
 

@@ -33,7 +33,7 @@ from controller.floor.findings import Findings
 from controller.floor.live import Changes, TableLive
 from controller.floor.store import Alert, FloorStore, TableRow
 from controller.floor.summary import table_summary
-from controller.floor.wire import (
+from controller.wire.messages import (
     BadMessage,
     FloorRecord,
     confirm_command,

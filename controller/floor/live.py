@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from controller.floor.audit import TableAudit
 from controller.floor.store import TableRow
-from controller.floor.wire import FloorRecord
+from controller.wire.messages import FloorRecord
 
 
 @dataclass

@@ -15,7 +15,6 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import queue
-import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -24,13 +23,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
 
+from controller.core.errors import ConfigError, FirebetError
 from controller.floor.ingest import Ingest, Message
 from controller.floor.live import Changes
 from controller.floor.settings import FloorSettings
 from controller.floor.store import FloorStore
-from controller.floor.wire import subscriptions
+from controller.wire.messages import subscriptions
+from controller.wire.mqtt import connect, make_client
 
 log = logging.getLogger("firebet.floor")
 
@@ -87,18 +87,10 @@ class FloorService:
     # the broker ------------------------------------------------------------------------
     def _client(self) -> mqtt.Client:
         s = self.settings
-        client = mqtt.Client(
-            CallbackAPIVersion.VERSION2,
-            client_id=s.client_id,
-            clean_session=False,
-            manual_ack=True,
-        )
-        broker = s.endpoint()
-        if broker.tls:
-            context = ssl.create_default_context(cafile=s.tls_ca or None)
-            client.tls_set_context(context)
-        if s.username:
-            client.username_pw_set(s.username, s.password())
+        try:
+            client = make_client(s, s.client_id, manual_ack=True)
+        except FirebetError as exc:
+            raise ConfigError(s.source, "floor.password_file", str(exc)) from exc
         client.reconnect_delay_set(min_delay=1, max_delay=5)
         client.max_inflight_messages_set(100)
         client.max_queued_messages_set(0)
@@ -153,9 +145,8 @@ class FloorService:
     # lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         """Connect (in the background; paho reconnects by itself) and start ingesting."""
-        broker = self.settings.endpoint()
         self._thread.start()
-        self.client.connect_async(broker.host, broker.port, keepalive=15)
+        connect(self.client, self.settings, keepalive=15, persistent=True)
         self.client.loop_start()
 
     def stop(self) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.core.config import FloorConfig, broker_problem
+from controller.core.config import Broker, broker_endpoint, broker_problem
 from controller.core.config.schema import (
     Key,
     check_sections,
@@ -38,19 +38,11 @@ from controller.core.config.schema import (
     read_file,
     topic_prefix,
 )
-from controller.core.errors import ConfigError
+from controller.core.errors import ConfigError, FirebetError
 from controller.floor.passwords import hash_problem
+from controller.wire.mqtt import read_password
 
 USER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-
-
-@dataclass(frozen=True)
-class Broker:
-    """Where the broker is: ``mqtt://host:port`` or ``mqtts://host:port``."""
-
-    host: str
-    port: int
-    tls: bool
 
 
 @dataclass(frozen=True)
@@ -79,11 +71,9 @@ class FloorSettings:
         if not self.password_file:
             return None
         try:
-            return Path(self.password_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(
-                self.source, "floor.password_file", f"cannot read {self.password_file}: {exc}"
-            ) from exc
+            return read_password(self.password_file)
+        except FirebetError as exc:
+            raise ConfigError(self.source, "floor.password_file", str(exc)) from exc
 
 
 def http_problem(value: str) -> str | None:
@@ -117,8 +107,7 @@ def parse_broker(url: str, source: str = "floor.toml") -> Broker:
     problem = broker_problem(url)
     if problem:
         raise ConfigError(source, "floor.broker", f"{problem} (got {url!r})")
-    tls, host, port = FloorConfig(broker=url).endpoint()
-    return Broker(host, port, tls)
+    return broker_endpoint(url)
 
 
 def parse_http(value: str, source: str = "--http", key: str = "floor.http") -> tuple[str, int]:

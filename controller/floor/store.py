@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.floor.wire import FloorRecord
+from controller.wire.messages import FloorRecord
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (

@@ -20,8 +20,8 @@ from controller.core.commands import Command
 from controller.core.errors import FirebetError
 from controller.core.events import Refused
 from controller.core.lamps import Mode
-from controller.floor.fold import LinkFold
 from controller.journal import describe_clear
+from controller.link.fold import LinkFold
 from controller.service import bench
 from controller.service.jobs import Job
 from controller.service.requests import dealer_command

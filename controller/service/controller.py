@@ -41,8 +41,8 @@ from controller.core.events import DuplicateRoll, RollAccepted, RollHeld
 from controller.core.lamps import Mode, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
 from controller.core.state import TableState
-from controller.floor.link import FloorLink
 from controller.journal import Journal, JournalHalted, JournalWriteError
+from controller.link.link import FloorLink
 from controller.service import answers, health, notify
 from controller.service.integrity import ProgramCheck, check_program
 from controller.service.jobs import Halt, Job, RepeatedRefusals, Stop, log_reader_events, roll_key

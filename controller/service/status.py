@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from controller.core.events import Event, RollVoided, Settlement
 from controller.core.lamps import LightsView, Mode, Outputs, marker_report
 from controller.core.state import TableState
-from controller.floor.report import disabled_status
+from controller.link.report import disabled_status
 
 if TYPE_CHECKING:
     from controller.service.controller import Controller

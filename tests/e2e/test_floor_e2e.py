@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.floor.cursor import CursorFile
-from controller.floor.link import WINDOW
 from controller.journal import Journal
+from controller.link.cursor import CursorFile
+from controller.link.link import WINDOW
 from drivers.sim_reader import SimulatedReader
 from tests.broker import Mosquitto, Subscriber
 from tests.support import ROOT, run_firebet, wait_for

@@ -15,9 +15,9 @@ from controller.core.config import Config, load_config
 from controller.core.engine import Engine
 from controller.core.lamps import Effect
 from controller.core.state import TableState
-from controller.floor.link import FloorLink
 from controller.journal import Journal
 from controller.journal.recipe import decode_command, to_ms
+from controller.link.link import FloorLink
 from tests import support
 from tests.broker import Mosquitto, Subscriber, one_shot
 from tests.support import RunningTable, wait_for

@@ -11,7 +11,7 @@ import pytest
 
 from controller.floor.passwords import hash_password, verify_password
 from controller.floor.settings import load_settings
-from controller.floor.wire import FloorRecord
+from controller.wire.messages import FloorRecord
 from tests.broker import Mosquitto
 from tests.floor_support import FloorProcess, Publisher, TableJournal, make_points, post_form
 from tests.support import run_firebet, wait_for

@@ -14,9 +14,9 @@ from controller.core.events import Refused, SurveillanceConfirmed
 from controller.core.lamps import Effect, desired_outputs, view_from_state
 from controller.core.lamps import Mode as LampMode
 from controller.core.state import TableState
-from controller.floor.cursor import Cursor, CursorError, CursorFile
-from controller.floor.messages import CommandError, Resend, event_message, parse_command, topics
 from controller.journal import Record
+from controller.link.cursor import Cursor, CursorError, CursorFile
+from controller.wire.messages import CommandError, Resend, event_message, parse_command, topics
 from tests.support import Table, make_points
 
 

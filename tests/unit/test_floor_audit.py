@@ -9,7 +9,7 @@ from pathlib import Path
 from controller.core.commands import Confirm
 from controller.core.config import load_config
 from controller.floor.audit import NOT_SENT, TableAudit
-from controller.floor.wire import FloorRecord
+from controller.wire.messages import FloorRecord
 from tests.floor_support import TableJournal, make_points
 
 FIVE = ["bet 1 5", "bet 2 3", *make_points(4, 5, 6, 8, 9), "4 4", "3 4"]

@@ -13,9 +13,9 @@ from controller.core.config import FireBetRules, load_config, rules_settings
 from controller.core.engine import Engine
 from controller.core.script import parse_line
 from controller.core.state import TableState
-from controller.floor.fold import LinkFold
-from controller.floor.messages import event_message
 from controller.journal import Journal, Record
+from controller.link.fold import LinkFold
+from controller.wire.messages import event_message
 from tests.floor_support import make_points
 
 

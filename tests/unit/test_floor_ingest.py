@@ -10,7 +10,7 @@ import pytest
 
 from controller.floor.ingest import Ingest, Message
 from controller.floor.store import FloorStore
-from controller.floor.wire import FloorRecord
+from controller.wire.messages import FloorRecord
 from tests.floor_support import TableJournal, event_bytes, make_points
 
 

@@ -6,8 +6,8 @@ import pytest
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.reasoncodes import ReasonCode
 
-from controller.floor.cursor import Cursor
-from controller.floor.outbox import Window
+from controller.link.cursor import Cursor
+from controller.link.outbox import Window
 
 TAKEN = ReasonCode(PacketTypes.PUBACK, identifier=0)
 REFUSED = ReasonCode(PacketTypes.PUBACK, identifier=0x87)  # not authorized

@@ -19,6 +19,7 @@ from typing import Any
 
 from controller.core.config.model import (
     POINT_NUMBERS,
+    Broker,
     ButtonsConfig,
     Config,
     ControlConfig,
@@ -28,6 +29,7 @@ from controller.core.config.model import (
     LightsConfig,
     ReaderConfig,
     TableConfig,
+    broker_endpoint,
     broker_problem,
 )
 from controller.core.config.presets import (
@@ -56,6 +58,7 @@ __all__ = [
     "KEYS",
     "POINT_NUMBERS",
     "SCHEMA",
+    "Broker",
     "ButtonsConfig",
     "Config",
     "ControlConfig",
@@ -66,6 +69,7 @@ __all__ = [
     "LightsConfig",
     "ReaderConfig",
     "TableConfig",
+    "broker_endpoint",
     "broker_problem",
     "load_config",
     "preset_names",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 POINT_NUMBERS: tuple[int, ...] = (4, 5, 6, 8, 9, 10)
@@ -87,6 +88,22 @@ class ControlConfig:
     technician_group: str
 
 
+class Broker(NamedTuple):
+    """Where an MQTT broker is: ``mqtt://host:port`` or ``mqtts://host:port`` (TLS)."""
+
+    tls: bool
+    host: str
+    port: int
+
+
+def broker_endpoint(url: str) -> Broker:
+    """The broker at ``url`` (checked by :func:`broker_problem`); the port defaults to
+    1883, or 8883 for ``mqtts``."""
+    parts = urlsplit(url)
+    tls = parts.scheme == "mqtts"
+    return Broker(tls, parts.hostname or "", parts.port or (8883 if tls else 1883))
+
+
 @dataclass(frozen=True)
 class FloorConfig:
     """The floor link (MQTT): where the broker is, who the table is on it, its topics."""
@@ -101,11 +118,9 @@ class FloorConfig:
     def enabled(self) -> bool:
         return bool(self.broker)
 
-    def endpoint(self) -> tuple[bool, str, int]:
-        """(tls, host, port) of the broker; the port defaults to 1883, or 8883 for mqtts."""
-        parts = urlsplit(self.broker)
-        tls = parts.scheme == "mqtts"
-        return tls, parts.hostname or "", parts.port or (8883 if tls else 1883)
+    def endpoint(self) -> Broker:
+        """The broker's TLS, host and port (:func:`broker_endpoint`)."""
+        return broker_endpoint(self.broker)
 
     def topic(self, table: str, leaf: str) -> str:
         """``<topic_prefix>/<table>/<leaf>``."""

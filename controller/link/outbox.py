@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from paho.mqtt.reasoncodes import ReasonCode
 
-from controller.floor.cursor import Cursor, CursorError, CursorFile
 from controller.journal import Journal
+from controller.link.cursor import Cursor, CursorError, CursorFile
 
 
 def head(reader: Journal) -> int:

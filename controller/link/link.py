@@ -13,14 +13,14 @@ Topics (``<p>`` is ``[floor] topic_prefix``, ``<t>`` the table id):
 
 The journal is the outbox. The link reads it on its own read-only connection, in
 bounded batches, keeps at most ``window`` records unacknowledged, and moves a
-durable cursor (:mod:`controller.floor.cursor`) over every record the broker
+durable cursor (:mod:`controller.link.cursor`) over every record the broker
 acknowledged (PUBACK), in order. After a broker outage, a network cut or a SIGKILL
 it publishes from the record after the cursor: only the records that were in
 flight can arrive twice (the floor keeps each (table, record) once).
 
 The journal keeps commands, not events; each command record's message also
 carries the events the table's engine decided (``"events"``), folded on the
-link's thread by :class:`controller.floor.fold.LinkFold` (from the newest
+link's thread by :class:`controller.link.fold.LinkFold` (from the newest
 snapshot before the first record published, then forward), so the floor's
 second opinion has the table's answer to compare with.
 
@@ -48,13 +48,21 @@ from paho.mqtt.reasoncodes import ReasonCode
 from controller.core.commands import Command
 from controller.core.config import FireBetRules, FloorConfig
 from controller.core.errors import FirebetError
-from controller.floor.client import make_client, no_delay
-from controller.floor.cursor import Cursor, CursorFile
-from controller.floor.fold import LinkFold
-from controller.floor.messages import CommandError, Resend, event_message, parse_command, topics
-from controller.floor.outbox import Window, checked_cursor, head
-from controller.floor.report import LinkReport
 from controller.journal import Journal, Record, now_iso
+from controller.link.cursor import Cursor, CursorFile
+from controller.link.fold import LinkFold
+from controller.link.outbox import Window, checked_cursor, head
+from controller.link.report import LinkReport
+from controller.wire.messages import (
+    OFFLINE,
+    CommandError,
+    Resend,
+    event_message,
+    online_message,
+    parse_command,
+    topics,
+)
+from controller.wire.mqtt import connect, make_client, no_delay
 
 log = logging.getLogger("firebet.floor")
 
@@ -97,7 +105,7 @@ class FloorLink:
         self._status = status
         self._post = post
         self._program = program
-        # what the table's engine decided, folded on this link's thread (controller.floor.fold)
+        # what the table's engine decided, folded on this link's thread (controller.link.fold)
         self._fold = LinkFold(rules, live_from=live_from)
         self._cond = threading.Condition()
         self._woken = False
@@ -208,7 +216,7 @@ class FloorLink:
         except FirebetError as exc:
             self.report.error(str(exc))
             return None
-        client.will_set(self.topics["online"], '{"online":false}', qos=1, retain=True)
+        client.will_set(self.topics["online"], OFFLINE, qos=1, retain=True)
         # the window is ours: paho's own limit re-scans every queued message at each ack
         client.max_inflight_messages_set(0)
         client.reconnect_delay_set(1, 30)
@@ -218,8 +226,7 @@ class FloorLink:
         client.on_publish = self._on_publish
         client.on_message = self._on_message
         client.on_socket_open = no_delay
-        _, host, port = self.floor.endpoint()
-        client.connect_async(host, port, keepalive=KEEPALIVE_S, clean_start=True)
+        connect(client, self.floor, keepalive=KEEPALIVE_S)
         client.loop_start()
         return client
 
@@ -269,8 +276,8 @@ class FloorLink:
             return True
         if announce:
             client.subscribe(self.topics["command"], qos=1)
-            online = {"online": True, "program": self._program, "record": self.head}
-            client.publish(self.topics["online"], json.dumps(online), qos=1, retain=True)
+            online = online_message(self._program, self.head)
+            client.publish(self.topics["online"], online, qos=1, retain=True)
             state_dirty = True
         if state_dirty and self._state_mid is None:
             wait = self._state_at + STATE_EVERY_S - time.monotonic()
@@ -386,7 +393,7 @@ class FloorLink:
         """A clean stop: ``{"online": false}`` (the broker keeps the will for cuts)."""
         try:
             if self.report.connected:
-                info = client.publish(self.topics["online"], '{"online":false}', qos=1, retain=True)
+                info = client.publish(self.topics["online"], OFFLINE, qos=1, retain=True)
                 with contextlib.suppress(RuntimeError, ValueError):
                     info.wait_for_publish(timeout=2.0)
             client.disconnect()

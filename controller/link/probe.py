@@ -9,7 +9,7 @@ import paho.mqtt.client as mqtt
 
 from controller.core.config import FloorConfig
 from controller.core.errors import FirebetError
-from controller.floor.client import make_client
+from controller.wire.mqtt import connect, make_client
 
 
 def probe_broker(floor: FloorConfig, client_id: str, timeout: float = 5.0) -> str | None:
@@ -32,7 +32,7 @@ def probe_broker(floor: FloorConfig, client_id: str, timeout: float = 5.0) -> st
     client.on_connect = on_connect
     _, host, port = floor.endpoint()
     try:
-        client.connect(host, port, keepalive=10)
+        connect(client, floor, keepalive=10, wait=True)
     except (OSError, ValueError) as exc:
         return f"cannot reach {host}:{port}: {exc}"
     client.loop_start()
