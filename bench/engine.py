@@ -30,8 +30,8 @@ from collections.abc import Iterable
 from controller.core.commands import Bet, Roll
 from controller.core.engine import Engine
 from controller.core.events import Settlement
+from controller.core.rolls import DICE_LINES
 from controller.core.state import Phase, TableState
-from controller.core.sweep import DICE_LINES
 
 LINE_OF = {dice: line for line, dice in DICE_LINES.items() if line.endswith(b"\n")}
 

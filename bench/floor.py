@@ -43,7 +43,7 @@ from broker import Broker  # noqa: E402  (bench/broker.py)
 from controller.core.commands import Bet, Command, Roll  # noqa: E402
 from controller.core.config import FloorConfig  # noqa: E402
 from controller.core.engine import Engine  # noqa: E402
-from controller.journal import Journal  # noqa: E402
+from controller.journal import Journal, recover  # noqa: E402
 from controller.link.link import FloorLink  # noqa: E402
 
 # mosquitto without persistence: a restart loses what it held (the hard case)
@@ -58,7 +58,7 @@ class Table:
         folder.mkdir(parents=True)
         self.engine = Engine()
         self.journal = Journal(folder / "journal.db", durable=False)
-        self.journal.recover(self.engine)
+        self.replay = recover(self.journal, self.engine.rules).replay
         self.rng = rng
         self.committed: dict[int, float] = {}
         self.lock = threading.Lock()
@@ -74,13 +74,13 @@ class Table:
         )
 
     def status(self) -> dict[str, Any]:
-        s = self.journal.state
+        s = self.replay.state
         return {"mode": "running", "hand": s.hand, "point": s.point, "points": list(s.points)}
 
     def play(self, dice: tuple[int, int] | None = None) -> bool:
         """One dealer command: a bet when betting is open, else a roll (``dice`` or random);
         whether it was a roll."""
-        state = self.journal.state
+        state = self.replay.state
         command: Command
         if state.betting_open and len(state.bets) < 3:
             command = Bet(position=self.rng.randint(1, 16), amount=self.rng.randint(1, 5))
@@ -93,7 +93,9 @@ class Table:
     def apply(self, command: Command) -> None:
         """Journal one command (from the writer, or the floor's confirm) and wake the link."""
         with self.lock:
-            self.journal.apply(self.engine, command)
+            outcome = self.engine.apply(self.replay.state, command)
+            self.journal.append(command, outcome.state)
+            self.replay.resume(outcome.state)
             self.committed[self.journal.last_record] = time.time()
         self.link.wake()
         self.link.state_changed()

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from controller.core.commands import Roll  # noqa: E402
 from controller.core.engine import Engine  # noqa: E402
-from controller.journal import Journal, canonical, now_ms  # noqa: E402
+from controller.journal import Journal, canonical, now_ms, recover  # noqa: E402
 from controller.journal.files import write_head_new  # noqa: E402
 from controller.journal.key import read_key  # noqa: E402
 from controller.journal.recipe import encode_command, iso, seal  # noqa: E402
@@ -40,20 +40,23 @@ SNAPSHOT_EVERY = 1000
 PROBE = """
 import json, sys, time
 t0 = time.perf_counter()
-from controller.core.engine import Engine
-from controller.journal import Journal
+from controller.core.config import FireBetRules
+from controller.journal import Journal, recover, verify
 from controller.core.commands import Roll
-engine = Engine()
+rules = FireBetRules()
 journal = Journal(sys.argv[1], snapshot_every=int(sys.argv[2]))
-recovered = journal.recover(engine)
+recovered = recover(journal, rules)
 ready = time.perf_counter() - t0
 assert recovered.halted is None, recovered.halted
+replay = recovered.replay
 lat, head = [], []
 seq = ((recovered.state.reader_seq or 0) + 1) % 65536
 for i in range(int(sys.argv[3])):
     cmd = Roll(1 + i % 6, 1 + (i * 5) % 6, seq=(seq + i) % 65536)
     t = time.perf_counter()
-    journal.apply(engine, cmd)
+    outcome = replay.engine.apply(replay.state, cmd)  # decided, then journaled: the service's
+    journal.append(cmd, outcome.state)
+    replay.resume(outcome.state)
     lat.append(time.perf_counter() - t)
 writer = journal._head
 for i in range(int(sys.argv[3])):
@@ -68,8 +71,8 @@ verify = {}
 for processes in (1, workers()):
     t = time.perf_counter()
     with Journal(sys.argv[1], read_only=True) as reader:
-        reader.recover(engine)
-        report = reader.verify(engine, processes=processes)
+        recover(reader, rules)
+        report = verify(reader, rules, processes=processes)
     verify[processes] = time.perf_counter() - t
     assert report.ok, report.problems[:3]
 print(json.dumps({"ready": ready, "lat": lat, "head": head, "checkpoints": checkpoints,
@@ -83,7 +86,7 @@ def build(path: Path, size: int, seed: int = 1) -> float:
     t0 = time.perf_counter()
     engine = Engine()
     with Journal(path, snapshot_every=SNAPSHOT_EVERY) as journal:
-        state = journal.recover(engine).state
+        state = recover(journal, engine.rules).state
         last = journal.last()
         assert last is not None
         first, prev = last.record + 1, bytes.fromhex(last.hash)

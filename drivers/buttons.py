@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from controller.clock import now_iso
 from controller.core.commands import (
     Ack,
     ApplyHeld,
@@ -25,7 +26,7 @@ from controller.core.commands import (
 )
 from controller.core.config.model import ButtonsConfig
 from drivers.pins import pin_problem
-from drivers.reader import Post, now_iso
+from drivers.reader import Post
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from controller.core.commands import Command, ReaderFault, ReaderHello, ReaderOk, Roll
@@ -57,11 +56,6 @@ PORT_LOST = "PORT_LOST"
 DRIVER_ERROR = "DRIVER_ERROR"
 """The driver's own thread failed (a bug, an impossible setting): restarted after a backoff."""
 READER = "reader"
-
-
-def now_iso() -> str:
-    """The current UTC time as ISO 8601 with milliseconds, for a command's ``at``."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import Any
 
 import serial
 
+from controller.clock import now_iso
 from controller.core.commands import Command, ReaderFault, ReaderOk
 from controller.core.errors import HardwareError
 from drivers.codec import DEFAULT_PROTOCOL, Frame, FrameDecoder, check_protocol, encode_ack
@@ -38,7 +39,6 @@ from drivers.reader import (
     Post,
     ReaderStatus,
     command_for,
-    now_iso,
 )
 
 log = logging.getLogger(__name__)

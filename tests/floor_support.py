@@ -17,10 +17,10 @@ from controller.core.commands import Command
 from controller.core.config import Config, rules_settings
 from controller.core.engine import Engine
 from controller.core.script import parse_line
-from controller.journal import Journal
 from controller.link.fold import LinkFold
 from controller.wire.messages import FloorRecord, event_message, parse_event, topic
 from tests.broker import USERS, Mosquitto
+from tests.support import PlayedJournal as Journal
 
 
 def make_points(*points: int) -> list[str]:

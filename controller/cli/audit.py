@@ -21,34 +21,35 @@ from controller.cli import options as paths
 from controller.cli.dealer import call
 from controller.cli.display import hand_line
 from controller.control.protocol import identify
-from controller.core.engine import Engine
+from controller.core.config import FireBetRules
 from controller.core.errors import (
     FirebetError,
     JournalIntegrityError,
     ServiceUnreachable,
     UsageError,
 )
-from controller.journal import Journal, describe_clear, parse_time
+from controller.journal import Journal, clear_halt, describe_clear, parse_time, recover, verify
+from controller.journal.history import history
 from controller.journal.parallel import workers
 
 EXPORT_FIELDS = ("record", "at", "actor", "kind", "payload", "snapshot", "prev_hash", "hash")
 
 
-def _open(args: argparse.Namespace, *, read_only: bool = True) -> tuple[Journal, Engine]:
+def _open(args: argparse.Namespace, *, read_only: bool = True) -> tuple[Journal, FireBetRules]:
     config = paths.load(args)
     journal = Journal.open(paths.state_dir(args.state_dir), config, read_only=read_only)
     if read_only and not journal.path.exists() and not journal.files.traces():
         raise FirebetError(f"there is no journal at {journal.path}")
-    return journal, Engine(config.firebet)
+    return journal, config.firebet
 
 
 def run_verify(args: argparse.Namespace) -> int:
     """Full check from genesis (files, key, seals, snapshots, head); exit 4 naming the
     first problem, 1 when this user may not read the key (the message says who may)."""
-    journal, engine = _open(args)
+    journal, rules = _open(args)
     with journal:
-        journal.recover(engine)
-        report = journal.verify(engine, processes=workers())
+        recover(journal, rules)
+        report = verify(journal, rules, processes=workers())
     if not report.ok:
         record, reason = report.problems[0]
         raise JournalIntegrityError(record, reason)
@@ -93,9 +94,9 @@ def run_history(args: argparse.Namespace) -> int:
             raise FirebetError(str(reply.get("error")))
         lines: list[dict[str, Any]] = reply["hands"]
     else:
-        journal, engine = _open(args)
+        journal, rules = _open(args)
         with journal:
-            recovered = journal.recover(engine)
+            recovered = recover(journal, rules)
             if recovered.halted is not None:
                 print(
                     f"firebet: warning: journal halted: {recovered.halted.describe()}",
@@ -103,7 +104,8 @@ def run_history(args: argparse.Namespace) -> int:
                 )
                 if recovered.halted.record is None:
                     raise JournalIntegrityError(None, recovered.halted.reason)
-            lines = journal.history(hands)
+            with journal.view() as db:
+                lines = history(db, rules, hands)
     if args.json:
         for line in lines:
             print(json.dumps(line))
@@ -119,7 +121,7 @@ def run_export(args: argparse.Namespace) -> int:
             parse_time(args.since)
         except ValueError as exc:
             raise UsageError(f"--since {args.since!r} is not an ISO 8601 time") from exc
-    journal, _engine = _open(args)
+    journal, _rules = _open(args)
     out = sys.stdout
     try:
         journal.key_file.read_bytes()
@@ -176,16 +178,16 @@ def run_clear_halt(args: argparse.Namespace) -> int:
             f"({os_actor()}); put free text in --note"
         )
     config = paths.load(args)
-    engine = Engine(config.firebet)
     journal = Journal.open(paths.state_dir(args.state_dir), config)
     actor = os_actor()
     with journal:
-        recovered = journal.recover(engine)
+        recovered = recover(journal, config.firebet)
         if recovered.halted is None:
             print(f"the journal {journal.path} is not halted: nothing to clear")
             return 0
-        record = journal.clear_halt(actor, note=args.note or "")
-        assert record is not None
+        done = clear_halt(journal, config.firebet, actor, note=args.note or "")
+        assert done is not None
+        record = done[1]
         print(
             f"halt cleared by {actor} (record {record.record}); was: {recovered.halted.describe()}"
         )

@@ -22,9 +22,8 @@ from typing import Any
 from controller.cli import options as paths
 from controller.control.client import ControlClient
 from controller.core.config import Config
-from controller.core.engine import Engine
 from controller.core.errors import ConfigError, FirebetError, ServiceUnreachable
-from controller.journal import Journal, JournalKeyUnreadable, parse_time
+from controller.journal import Journal, JournalKeyUnreadable, parse_time, recover, verify
 from controller.link.cursor import CursorError, CursorFile
 from controller.link.probe import probe_broker
 from controller.service.integrity import check_program
@@ -254,14 +253,14 @@ class Doctor:
         if not journal.path.exists() and not journal.files.traces():
             self.add("journal", True, f"no journal yet at {journal.path} (a new table)")
             return
-        engine = Engine(self.config.firebet)
+        rules = self.config.firebet
         with journal:
             try:
-                journal.recover(engine)
+                recover(journal, rules)
             except JournalKeyUnreadable as exc:
                 self.add("journal", False, str(exc), "sudo firebet doctor")
                 return
-            report = journal.verify(engine)
+            report = verify(journal, rules)
             last = journal.last() if report.records else None
             self.last_record_at = parse_time(last.at) if last is not None else None
             self.last_record = last.record if last is not None else 0

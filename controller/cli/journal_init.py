@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.cli import options as paths
-from controller.core.engine import Engine
 from controller.core.errors import FirebetError
 from controller.journal import Journal
 from controller.journal.init import init_journal
@@ -47,7 +46,7 @@ def run_init(args: argparse.Namespace) -> int:
     _require_technician(config.control.technician_group)
     journal = Journal.open(paths.state_dir(args.state_dir), config)
     actor = _who()
-    done = init_journal(journal, Engine(config.firebet), actor, args.reason or "")
+    done = init_journal(journal, config.firebet, actor, args.reason or "")
     if done.aside is not None:
         print(f"moved {', '.join(done.moved)} to {done.aside}")
     if done.key_made:
@@ -65,7 +64,7 @@ def run_migrate(args: argparse.Namespace) -> int:
     done = migrate(
         journal.path,
         journal.key_file,
-        Engine(config.firebet),
+        config.firebet,
         actor,
         config.journal.snapshot_every,
     )

@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
@@ -14,10 +15,17 @@ from typing import Any
 
 from controller.cli import logs
 from controller.cli import options as paths
+from controller.control.server import ControlServer
+from controller.core.config import Config
 from controller.core.errors import ConfigError, UsageError
-from controller.service.controller import Controller
-from controller.service.integrity import installed
+from controller.link.link import FloorLink
+from controller.service.integrity import ProgramCheck, installed
+from controller.service.service import Parts, Service
+from controller.service.status import Published
+from drivers.buttons import DealerButtons
+from drivers.lights import MarkerLights, Timing
 from drivers.pins import make_pin_factory
+from drivers.reader import DiceReader
 from drivers.serial_reader import SerialDiceReader
 from drivers.sim_reader import SimulatedReader
 
@@ -80,12 +88,59 @@ def check_port(port: str, given_as: str) -> None:
         )
 
 
-def install_signal_handlers(controller: Controller) -> None:
+def assemble(
+    config: Config,
+    state: Path,
+    *,
+    reader: DiceReader | None,
+    pin_factory: Any,
+    socket_path: Path | None,
+    program: ProgramCheck | None = None,
+    on_change: Callable[[Published], None] | None = None,
+    lights_timing: Timing | None = None,
+    simulated_reader: SimulatedReader | None = None,
+) -> Service:
+    """The composition root: the service of one table and every part it runs (the
+    lamps and buttons on ``pin_factory``, the control socket at ``socket_path``, the floor
+    link when ``[floor]`` names a broker, the ``reader``), wired to the service's queue."""
+    service = Service(config, state, program=program, on_change=on_change)
+    parts = Parts(reader=reader, simulated_reader=simulated_reader)
+    try:
+        parts.lights = MarkerLights(config.lights, pin_factory, lights_timing)
+        parts.buttons = DealerButtons(config.buttons, pin_factory, service.post)
+        if socket_path is not None:
+            parts.control = ControlServer(
+                socket_path,
+                service.on_request,
+                config.control.dealer_group,
+                config.control.technician_group,
+            )
+        if config.floor.enabled:
+            parts.link = FloorLink(
+                config.floor,
+                config.table.id,
+                service.journal.path,
+                state,
+                status=service.status,
+                post=service.post,
+                program=service.program_digest,  # known once start() checked it
+                rules=config.firebet,  # in force before the journal's first rules record
+            )
+    except BaseException:
+        for part in (parts.buttons, parts.lights):
+            if part is not None:
+                part.close()
+        raise
+    service.attach(parts)
+    return service
+
+
+def install_signal_handlers(service: Service) -> None:
     """SIGTERM and SIGINT finish the command in hand, then leave cleanly."""
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         # only a flag: the engine loop polls it (queue locks are not signal-safe)
-        controller.stopping.set()
+        service.stopping.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -134,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
             config.reader.heartbeat_timeout_s,
             protocol=config.reader.protocol,
         )
-        controller = Controller(
+        service = assemble(
             config,
             state,
             reader=reader,
@@ -142,21 +197,21 @@ def run(args: argparse.Namespace) -> int:
             socket_path=socket_path,
             simulated_reader=device,
         )
-        install_signal_handlers(controller)
+        install_signal_handlers(service)
         try:
-            controller.start()
+            service.start()
             log.info(
                 "ready in %.3f s: table %s, reader %s, socket %s, state %s",
-                controller.ready_after_s or 0.0,
+                service.ready_after_s or 0.0,
                 config.table.id,
                 f"simulated on {port} (firebet sim-reader ACTION)" if device else port,
-                controller.socket_path,
+                socket_path,
                 state,
                 extra={"fields": {"event": "ready", "state_dir": state}},
             )
-            controller.serve()
+            service.serve()
         finally:
-            controller.close()
+            service.close()
     finally:
         if device is not None:
             device.stop()

@@ -20,6 +20,7 @@ from typing import Any
 
 from controller.cli import options as paths
 from controller.cli.display import count, paid_line
+from controller.cli.run import assemble
 from controller.core.commands import (
     Ack,
     ApplyHeld,
@@ -34,7 +35,7 @@ from controller.core.config import with_broker
 from controller.core.errors import UsageError
 from controller.core.script import parse_script, script_lines
 from controller.core.state import Phase
-from controller.service.controller import Controller
+from controller.service.service import Service
 from controller.service.status import Published
 from drivers.pins import make_pin_factory
 from drivers.serial_reader import SerialDiceReader
@@ -86,12 +87,12 @@ class Bench:
         self.manual: str | None = None  # the dice typed so far while entering a manual roll
         self.changed = threading.Event()
         self.script_done = threading.Event()
-        self.controller: Controller | None = None
+        self.controller: Service | None = None
         self._last_rolls: int | None = None
         self._last_hand: int | None = None
 
     # wiring ---------------------------------------------------------------------------
-    def start(self) -> Controller:
+    def start(self) -> Service:
         self.device.start()
         reader = SerialDiceReader(
             self.device.port,
@@ -99,7 +100,7 @@ class Bench:
             self.config.reader.heartbeat_timeout_s,
             protocol=self.config.reader.protocol,
         )
-        controller = Controller(
+        controller = assemble(
             self.config,
             self.state_dir,
             reader=reader,

@@ -20,7 +20,20 @@ class SurrenderHow(StrEnum):
 
 
 SURRENDER_KINDS: tuple[SurrenderHow, ...] = tuple(SurrenderHow)  # the engine checks against it
-ROLL_SOURCES = frozenset({"reader", "manual", "script", "sim"})
+
+
+class RollSource(StrEnum):
+    """Where a roll came from."""
+
+    READER = "reader"  # the dice reader (with its seq)
+    MANUAL = "manual"  # keyed by a dealer while the reader was in fault
+    SCRIPT = "script"  # a replay script's line
+    SIM = "sim"  # the simulator's shooter
+    HELD = "held"  # a held reader roll the dealer applied (never sent from outside)
+
+
+# the sources a Roll command may come with (a held roll is applied by the engine itself)
+ROLL_SOURCES = frozenset(RollSource) - {RollSource.HELD}
 
 
 @dataclass(frozen=True)
@@ -46,14 +59,14 @@ class Roll(Command):
     name: ClassVar[str] = "roll"
     d1: int
     d2: int
-    source: str = "reader"
+    source: str = RollSource.READER
     seq: int | None = None
 
     def __init__(
         self,
         d1: int,
         d2: int,
-        source: str = "reader",
+        source: str = RollSource.READER,
         seq: int | None = None,
         *,
         actor: str = "dealer",

@@ -26,8 +26,8 @@ from controller.core.engine import Engine
 from controller.core.errors import ScriptError
 from controller.core.events import Event, Refused, RollAccepted, RollVoided, Settlement
 from controller.core.numbers import WHOLE_NUMBER, whole_number
+from controller.core.rolls import DICE_LINES
 from controller.core.state import TableState
-from controller.core.sweep import DICE_LINES
 
 
 def _whole(word: str, what: str, source: str, no: int, line: str) -> int:

@@ -1,15 +1,17 @@
-"""The second opinion: the floor folds each table's records through the same rules engine.
+"""The second opinion: the floor replays each table's records with the table's own rules.
 
-A table journals every dealer and reader command (the command only: the journal
-is "commands in, state out"), and its floor link publishes each command record
-with the events the table's own engine decided (``events``, see
-:mod:`controller.link.fold`). The floor takes the rules the table journaled at
-its last start, asks the pure engine of ``controller.core`` what the command
-gives in the state the records have built so far, and compares: a settlement, a
-different-point count, a marker or an alert that differs is a
-:class:`~controller.floor.findings.Discrepancy` (worded by
-:mod:`controller.floor.findings`). The floor then follows what the table decided, so each
-difference is reported once, at the record where it happened.
+A table journals every dealer and reader command (the command only: the journal is
+"commands in, state out"), and its floor link publishes each command record with the
+events the table decided (``events``, see :mod:`controller.link.fold`). The floor
+replays the records through the same replay of the journal
+(:class:`~controller.journal.replay.Replay`: a ``rules`` record puts its rules in force
+for every record after it), asks the pure engine what each command gives in the state
+the records have built so far, and compares: a settlement, a different-point count, a
+marker or an alert that differs is a :class:`~controller.floor.findings.Discrepancy`
+(worded by :mod:`controller.floor.findings`). The floor then follows what the table
+decided, so each difference is reported once, at the record where it happened. A
+``rules`` record that changes the rules is a finding of its own (``rules``), naming what
+changed.
 
 A command record that comes without the table's events (the table could not
 derive them: a damaged journal) is folded with the rules' answer and marked *not
@@ -18,84 +20,48 @@ checked*: :attr:`TableAudit.checked_hand` does not pass its hand, and
 also a :class:`Discrepancy` (``unchecked``): a table that stopped sending its
 events (or was made to) raises an alert, not only a quieter console.
 
-The same walk sorts the records into hands (rolls, points in order, wagers,
-settlement, who did what) for the console, in the shape of ``history --json``
-(:mod:`controller.floor.hands`). Pure: records in, findings out; the caller stores them.
+The hands are the one projection of the records that the table's own recall uses
+(:class:`~controller.journal.handlog.HandLog`), fed the events the table decided.
+Pure: records in, findings out; the caller stores them.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from controller.core.config import FireBetRules, rules_from_settings
-from controller.core.engine import Engine
-from controller.core.events import Event, Refused, event_from_dict
-from controller.core.state import TableState, evolve, fold
-from controller.floor.findings import Discrepancy, Findings, describe
-from controller.floor.hands import sort_event, touch
-from controller.journal.recipe import decode_command, to_ms
+from controller.core.config import FireBetRules
+from controller.core.events import (
+    Event,
+    Refused,
+    SurveillanceAlert,
+    SurveillanceConfirmed,
+    event_from_dict,
+)
+from controller.core.state import TableState, fold
+from controller.core.times import to_ms
+from controller.floor.findings import (
+    AlertRaised,
+    Confirmed,
+    ConfirmRefused,
+    Discrepancy,
+    Findings,
+    describe,
+)
+from controller.journal.handlog import Hand, HandLog, Touched
+from controller.journal.recipe import RecordKind, canonical, decode_command
+from controller.journal.replay import DECODE_ERRORS, RecordError, Replay, Step
 from controller.wire.messages import FloorRecord
 
-_ENGINES: dict[str, Engine] = {}
 UNCHECKED_KEPT = 20  # the newest hands not checked, named on the console
 NOT_SENT = "not checked: the table sent no events for it (it could not derive them)"
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
-def rules_to_dict(rules: FireBetRules) -> dict[str, Any]:
-    """The rules as JSON (pay table keys as strings)."""
-    return {
-        "positions": rules.positions,
-        "pays": {str(k): v for k, v in sorted(rules.pay_table().items())},
-        "min_wager": rules.min_wager,
-        "max_wager": rules.max_wager,
-        "wager_increment": rules.wager_increment,
-        "pay_six_immediately": rules.pay_six_immediately,
-        "surrender_carries_points": rules.surrender_carries_points,
-        "surveillance_at": rules.surveillance_at,
-        "betting_closes": rules.betting_closes,
-    }
-
-
-def rules_from_dict(data: Mapping[str, Any]) -> FireBetRules:
-    """Rules from :func:`rules_to_dict` output (or the ``[firebet]`` settings as journaled)."""
-    pays = data.get("pays")
-    return FireBetRules(
-        positions=int(data.get("positions", 16)),
-        pays={int(k): int(v) for k, v in pays.items()} if isinstance(pays, dict) else None,
-        min_wager=int(data.get("min_wager", 1)),
-        max_wager=int(data.get("max_wager", 5)),
-        wager_increment=int(data.get("wager_increment", 1)),
-        pay_six_immediately=bool(data.get("pay_six_immediately", False)),
-        surrender_carries_points=bool(data.get("surrender_carries_points", True)),
-        surveillance_at=int(data.get("surveillance_at", 5)),
-        betting_closes=str(data.get("betting_closes", "first_roll")),
+def rules_words(changed: Mapping[str, Any]) -> str:
+    """What changed between two rules records, in a surveillance officer's words."""
+    return "; ".join(
+        f"{key} was {v.get('was')!r}, now {v.get('now')!r}" for key, v in changed.items()
     )
-
-
-def rules_from_record(payload: Any) -> tuple[FireBetRules, str | None]:
-    """The rules (and program digest) a ``rules`` record journaled at a start (SPEC section 9).
-
-    Raises ValueError (or KeyError, TypeError) when the payload is not such a record.
-    """
-    if not isinstance(payload, dict):
-        raise ValueError("a rules record is a JSON object")
-    program = payload.get("program")
-    return rules_from_settings(payload), program if isinstance(program, str) else None
-
-
-def engine_for(rules: FireBetRules) -> Engine:
-    """One engine per distinct set of rules (building one reads the whole hand machine)."""
-    key = _canonical(rules_to_dict(rules))
-    engine = _ENGINES.get(key)
-    if engine is None:
-        engine = _ENGINES[key] = Engine(rules)
-    return engine
 
 
 class TableAudit:
@@ -106,6 +72,7 @@ class TableAudit:
         rules: FireBetRules | None = None,
         *,
         rules_record: int | None = None,
+        settings: Mapping[str, Any] | None = None,
         program: str | None = None,
         state: TableState | None = None,
         record: int = 0,
@@ -114,16 +81,38 @@ class TableAudit:
         unchecked_hands: list[int] | None = None,
         unchecked_records: int = 0,
     ) -> None:
-        self.rules = rules if rules is not None else FireBetRules()
-        self.engine = engine_for(self.rules)
-        self.rules_record = rules_record  # the start record that journaled them (None: defaults)
+        self.replay = Replay(
+            rules if rules is not None else FireBetRules(),
+            state,
+            rules_record=rules_record,
+            settings=settings,
+        )
         self.program = program
-        self.state = state if state is not None else TableState()
         self.record = record  # every record up to this one was checked
-        self.hands = hands if hands is not None else {}
+        self.log = HandLog(hands)
         self.first_unchecked = first_unchecked  # the first hand with a record not checked
         self.unchecked_hands = unchecked_hands if unchecked_hands is not None else []
         self.unchecked_records = unchecked_records
+
+    @property
+    def rules(self) -> FireBetRules:
+        """The rules in force after the last record."""
+        return self.replay.rules
+
+    @property
+    def rules_record(self) -> int | None:
+        """The ``rules`` record that put them in force (None: the defaults)."""
+        return self.replay.rules_record
+
+    @property
+    def state(self) -> TableState:
+        """The state the records built."""
+        return self.replay.state
+
+    @property
+    def hands(self) -> dict[int, Hand]:
+        """The hand logs kept (the hand in play and the one before)."""
+        return self.log.hands
 
     @property
     def folded_hand(self) -> int:
@@ -138,6 +127,13 @@ class TableAudit:
             return self.folded_hand
         return min(self.folded_hand, self.first_unchecked - 1)
 
+    def _touch(self, number: int, record: int, found: Findings) -> Hand:
+        hand = self.log.hand(number, record)
+        hand.setdefault("problems", [])
+        found.hands[number] = hand
+        found.dropped_hands.discard(number)
+        return hand
+
     def _not_checked(self, hand: int, record: int, found: Findings, why: str) -> None:
         self.unchecked_records += 1
         if self.first_unchecked is None or hand < self.first_unchecked:
@@ -149,13 +145,14 @@ class TableAudit:
                     f"hand {hand} is not checked: record {record} came without the table's events"
                 )
                 found.discrepancies.append(Discrepancy(record, hand, "unchecked", words))
-        touch(self.hands, hand, record, found)["problems"].append(f"record {record}: {why}")
+        self._touch(hand, record, found)["problems"].append(f"record {record}: {why}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, for the floor's store; :meth:`from_dict` gives it back."""
         return {
-            "rules": rules_to_dict(self.rules),
+            "rules": self.rules.to_dict(),
             "rules_record": self.rules_record,
+            "settings": self.replay.settings,
             "program": self.program,
             "state": self.state.to_dict(),
             "record": self.record,
@@ -168,8 +165,9 @@ class TableAudit:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TableAudit:
         return cls(
-            rules_from_dict(data["rules"]),
+            FireBetRules.from_dict(data["rules"]),
             rules_record=data.get("rules_record"),
+            settings=data.get("settings"),
             program=data.get("program"),
             state=TableState.from_dict(data["state"]),
             record=int(data["record"]),
@@ -186,44 +184,48 @@ class TableAudit:
             raise ValueError(f"record {rec.record} out of order: expected {self.record + 1}")
         found = Findings()
         self.record = rec.record
-        if rec.kind == "rules":
-            try:
-                self.rules, program = rules_from_record(rec.payload)
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                found.discrepancies.append(
-                    Discrepancy(
-                        rec.record, self.state.hand, "unreadable",
-                        f"the rules record cannot be read, the rules before it stay: {exc!r}",
-                    )
-                )  # fmt: skip
-            else:
-                self.engine = engine_for(self.rules)
-                self.rules_record = rec.record
-                self.program = program or self.program
-        elif rec.kind == "clear_halt":
-            try:
-                resume = rec.payload["resume_state"]
-                self.state = TableState.from_dict(resume)
-            except (KeyError, TypeError, ValueError) as exc:
-                found.discrepancies.append(
-                    Discrepancy(rec.record, self.state.hand, "unreadable", f"clear_halt: {exc!r}")
-                )
-            touch(self.hands, self.state.hand, rec.record, found)
-        elif rec.kind == "command":
-            self._command(rec, found)
+        at = to_ms(rec.at)
+        if at is None:
+            found.discrepancies.append(
+                Discrepancy(rec.record, self.state.hand, "unreadable",
+                            f"the record has no readable time {rec.at!r}")
+            )  # fmt: skip
+        elif rec.kind == RecordKind.COMMAND:
+            self._command(rec, at, found)
+        elif rec.kind in (RecordKind.RULES, RecordKind.CLEAR_HALT):
+            self._system(rec, at, found)
         keep = self.state.hand - 1
         for number in [n for n in self.hands if n < keep]:
             del self.hands[number]
         return found
 
-    def _command(self, rec: FloorRecord, found: Findings) -> None:
+    def _system(self, rec: FloorRecord, at: int, found: Findings) -> None:
+        """A ``rules`` record (its rules in force from now on) or a ``clear_halt`` (the
+        game resumes on its state), replayed as the table's recovery replays them."""
+        try:
+            step = self.replay.step(rec.record, at, rec.actor, rec.kind, _text(rec.payload))
+        except RecordError as exc:
+            what = "rules record" if rec.kind == RecordKind.RULES else "clear_halt"
+            words = f"the {what} cannot be read ({exc}); the state before it stays"
+            found.discrepancies.append(
+                Discrepancy(rec.record, self.state.hand, "unreadable", words)
+            )
+            return
+        if rec.kind == RecordKind.RULES:
+            program = (step.body or {}).get("program")
+            self.program = program if isinstance(program, str) else self.program
+            if step.changed:
+                words = f"the table's rules changed at record {rec.record}: " + rules_words(
+                    step.changed
+                )
+                found.discrepancies.append(Discrepancy(rec.record, self.state.hand, "rules", words))
+        self._take(step, found)
+
+    def _command(self, rec: FloorRecord, at: int, found: Findings) -> None:
         state = self.state
         try:
-            at = to_ms(rec.at)
-            if at is None:
-                raise ValueError(f"no readable time {rec.at!r}")
             command = decode_command(rec.payload, rec.actor, at)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except DECODE_ERRORS as exc:
             found.discrepancies.append(
                 Discrepancy(
                     rec.record, state.hand, "unreadable", f"cannot read the record: {exc!r}"
@@ -231,8 +233,8 @@ class TableAudit:
             )
             return
         try:
-            expected = self.engine.decide(state, command)
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            expected = self.replay.engine.decide(state, command)
+        except DECODE_ERRORS as exc:
             expected = [Refused(command.name, f"the rules cannot apply it: {exc!r}")]
         recorded: list[Event] | None = None
         if rec.events is None:  # the table could not derive them: fold on, not checked
@@ -243,7 +245,7 @@ class TableAudit:
                     raise TypeError(f"events must be a list, not {type(rec.events).__name__}")
                 recorded = [event_from_dict(e) for e in rec.events]
                 after = fold(recorded, state)
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            except DECODE_ERRORS as exc:
                 words = f"the table's events for the record cannot be read: {exc!r}"
                 found.discrepancies.append(Discrepancy(rec.record, state.hand, "unreadable", words))
                 self._not_checked(state.hand, rec.record, found, words)
@@ -251,14 +253,45 @@ class TableAudit:
         if recorded is not None and expected != recorded:  # as values: every field, in order
             for what, words in describe(expected, recorded):
                 found.discrepancies.append(Discrepancy(rec.record, state.hand, what, words))
-                touch(self.hands, state.hand, rec.record, found)["problems"].append(
+                self._touch(state.hand, rec.record, found)["problems"].append(
                     f"record {rec.record}: {words}"
                 )
         if recorded is None:  # nothing from the table to follow: the rules' answer
             recorded = expected
             after = fold(recorded, state)
-        for event in recorded:
-            nxt = evolve(state, event)
-            sort_event(self.hands, rec, command.actor, state, event, nxt, found)
-            state = nxt
-        self.state = after
+        self.replay.resume(after)
+        step = Step(rec.record, rec.kind, rec.actor, rec.at, state, after, tuple(recorded), command)
+        self._take(step, found)
+        self._findings(rec, step, found)
+
+    def _take(self, step: Step, found: Findings) -> None:
+        """Put the step into the hand logs; what it touched and dropped into ``found``."""
+        touched: Touched = self.log.take(step)
+        for number in touched.dropped:
+            found.hands.pop(number, None)
+            found.dropped_hands.add(number)
+        for number in touched.hands:
+            self._touch(number, step.record, found)
+
+    def _findings(self, rec: FloorRecord, step: Step, found: Findings) -> None:
+        """The alerts, confirmations and refused confirmations among the step's events."""
+        for e in step.events:
+            if isinstance(e, SurveillanceAlert):
+                found.alerts.append(AlertRaised(rec.record, e.hand, rec.at, e.unique_points))
+            elif isinstance(e, SurveillanceConfirmed):
+                found.confirmations.append(Confirmed(rec.record, e.hand, e.by, e.id or None))
+            elif isinstance(e, Refused) and e.command == "confirm":
+                asked = rec.payload
+                hand = asked.get("hand") if isinstance(asked, dict) else None
+                ident = asked.get("id") if isinstance(asked, dict) else None
+                found.refusals.append(
+                    ConfirmRefused(
+                        rec.record, hand if isinstance(hand, int) else None, e.reason,
+                        ident if isinstance(ident, str) else None,
+                    )
+                )  # fmt: skip
+
+
+def _text(payload: Any) -> str:
+    """A record's payload as the canonical text the table stored."""
+    return canonical(payload)

@@ -25,9 +25,9 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from controller.clock import now_iso
 from controller.floor.audit import TableAudit
 from controller.floor.findings import Findings
 from controller.floor.live import Changes, TableLive
@@ -48,11 +48,6 @@ from controller.wire.messages import (
 log = logging.getLogger("firebet.floor")
 
 Send = Callable[[str, bytes], None]
-
-
-def now_iso() -> str:
-    """The floor's clock: UTC, milliseconds."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 @dataclass(frozen=True)

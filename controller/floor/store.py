@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS records (
     chain TEXT NOT NULL,
     received TEXT NOT NULL,
     events TEXT,
+    snapshot TEXT,
     PRIMARY KEY (table_id, record)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tables (
@@ -127,6 +128,8 @@ class FloorStore:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(records)")}
         if "events" not in columns:  # a floor.db from before the tables sent their events
             self._db.execute("ALTER TABLE records ADD COLUMN events TEXT")
+        if "snapshot" not in columns:  # ... and the digests of their snapshots
+            self._db.execute("ALTER TABLE records ADD COLUMN snapshot TEXT")
         self._readers = threading.local()
 
     def _connect(self, *, read_only: bool = False) -> sqlite3.Connection:
@@ -170,12 +173,13 @@ class FloorStore:
         """Store a record not stored before."""
         self._db.execute(
             "INSERT INTO records (table_id, record, at, kind, actor, payload, chain, received, "
-            "events) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "events, snapshot) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 rec.table, rec.record, rec.at, rec.kind, rec.actor,
                 json.dumps(rec.payload, sort_keys=True, separators=(",", ":")),
                 rec.chain, received,
                 None if rec.events is None else json.dumps(rec.events, separators=(",", ":")),
+                rec.snapshot,
             ),
         )  # fmt: skip
 
@@ -190,13 +194,13 @@ class FloorStore:
     def records(self, table: str, first: int, last: int) -> list[FloorRecord]:
         """The stored records ``first..last`` of ``table``, in order."""
         rows = self._db.execute(
-            "SELECT record, at, kind, actor, payload, chain, events FROM records "
+            "SELECT record, at, kind, actor, payload, chain, events, snapshot FROM records "
             "WHERE table_id = ? AND record BETWEEN ? AND ? ORDER BY record",
             (table, first, last),
         )
         return [
             FloorRecord(table, r[0], r[1], r[2], r[3], json.loads(r[4]), r[5],
-                        None if r[6] is None else json.loads(r[6]))
+                        None if r[6] is None else json.loads(r[6]), r[7])
             for r in rows
         ]  # fmt: skip
 

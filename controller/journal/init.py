@@ -12,15 +12,16 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.core.engine import Engine
+from controller.clock import now_ms
+from controller.core.config import FireBetRules
 from controller.core.errors import FirebetError, UsageError
 from controller.journal import files as F
 from controller.journal import store
-from controller.journal.clock import now_ms
 from controller.journal.journal import Journal
 from controller.journal.key import make_key, read_key
 from controller.journal.opening import writer_lock
 from controller.journal.recipe import FORMAT, canonical, clean_actor
+from controller.journal.recovery import recover, verify
 
 log = logging.getLogger("firebet.journal")
 
@@ -34,27 +35,27 @@ class Initialised:
     key_made: bool
 
 
-def damage_of(journal: Journal, engine: Engine) -> str | None:
+def damage_of(journal: Journal, rules: FireBetRules) -> str | None:
     """Why ``journal`` needs a new one (None: it is healthy and must be kept)."""
     if not journal.path.exists() and not journal.files.traces():
         return None
-    recovered = journal.recover(engine)
+    recovered = recover(journal, rules)
     if recovered.halted is not None:
         return recovered.halted.describe()
-    report = journal.verify(engine)
+    report = verify(journal, rules)
     if not report.ok:
         record, reason = report.problems[0]
         return f"record {record}: {reason}" if record is not None else reason
     return None
 
 
-def init_journal(journal: Journal, engine: Engine, actor: str, reason: str) -> Initialised:
+def init_journal(journal: Journal, rules: FireBetRules, actor: str, reason: str) -> Initialised:
     """Move the damaged journal aside and start a new one, recorded with who and why."""
     if not reason.strip():
         raise UsageError("journal init needs --reason: what happened to the old journal")
     with journal:
         if journal.path.exists() or journal.files.traces():
-            damage = damage_of(journal, engine)
+            damage = damage_of(journal, rules)
             if damage is None:
                 raise FirebetError(
                     f"the journal {journal.path} is healthy (firebet journal verify says OK): "

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.core.commands import command_from_dict
-from controller.core.engine import Engine
+from controller.core.config import FireBetRules
 from controller.core.errors import FirebetError, JournalIntegrityError
 from controller.core.state import TableState
 from controller.journal import files as F
@@ -36,6 +36,7 @@ from controller.journal.recipe import (
     seal,
     to_ms,
 )
+from controller.journal.replay import engine_for
 
 OLD_GENESIS = "0" * 64
 
@@ -81,12 +82,14 @@ def _refusal(number: int) -> Callable[[str], JournalIntegrityError]:
 
 def _convert(
     rows: list[tuple[int, str, str, str, str, str, str]],
-    engine: Engine,
+    rules: FireBetRules,
     key: bytes,
     genesis: dict[str, object],
     snapshot_every: int,
 ) -> tuple[list[store.Row], list[tuple[int, int, str]]]:
-    """The format-2 rows (and snapshots) of the checked format-1 rows."""
+    """The format-2 rows (and snapshots) of the checked format-1 rows (format 1 had no
+    ``rules`` records: every command is decided under ``rules``)."""
+    engine = engine_for(rules)
     out: list[store.Row] = []
     snaps: list[tuple[int, int, str]] = []
     prev_old, prev_mac, state = OLD_GENESIS, GENESIS, TableState()
@@ -124,7 +127,7 @@ def _convert(
 
 
 def migrate(
-    path: Path, key_file: Path, engine: Engine, actor: str, snapshot_every: int
+    path: Path, key_file: Path, rules: FireBetRules, actor: str, snapshot_every: int
 ) -> Migrated:
     """Move the format-1 journal at ``path`` to format 2 (see the module docstring)."""
     files = F.JournalFiles(path)
@@ -155,7 +158,7 @@ def migrate(
                 "by": actor,
             },
         }
-        new_rows, snaps = _convert(rows, engine, key, genesis, snapshot_every)
+        new_rows, snaps = _convert(rows, rules, key, genesis, snapshot_every)
         new = path.with_name(path.name + ".migrating")
         store.create(new, key, new_rows[0].at, new_rows[0].actor, new_rows[0].body)
         db = sqlite3.connect(new, isolation_level=None)

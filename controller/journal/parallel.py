@@ -17,13 +17,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from controller.core.config import FireBetRules
-from controller.core.engine import Engine
 from controller.journal import store
-from controller.journal.recipe import GENESIS
-from controller.journal.walk import Problem, Walk
+from controller.journal.walk import Problem, start_at_anchor
 
 SEGMENTS_PER_WORKER = 4
-_engines: dict[str, Engine] = {}  # one engine a process, by the rules' text
 
 
 def workers() -> int:
@@ -34,23 +31,14 @@ def workers() -> int:
 def _segment(path: str, key: bytes, rules: FireBetRules, first: int, last: int) -> tuple[
     int, int, list[Problem]
 ]:  # fmt: skip
-    """Check records ``first + 1``..``last`` from the snapshot at ``first`` (0: genesis)."""
-    engine = _engines.get(repr(rules))
-    if engine is None:
-        engine = _engines[repr(rules)] = Engine(rules)
+    """Check records ``first + 1``..``last`` from the snapshot at ``first`` (0: genesis),
+    under the rules in force there."""
     db = store.connect(Path(path), read_only=True)
     try:
         db.execute("BEGIN")
-        walk = Walk(key, engine)
-        if first:
-            row = store.row(db, first)
-            if row is None:
-                return 0, 0, [(first, f"record {first} is missing")]
-            before = store.before(db, first)
-            prev = before.mac if before is not None else GENESIS
-            walk, problem = Walk.from_anchor(key, engine, row, prev, store.snapshot(db, first))
-            if problem is not None:
-                return 0, 0, [problem]
+        walk, problem = start_at_anchor(db, key, rules, first)
+        if problem is not None:
+            return 0, 0, [problem]
         rows = db.execute(
             f"SELECT {store.COLUMNS} FROM records WHERE record > ? AND record <= ? ORDER BY record",
             (first, last),

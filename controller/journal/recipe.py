@@ -8,8 +8,7 @@ A record is ``(record, at, actor, kind, body, snap)``:
 - ``record``: 1, 2, ... (never reused, also not after damage is set aside);
 - ``at``: the journal's clock, stored as milliseconds since 1970-01-01 UTC and
   written (in exports, and in the seal) as ``2026-11-30T08:15:00.123+00:00``;
-- ``actor``: who (no control characters); ``kind``: ``start``, ``command``,
-  ``rules`` (the rules a service start plays under), ``mode``, ``halt``, ``clear_halt``;
+- ``actor``: who (no control characters); ``kind``: a :class:`RecordKind`;
 - ``body``: canonical JSON. For a ``command`` record it is the command alone
   (:func:`encode_command`): the events are not stored, the rules engine gives
   them again from the state before the record (the journal is "commands in,
@@ -39,19 +38,33 @@ import hashlib
 import hmac
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
-from functools import cache, lru_cache
+from enum import StrEnum
+from functools import cache
 from typing import Any
 
 from controller.core.commands import COMMANDS, Command, Roll
+from controller.core.times import iso as iso
+from controller.core.times import to_ms as to_ms
 
 FORMAT = 2
 GENESIS = bytes(32)
 KEY_BYTES = 32
-KINDS = ("start", "command", "rules", "mode", "halt", "clear_halt")
-SYSTEM_KINDS = ("start", "rules", "mode")
+
+
+class RecordKind(StrEnum):
+    """What a record is (its ``kind``): what it means is :mod:`controller.journal.replay`."""
+
+    START = "start"  # the journal's genesis, and each start of the service
+    COMMAND = "command"  # a command, decided under the rules in force
+    RULES = "rules"  # the rules a start plays under (and what changed)
+    MODE = "mode"  # diagnostics on or off, the end of a storage fault
+    HALT = "halt"  # damage found: the table stopped taking game records
+    CLEAR_HALT = "clear_halt"  # a technician resumed from the state the chain proves
+
+
+KINDS: tuple[RecordKind, ...] = tuple(RecordKind)
+SYSTEM_KINDS = (RecordKind.START, RecordKind.RULES, RecordKind.MODE)
 _CONTROL = {c: "?" for c in range(32)} | {127: "?"}
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def canonical(value: Any) -> str:
@@ -111,37 +124,6 @@ def head_seal(key: bytes, record: int, mac: bytes) -> bytes:
 def key_id(key: bytes) -> str:
     """A short name of the key, kept in the journal, to tell a wrong key from damage."""
     return hmac.digest(key, b"firebet journal key id", "sha256").hex()[:16]
-
-
-# time ---------------------------------------------------------------------------------------
-def to_ms(iso: str) -> int | None:
-    """Milliseconds since the epoch of an ISO 8601 time (no zone = UTC); None if unreadable."""
-    try:
-        value = datetime.fromisoformat(iso)
-    except ValueError:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    delta = value - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
-
-
-@lru_cache(maxsize=8)
-def _day(days: int) -> str:
-    return datetime.fromtimestamp(days * 86_400, UTC).strftime("%Y-%m-%d")
-
-
-def iso(ms: int) -> str:
-    """The ISO 8601 text of ``ms`` (UTC, milliseconds), as the service writes times.
-
-    The date is the day's text, kept for the few days a walk meets (strftime a record
-    was most of a journal check's time, and a cache by the second grew without end);
-    the time of day is arithmetic."""
-    seconds, rest = divmod(ms, 1000)
-    days, second = divmod(seconds, 86_400)
-    return "%sT%02d:%02d:%02d.%03d+00:00" % (  # noqa: UP031 - faster than f"{x:02d}"
-        _day(days), second // 3600, second // 60 % 60, second % 60, rest
-    )  # fmt: skip
 
 
 # command bodies -------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ waits for a checkpoint.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import threading
@@ -34,6 +35,7 @@ CREATE TABLE records (
     mac BLOB NOT NULL
 );
 CREATE INDEX records_halts ON records (record) WHERE kind IN ('halt', 'clear_halt');
+CREATE INDEX records_rules ON records (record) WHERE kind = 'rules';
 CREATE TABLE snapshots (record INTEGER PRIMARY KEY, hand INTEGER NOT NULL, state TEXT NOT NULL);
 """
 COLUMNS = "record, at, actor, kind, body, snap, mac"
@@ -86,6 +88,12 @@ def connect(path: Path, *, read_only: bool, durable: bool = True) -> sqlite3.Con
         db.close()
         raise
     return db
+
+
+def add_indexes(db: sqlite3.Connection) -> None:
+    """The indexes a journal made by an older version lacks (the rules records, so the
+    rules in force at an anchor are one lookup): made once, on the writer's connection."""
+    db.execute("CREATE INDEX IF NOT EXISTS records_rules ON records (record) WHERE kind = 'rules'")
 
 
 def meta(db: sqlite3.Connection) -> dict[str, str]:
@@ -202,18 +210,50 @@ def snapshots(db: sqlite3.Connection, after: int = 0) -> dict[int, str]:
 
 
 def anchors(db: sqlite3.Connection, before: int | None = None) -> Iterator[int]:
-    """Records carrying a snapshot, newest first (below ``before`` when given)."""
+    """Records carrying a snapshot a replay may start from, newest first (below ``before``
+    when given): not one a clear-halt set aside."""
     limit = before if before is not None else 1 << 62
+    aside = set_aside_snapshots(db)
     for (number,) in db.execute(
         "SELECT record FROM records WHERE snap = 1 AND record < ? ORDER BY record DESC", (limit,)
     ):
-        yield int(number)
+        if number not in aside:
+            yield int(number)
 
 
 def anchor_for_hand(db: sqlite3.Connection, hand: int) -> int:
-    """The newest snapshot taken before hand ``hand`` began (0: none, start from genesis)."""
-    found = db.execute("SELECT MAX(record) FROM snapshots WHERE hand < ?", (hand,)).fetchone()
-    return int(found[0]) if found and found[0] is not None else 0
+    """The newest snapshot a replay may start from taken before hand ``hand`` began (0:
+    none, start from genesis)."""
+    aside = set_aside_snapshots(db)
+    for (number,) in db.execute(
+        "SELECT record FROM snapshots WHERE hand < ? ORDER BY record DESC", (hand,)
+    ):
+        if number not in aside:
+            return int(number)
+    return 0
+
+
+def set_aside_snapshots(db: sqlite3.Connection) -> set[int]:
+    """The snapshots clear-halts set aside (not what the records give: never adopted)."""
+    aside: set[int] = set()
+    for (body,) in db.execute(
+        "SELECT body FROM records WHERE kind IN ('halt', 'clear_halt') AND kind = 'clear_halt'"
+    ):
+        try:
+            aside.update(int(n) for n in json.loads(body)["set_aside"]["snapshots"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a damaged clear-halt record: the walk names it
+    return aside
+
+
+def rules_row(db: sqlite3.Connection, number: int) -> Row | None:
+    """The newest ``rules`` record at or before record ``number`` (None: there is none)."""
+    found = db.execute(
+        f"SELECT {COLUMNS} FROM records WHERE kind = 'rules' AND record <= ? "
+        "ORDER BY record DESC LIMIT 1",
+        (number,),
+    ).fetchone()
+    return Row(*found) if found else None
 
 
 def last_halt(db: sqlite3.Connection) -> Row | None:

@@ -1,32 +1,41 @@
-"""The walk along the chain: check each record's seal, fold its command, note damage.
+"""The walk along the chain: check each record's seal, replay it, note damage.
 
-Recovery walks from the newest snapshot, ``journal verify`` and ``clear-halt``
-from the genesis record. The walk keeps the *verified prefix*: the records
-from genesis whose seals, snapshots and commands all check, with the state
-after them. Past the first damage it still checks seals (to report every
-problem and to find a ``clear_halt`` record) but folds nothing until a
-``clear_halt`` whose resume point and state the prefix proves.
+Recovery walks from the newest snapshot, ``journal verify`` and ``clear-halt`` from the
+genesis record; each record is replayed through :class:`~controller.journal.replay.Replay`
+(so a record is decided under the rules in force when it was journaled). The walk keeps
+the *verified prefix*: the records from genesis whose seals and commands all check, with
+the state after them.
+
+Damage breaks the prefix: a record missing, a seal that does not check, a record that
+cannot be read. Past it the walk still checks seals (to report every problem and to find
+a ``clear_halt`` record) but folds nothing until a ``clear_halt`` whose resume point and
+state the prefix proves. A *snapshot* that is not what its record's commands give is
+damage too (it is reported, and halts the table) but it does not break the prefix: the
+records' seals still prove the commands, so the prefix goes on with the state the
+commands give, never with the snapshot's. A snapshot altered without the key is found by
+its record's seal, which then checks with the state the records give; one written with
+the key but disagreeing with the records is found by comparing the two.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from controller.core.commands import Command
-from controller.core.engine import Engine
+from controller.core.config import FireBetRules
 from controller.core.state import TableState
-from controller.journal.recipe import (
-    GENESIS,
-    KINDS,
-    canonical,
-    decode_body,
-    decode_command,
-    iso,
-    seal,
-    sealer,
+from controller.journal import store
+from controller.journal.recipe import GENESIS, RecordKind, canonical, decode_body, iso, seal, sealer
+from controller.journal.replay import (
+    DECODE_ERRORS,
+    RecordError,
+    Replay,
+    resume_state_of,
+    settings_of,
 )
 from controller.journal.store import Row
 
@@ -36,36 +45,49 @@ _RUN = 512  # sealed records folded together at most (the walk's memory stays fl
 
 @dataclass
 class Walk:
-    """A walk in progress: the verified prefix so far and the problems after it."""
+    """A walk in progress: the replay of the verified prefix so far and the problems."""
 
     key: bytes
-    engine: Engine
-    state: TableState = field(default_factory=TableState)
+    replay: Replay
     prev: bytes = GENESIS  # the stored MAC of the record before the next one
     expect: int = 1
     good: int = 0  # the last record of the verified prefix
+    broken: bool = False  # damage broke the prefix: nothing more is folded
     problems: list[Problem] = field(default_factory=list)
     acknowledged: list[tuple[int | None, str, int]] = field(default_factory=list)
     snapshots: int = 0
     records: int = 0
+    snapshots_aside: list[int] = field(default_factory=list)  # not what the records give
+
+    @classmethod
+    def start(cls, key: bytes, rules: FireBetRules) -> Walk:
+        """A walk from the genesis record, under ``rules`` until the first ``rules`` record."""
+        return cls(key, Replay(rules))
 
     @classmethod
     def from_anchor(
-        cls, key: bytes, engine: Engine, row: Row, prev: bytes, state_text: str | None
+        cls, key: bytes, replay: Replay, row: Row, prev: bytes, state_text: str | None
     ) -> tuple[Walk, Problem | None]:
-        """A walk starting after the snapshot at ``row`` (whose predecessor's MAC is ``prev``)."""
-        walk = cls(key, engine, prev=prev, expect=row.record)
+        """A walk starting after the snapshot at ``row`` (whose predecessor's MAC is
+        ``prev``); ``replay`` has the rules in force there (its state is replaced by the
+        snapshot's)."""
+        walk = cls(key, replay, prev=prev, expect=row.record)
         if state_text is None:
             return walk, (row.record, f"the snapshot of record {row.record} is missing")
         if seal(key, prev, *row[:5], state_text) != row.mac:
-            return walk, (row.record, _bad_seal(row))
+            return walk, (row.record, bad_seal(row))
         try:
-            walk.state = TableState.from_dict(json.loads(state_text))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            replay.resume(TableState.from_dict(json.loads(state_text)))
+        except DECODE_ERRORS as exc:
             return walk, (row.record, f"the snapshot of record {row.record} cannot be read: {exc}")
         walk.prev = row.mac
         walk.expect, walk.good = row.record + 1, row.record
         return walk, None
+
+    @property
+    def state(self) -> TableState:
+        """The state after the verified prefix."""
+        return self.replay.state
 
     def run(
         self, rows: Iterable[tuple[Any, ...]], snaps: Mapping[int, str], *, stop_at_damage: bool
@@ -76,7 +98,6 @@ class Walk:
         through the rules), with the key's pads hashed once (:func:`sealer`) and the
         commands of up to ``_RUN`` sealed records folded together (:meth:`_fold_run`)."""
         mac_of = sealer(self.key)
-        problems = self.problems
         rows = iter(rows)
         while True:
             prev, expect = self.prev, self.expect
@@ -85,13 +106,13 @@ class Walk:
             slow: tuple[Any, ...] | None = None
             for raw in rows:
                 number, at, actor, kind, body, snap, mac = raw
-                if not snap and number == expect and kind == "command" and not problems:
+                if not snap and number == expect and kind == "command" and not self.broken:
                     at_text = iso(at)
                     text = f"{number}\n{at_text}\n{actor}\ncommand\n0\n{body}"
                     if mac_of(prev + text.encode()) == mac:
                         try:
                             command = decode_body(body, actor, at, at_text)
-                        except (KeyError, TypeError, ValueError, AttributeError):
+                        except DECODE_ERRORS:
                             pass  # the slow path says what is wrong
                         else:
                             sealed.append(raw)
@@ -109,7 +130,7 @@ class Walk:
                 return
             if slow is not None:
                 self.step(Row(*slow), snaps.get(slow[0]))
-                if stop_at_damage and problems:
+                if stop_at_damage and self.problems:
                     return
 
     def _fold_run(
@@ -120,37 +141,21 @@ class Walk:
         stop_at_damage: bool,
     ) -> bool:
         """Fold the commands of ``sealed`` (consecutive records whose seals check, after the
-        walk so far) into the state: each run of rolls that only move the hand at once
-        (:meth:`Engine.advance_moves`), any other command alone. A command the rules cannot
+        walk so far) through the replay (:meth:`Replay.fold`). A command the rules cannot
         fold sends its record to :meth:`step` (which names the damage) and the records
         after it along the walk again. False when the walk should stop there."""
-        advance_moves, advance = self.engine.advance_moves, self.engine.advance
-        state = self.state
-        i, count = 0, len(commands)
-        while i < count:
-            try:
-                state, end = advance_moves(state, commands, i)
-            except (KeyError, TypeError, ValueError, AttributeError):
-                end = i
-            if end == i:
-                try:
-                    state = advance(state, commands[i])
-                except (KeyError, TypeError, ValueError, AttributeError):
-                    break
-                end = i + 1
-            i = end
-        self.state = state
-        if i:
-            last = sealed[i - 1]
-            self.records += i
+        done = self.replay.fold(commands)
+        if done:
+            last = sealed[done - 1]
+            self.records += done
             self.prev = last[6]
             self.good, self.expect = last[0], last[0] + 1
-        if i == count:
+        if done == len(commands):
             return True
-        self.step(Row(*sealed[i]), None)
+        self.step(Row(*sealed[done]), None)
         if stop_at_damage and self.problems:
             return False
-        self.run(sealed[i + 1 :], snaps, stop_at_damage=stop_at_damage)
+        self.run(sealed[done + 1 :], snaps, stop_at_damage=stop_at_damage)
         return not (stop_at_damage and self.problems)
 
     def step(self, row: Row, state_text: str | None) -> None:
@@ -158,40 +163,59 @@ class Walk:
         number = row.record
         self.records += 1
         if number != self.expect:
-            self.problems.append((self.expect, _gap(self.expect, number - 1)))
+            self._break(self.expect, _gap(self.expect, number - 1))
         if row.snap:
             self.snapshots += 1
         if row.snap and state_text is None:
-            self.problems.append((number, f"the snapshot of record {number} is missing"))
+            self._break(number, f"the snapshot of record {number} is missing")
         elif seal(self.key, self.prev, *row[:5], state_text if row.snap else None) != row.mac:
-            if number == self.expect:
-                self.problems.append((number, _bad_seal(row)))
-        elif row.kind == "clear_halt":
+            if number == self.expect and not self._snapshot_altered(row):
+                self._break(number, bad_seal(row))
+        elif row.kind == RecordKind.CLEAR_HALT:
             self._acknowledge(row, state_text)
-        elif not self.problems:
-            problem = self._fold(row, state_text)
-            if problem is None:
-                self.good = number
-            else:
-                self.problems.append((number, problem))
+        elif not self.broken:
+            self._fold(row, state_text)
         self.prev, self.expect = row.mac, number + 1
 
-    def _fold(self, row: Row, state_text: str | None) -> str | None:
-        kind = row.kind
+    def _break(self, record: int | None, reason: str) -> None:
+        self.problems.append((record, reason))
+        self.broken = True
+
+    def _fold(self, row: Row, state_text: str | None) -> None:
         try:
-            if kind == "command":
-                command = decode_command(json.loads(row.body), row.actor, row.at)
-                after = self.engine.apply(self.state, command).state
-            elif kind in KINDS:
-                after = self.state
-            else:
-                return f"unknown record kind {kind!r}"
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            return f"the record cannot be decoded: {exc!r}"
+            after = self.replay.step(*row[:5]).after
+        except RecordError as exc:
+            self._break(row.record, str(exc))
+            return
+        self.good = row.record
         if state_text is not None and row.snap and state_text != canonical(after.to_dict()):
-            return f"the snapshot of record {row.record} disagrees with the records before it"
-        self.state = after
-        return None
+            self.problems.append(
+                (row.record, f"the snapshot of record {row.record} disagrees with the records "
+                 "before it (the game goes on from the state the records give)")
+            )  # fmt: skip
+            self.snapshots_aside.append(row.record)
+
+    def _snapshot_altered(self, row: Row) -> bool:
+        """A snapshot record whose seal fails with its stored snapshot: does the seal
+        check with the state the records give? Then the record is proven and folded, and
+        only its stored snapshot is damage."""
+        if not row.snap or self.broken or row.kind == RecordKind.CLEAR_HALT:
+            return False
+        before = self.replay.copy()
+        try:
+            after = before.step(*row[:5]).after
+        except RecordError:
+            return False
+        if seal(self.key, self.prev, *row[:5], canonical(after.to_dict())) != row.mac:
+            return False
+        self.replay = before
+        self.good = row.record
+        self.problems.append(
+            (row.record, f"the snapshot of record {row.record} was altered: the record's "
+             "seal proves the state its records give, not the stored one")
+        )  # fmt: skip
+        self.snapshots_aside.append(row.record)
+        return True
 
     def _acknowledge(self, row: Row, state_text: str | None) -> None:
         """A sealed clear-halt: it acknowledges the damage before it when it resumed from
@@ -200,22 +224,93 @@ class Walk:
             data: dict[str, Any] = json.loads(row.body)
             resume_from = int(data["resume_from"])
             resume = canonical(data["resume_state"])
-        except (KeyError, TypeError, ValueError) as exc:
-            self.problems.append((row.record, f"the clear-halt record cannot be decoded: {exc!r}"))
+            state = resume_state_of(data)
+        except (*DECODE_ERRORS, RecordError) as exc:
+            self._break(row.record, f"the clear-halt record cannot be decoded: {exc!r}")
             return
         if state_text is not None and state_text != resume:
-            self.problems.append((row.record, "the clear-halt's snapshot is not its resume state"))
+            self._break(row.record, "the clear-halt's snapshot is not its resume state")
             return
         if resume_from != self.good or resume != canonical(self.state.to_dict()):
-            self.problems.append(
-                (row.record, f"the clear-halt resumed from record {resume_from}, which the chain "
-                 f"does not prove (the verified prefix ends at record {self.good})")
+            self._break(
+                row.record, f"the clear-halt resumed from record {resume_from}, which the "
+                f"chain does not prove (the verified prefix ends at record {self.good})",
             )  # fmt: skip
             return
         self.acknowledged += [(r, why, row.record) for r, why in self.problems]
         self.problems.clear()
+        self.broken = False
         self.good = row.record
-        self.state = TableState.from_dict(json.loads(resume))
+        self.replay.resume(state)
+
+
+def replay_at(
+    db: sqlite3.Connection, number: int, rules: FireBetRules, key: bytes | None = None
+) -> tuple[Replay, Problem | None]:
+    """A replay under the rules in force after record ``number``: those of the newest
+    ``rules`` record at or before it (``rules`` when there is none). With ``key``, that
+    record's seal is checked (a problem naming it when it does not check)."""
+    row = store.rules_row(db, number)
+    if row is None:
+        return Replay(rules), None
+    if key is not None:
+        before = store.before(db, row.record)
+        prev = before.mac if before is not None else GENESIS
+        text = store.snapshot(db, row.record) if row.snap else None
+        if seal(key, prev, *row[:5], text) != row.mac:
+            return Replay(rules), (row.record, bad_seal(row))
+    try:
+        found, settings = settings_of(row.body)
+    except RecordError as exc:
+        return Replay(rules), (row.record, str(exc))
+    return Replay(found, rules_record=row.record, settings=settings), None
+
+
+def start_at_anchor(
+    db: sqlite3.Connection, key: bytes, rules: FireBetRules, number: int
+) -> tuple[Walk, Problem | None]:
+    """A walk after the snapshot at record ``number`` (0: from genesis), checked against
+    its seal, under the rules in force there."""
+    if not number:
+        return Walk.start(key, rules), None
+    row = store.row(db, number)
+    if row is None:
+        return Walk.start(key, rules), (number, f"record {number} is missing")
+    replay, problem = replay_at(db, number, rules, key)
+    if problem is not None:
+        return Walk(key, replay), problem
+    before = store.before(db, number)
+    prev = before.mac if before is not None else GENESIS
+    return Walk.from_anchor(key, replay, row, prev, store.snapshot(db, number))
+
+
+def replay_before(db: sqlite3.Connection, rules: FireBetRules, number: int) -> tuple[Replay, bool]:
+    """A replay standing just before record ``number`` (after every record below it), from
+    the newest snapshot before it, each record on the way replayed (no seal is checked: a
+    reader's replay, not a verifier's), and whether its state is known: not when a record
+    on the way is missing or cannot be read (what comes after it cannot be told until the
+    next snapshot or ``clear_halt``; the walk of ``journal verify`` names the damage). The
+    rules in force are followed either way."""
+    anchor = next(store.anchors(db, before=number), 0)
+    replay, _ = replay_at(db, anchor, rules)
+    known = True
+    if anchor:
+        try:
+            replay.resume(TableState.from_dict(json.loads(store.snapshot(db, anchor) or "")))
+        except DECODE_ERRORS:
+            known = False
+    expect = anchor + 1
+    for row in store.rows(db, anchor + 1, number - 1):
+        known = known and row.record == expect
+        expect = row.record + 1
+        try:
+            step = replay.step(*row[:5])
+        except RecordError:
+            known = False
+            continue
+        if step.kind == RecordKind.CLEAR_HALT:
+            known = True  # the game resumes on the state it names
+    return replay, known and expect == number
 
 
 def _gap(first: int, last: int) -> str:
@@ -224,7 +319,8 @@ def _gap(first: int, last: int) -> str:
     return f"records {first}..{last} are missing"
 
 
-def _bad_seal(row: Row) -> str:
+def bad_seal(row: Row) -> str:
+    """Why ``row`` does not check, in a technician's words."""
     if row.snap:
         return (
             f"record {row.record} or its snapshot does not match its seal "

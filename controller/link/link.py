@@ -45,10 +45,11 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import MQTTErrorCode
 from paho.mqtt.reasoncodes import ReasonCode
 
+from controller.clock import now_iso
 from controller.core.commands import Command
 from controller.core.config import FireBetRules, FloorConfig
 from controller.core.errors import FirebetError
-from controller.journal import Journal, Record, now_iso
+from controller.journal import Journal, Record
 from controller.link.cursor import Cursor, CursorFile
 from controller.link.fold import LinkFold
 from controller.link.outbox import Window, checked_cursor, head
@@ -87,9 +88,8 @@ class FloorLink:
         *,
         status: Callable[[], Mapping[str, Any]],
         post: Callable[[Command], None],
-        program: str,
+        program: str | Callable[[], str],
         rules: FireBetRules,
-        live_from: int = 1,
         window: int = WINDOW,
         client_id: str | None = None,
     ) -> None:
@@ -105,8 +105,8 @@ class FloorLink:
         self._status = status
         self._post = post
         self._program = program
-        # what the table's engine decided, folded on this link's thread (controller.link.fold)
-        self._fold = LinkFold(rules, live_from=live_from)
+        # what the table decided, replayed on this link's thread (controller.link.fold)
+        self._fold = LinkFold(rules)
         self._cond = threading.Condition()
         self._woken = False
         self._stopping = False
@@ -276,7 +276,8 @@ class FloorLink:
             return True
         if announce:
             client.subscribe(self.topics["command"], qos=1)
-            online = online_message(self._program, self.head)
+            digest = self._program() if callable(self._program) else self._program
+            online = online_message(digest, self.head)
             client.publish(self.topics["online"], online, qos=1, retain=True)
             state_dirty = True
         if state_dirty and self._state_mid is None:
@@ -325,7 +326,7 @@ class FloorLink:
             events = self._fold.events(reader, record)
         except Exception as exc:  # a fold that fails must not stop the records
             self.report.error(f"cannot derive the events of record {record.record}: {exc!r}")
-            self._fold = LinkFold(self._fold.live_rules, live_from=self._fold.live_from)
+            self._fold = LinkFold(self._fold.rules)
             events = None
         if events is None and record.kind == "command":
             self.report.underived += 1

@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from controller.journal import now_iso
+from controller.clock import now_iso
 
 log = logging.getLogger("firebet.floor")
 

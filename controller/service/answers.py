@@ -1,10 +1,12 @@
 """The service's answers to the control socket and to local tools.
 
 Reading requests (``status``, ``history``) are answered on the socket's lane threads from
-the published snapshot and the recall's own journal connection; whatever changes the
-table becomes a :class:`~controller.service.jobs.Job` on the one queue, answered by the
-engine thread when done (journal first, then outputs, then the reply). See
-``docs/architecture.md`` (the control socket).
+the published snapshot and the recall worker; a retry of a request the journal decided
+before the service restarted is answered by the recall worker too (what that record
+decided, replayed from the journal there), so nothing on the engine thread folds the
+journal. Whatever changes the table becomes a :class:`~controller.service.jobs.Job` on
+the one queue, answered by the engine thread when done (journal first, then outputs,
+then the reply). See ``docs/architecture.md`` (the control socket).
 """
 
 from __future__ import annotations
@@ -20,46 +22,46 @@ from controller.core.commands import Command
 from controller.core.errors import FirebetError
 from controller.core.events import Refused
 from controller.core.lamps import Mode
-from controller.journal import describe_clear
-from controller.link.fold import LinkFold
 from controller.service import bench
 from controller.service.jobs import Job
 from controller.service.requests import dealer_command
 
 if TYPE_CHECKING:
-    from controller.service.controller import Controller
+    from controller.service.service import Service
 
 log = logging.getLogger("firebet.service")
 
 
 def on_request(
-    table: Controller, request: Request
+    service: Service, request: Request
 ) -> Mapping[str, Any] | EncodedReply | Future[Mapping[str, Any]]:
     """Called on a socket lane thread, never the engine's.
 
-    ``status`` is answered from the last published snapshot and ``history`` by the
-    recall process (:mod:`controller.service.recall`), both off the engine thread;
-    whatever changes the table becomes an engine job, answered when done.
+    ``status`` is answered from the last published snapshot, ``history`` and a retry of
+    a request decided before a restart by the recall worker
+    (:mod:`controller.service.recall`), all off the engine thread; whatever changes the
+    table becomes an engine job, answered when done.
     """
     if request.op == "status":
-        return table.status()
+        return service.status()
     if request.op == "sim-reader":
-        return bench.act(table.simulated_reader, request.args)
+        return bench.act(service.parts.simulated_reader, request.args)
     if request.op == "history":
-        assert table.journal is not None
-        return table.recall.history(table.journal, request)
+        return service.recall.history(service.journal, request)
+    if request.decided_at is not None:
+        return already_decided(service, request)
     job = Job(request, deadline=request.deadline)
-    table.queue.put(job)
+    service.queue.put(job)
     return job.future
 
 
-def submit(table: Controller, command: Command, timeout: float = 10.0) -> dict[str, Any]:
+def submit(service: Service, command: Command, timeout: float = 10.0) -> dict[str, Any]:
     """Post ``command`` from a local tool (sim, scripts) and wait for the engine's reply.
 
     Not started within ``timeout``: answered "not done", and never done later.
     """
     job = Job(None, command, deadline=time.monotonic() + timeout)
-    table.queue.put(job)
+    service.queue.put(job)
     if not job.done.wait(timeout + CLIENT_GRACE_S):
         return {
             "ok": False,
@@ -69,7 +71,7 @@ def submit(table: Controller, command: Command, timeout: float = 10.0) -> dict[s
     return job.reply
 
 
-def run_job(table: Controller, job: Job) -> None:
+def run_job(service: Service, job: Job) -> None:
     """On the engine thread: answer ``job`` (never start one whose deadline passed)."""
     if time.monotonic() > job.deadline:
         what = job.what
@@ -85,61 +87,39 @@ def run_job(table: Controller, job: Job) -> None:
         return
     try:
         if job.command is not None:
-            reply = reply_to(table, job.command)
+            reply = reply_to(service, job.command)
         else:
             assert job.request is not None
-            reply = answer(table, job.request)
+            reply = answer(service, job.request)
     except FirebetError as exc:
         reply = {"ok": False, "error": str(exc), "exit": exc.exit_code}
     job.finish(reply)
 
 
-def answer(table: Controller, request: Request) -> dict[str, Any]:
+def answer(service: Service, request: Request) -> dict[str, Any]:
     """On the engine thread: a control-socket request that changes the table."""
+    table = service.table
+    assert table is not None
     op, args, actor = request.op, request.args, request.actor
-    assert table.journal is not None
-    if request.decided_at is not None:
-        return already_decided(table, request.decided_at)
     if op == "clear-halt":
-        if table.journal.halted is None and table.program_problem is not None:
-            return {
-                "ok": False,
-                "error": f"{table.program_problem}: clear-halt cannot lift this; "
-                "reinstall firebet (systemd/install.sh) and restart the service",
-            }
-        if table.journal.halted is None:
-            return {"ok": False, "error": "the table is not halted: nothing to clear"}
-        was = table.journal.halted.describe()
-        record = table.journal.clear_halt(actor, note=str(args.get("note", "")))
-        table.refresh()
-        done = describe_clear(record.data()) if record is not None else ""
-        return {"ok": True, "cleared": was, "resumed": done, "status": table.status()}
-    if op in ("diagnostics-on", "diagnostics-off"):
-        on = op == "diagnostics-on"
-        if on == table.diagnostics:
-            return {
-                "ok": False,
-                "error": f"diagnostics mode is already {'on' if on else 'off'}",
-            }
-        table.journal.append_system("mode", actor=actor, payload={"diagnostics": on})
-        table.diagnostics = on
-        table.refresh()
-        return {"ok": True, "status": table.status()}
-    return reply_to(table, dealer_command(op, args, actor, table.mode, request=request.tag))
+        reply = table.clear_halt(actor, str(args.get("note", "")))
+    elif op in ("diagnostics-on", "diagnostics-off"):
+        reply = table.switch_diagnostics(op == "diagnostics-on", actor)
+    else:
+        return reply_to(service, dealer_command(op, args, actor, table.mode, request=request.tag))
+    if reply.get("ok"):
+        reply["status"] = service.status()
+    return reply
 
 
-def already_decided(table: Controller, record: int) -> dict[str, Any]:
-    """The reply to a retry of a request the journal decided at ``record`` before the
-    service restarted (its first reply was lost with the old process): what was decided
-    then, re-derived from the journal by the table's engine; nothing is done again."""
-    assert table.journal is not None
+def already_decided(service: Service, request: Request) -> dict[str, Any]:
+    """The reply to a retry of a request the journal decided before the service restarted
+    (its first reply was lost with the old process): what was decided then, replayed from
+    the journal by the recall worker; nothing is done again."""
+    record = request.decided_at
+    assert record is not None
     before = f"decided at record {record}, before the service restarted; not done again"
-    found = table.journal.batch(record - 1, 1)
-    events = None
-    if found and found[0].record == record:
-        events = LinkFold(table.engine.rules, live_from=table.live_from).events(
-            table.journal, found[0]
-        )
+    events = service.recall.decided(service.journal, record, request.deadline)
     if events is None:
         return {
             "ok": False,
@@ -149,11 +129,13 @@ def already_decided(table: Controller, record: int) -> dict[str, Any]:
     for event in events:
         if event.get("event") == Refused.name:
             return {"ok": False, "error": f"{event.get('reason')} ({before})"}
-    return {"ok": True, "repeated": before, "events": events, "status": table.status()}
+    return {"ok": True, "repeated": before, "events": events, "status": service.status()}
 
 
-def reply_to(table: Controller, command: Command) -> dict[str, Any]:
+def reply_to(service: Service, command: Command) -> dict[str, Any]:
     """Apply a dealer's command (journal first, then outputs) and say what it did."""
+    table = service.table
+    assert table is not None
     if table.mode == Mode.DIAGNOSTICS:
         return {
             "ok": False,
@@ -168,5 +150,5 @@ def reply_to(table: Controller, command: Command) -> dict[str, Any]:
     return {
         "ok": True,
         "events": [e.to_dict() for e in outcome.events],
-        "status": table.status(),
+        "status": service.status(),
     }

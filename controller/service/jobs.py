@@ -1,9 +1,9 @@
 """What goes on the service's one queue besides a driver's command, and the refusal log.
 
-The engine thread (:meth:`controller.service.controller.Controller.serve`) takes a
+The engine thread (:meth:`controller.service.service.Service.serve`) takes a
 :class:`~controller.core.commands.Command` from a driver, a :class:`Job` (a
-control-socket request or a local tool's command, waiting for its reply), a
-:class:`Halt` from the background journal check, or :class:`Stop`. See
+control-socket request or a local tool's command, waiting for its reply), what the
+background journal check found (:class:`Checked`, :class:`Halt`), or :class:`Stop`. See
 ``docs/architecture.md`` (one queue, one thread).
 """
 
@@ -28,8 +28,18 @@ class Stop:
 
 @dataclass(frozen=True)
 class Halt:
-    """Queue item: the background check found damage; halt the table."""
+    """Queue item: damage found off the engine thread; halt the table."""
 
+    record: int | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Checked:
+    """Queue item: what the full journal check after ready found (``ok``, ``error``,
+    ``damage`` at ``record`` for ``reason``)."""
+
+    outcome: str
     record: int | None
     reason: str
 

@@ -32,10 +32,11 @@ from typing import Any
 
 from controller.control.protocol import EncodedReply, Request
 from controller.core.config import FireBetRules
-from controller.core.engine import Engine
 from controller.core.errors import FirebetError, UsageError
-from controller.journal import Journal
+from controller.journal import Journal, RecordKind, recover, store, verify
 from controller.journal.history import MAX_HANDS, Recall, connect_read_only
+from controller.journal.replay import RecordError
+from controller.journal.walk import replay_before
 from controller.service.requests import int_arg
 
 VERIFY_WAIT_S = 3600.0  # the full check of a year of rolls on a Pi Zero takes minutes
@@ -49,7 +50,7 @@ class _Following:
 
     def __init__(self, rules: FireBetRules) -> None:
         self.rules = rules
-        self.recall = Recall(Engine(rules))
+        self.recall = Recall(rules)
         self.conn: sqlite3.Connection | None = None
         self.inode: tuple[int, int] | None = None
         # the last answer, by (last record, hands): asked again with nothing new, it stands
@@ -73,7 +74,7 @@ class _Following:
         if self.conn is not None:
             self.conn.close()
         self.conn, self.inode, self.cache = None, None, None
-        self.recall = Recall(Engine(self.rules))
+        self.recall = Recall(self.rules)
 
 
 _following: dict[tuple[str, str], _Following] = {}  # in the worker: by journal and rules
@@ -97,14 +98,38 @@ def _answer(
         return "error", f"the journal cannot be read for history: {exc}"
 
 
+def _decided(path: str, rules: FireBetRules, record: int) -> tuple[str, Any]:
+    """In the worker: what record ``record`` decided, replayed from the journal:
+    ``("ok", events)`` (each as ``Event.to_dict()`` gives it), or ``("ok", None)`` when
+    it cannot be told (not a command, or a record on the way cannot be read)."""
+    try:
+        db = connect_read_only(path)
+    except sqlite3.Error as exc:
+        return "error", f"the journal cannot be read: {exc}"
+    try:
+        db.execute("BEGIN")
+        replay, known = replay_before(db, rules, record)
+        row = store.row(db, record)
+        if not known or row is None or row.kind != RecordKind.COMMAND:
+            return "ok", None
+        try:
+            step = replay.step(*row[:5])
+        except RecordError:
+            return "ok", None
+        return "ok", [e.to_dict() for e in step.events]
+    except sqlite3.Error as exc:
+        return "error", f"the journal cannot be read: {exc}"
+    finally:
+        db.close()
+
+
 def _verify(path: str, key_file: str, rules: FireBetRules) -> tuple[str, int | None, str]:
     """In a worker: the whole journal checked from genesis: ``("ok", None, "")``,
     ``("damage", record, reason)`` at the first problem, or ``("error", None, why)``."""
     try:
         with Journal(path, key_file=key_file, read_only=True) as reader:
-            engine = Engine(rules)
-            reader.recover(engine)
-            report = reader.verify(engine)
+            recover(reader, rules)
+            report = verify(reader, rules)
     except FirebetError as exc:
         return "error", None, str(exc)
     if report.ok:
@@ -162,31 +187,44 @@ class HistoryRecall:
             request.deadline,
             journal.last_record,
         )
-        with self._lock:  # one request at a time (the reading lane is one thread)
-            if self._worker is None:
-                try:
-                    self._worker = _Worker()
-                except OSError as exc:
-                    raise FirebetError(f"cannot start the history reader: {exc}") from None
-            worker = self._worker
-            wait = max(0.0, request.deadline - time.monotonic()) + GRACE_S
-            try:
-                kind, value = worker.ask(job, wait)
-            except TimeoutError:
-                self._give_up()
-                raise FirebetError(
-                    f"the last {hands} hands took longer than the request's deadline to read; "
-                    "ask for fewer hands"
-                ) from None
-            except (OSError, EOFError) as exc:
-                self._give_up()
-                raise FirebetError(f"the history reader stopped ({exc!r}); ask again") from None
+        late = f"the last {hands} hands took longer than the request's deadline to read"
+        kind, value = self._ask(job, request.deadline, late + "; ask for fewer hands")
         if kind == "ok":
             assert isinstance(value, bytes)
             return EncodedReply(value)
         if kind == "usage":
             raise UsageError(str(value))
         raise FirebetError(str(value))
+
+    def decided(
+        self, journal: Journal, record: int, deadline: float
+    ) -> list[dict[str, Any]] | None:
+        """What record ``record`` decided (its events), replayed from the journal by the
+        worker; None when that cannot be told."""
+        job = ("decided", str(journal.path), self.rules, record)
+        kind, value = self._ask(job, deadline, f"record {record} took too long to replay")
+        if kind != "ok":
+            raise FirebetError(str(value))
+        return value if isinstance(value, list) else None
+
+    def _ask(self, job: tuple[object, ...], deadline: float, late: str) -> tuple[Any, ...]:
+        """The worker's answer to ``job`` (started at the first request)."""
+        with self._lock:  # one request at a time
+            if self._worker is None:
+                try:
+                    self._worker = _Worker()
+                except OSError as exc:
+                    raise FirebetError(f"cannot start the history reader: {exc}") from None
+            worker = self._worker
+            wait = max(0.0, deadline - time.monotonic()) + GRACE_S
+            try:
+                return worker.ask(job, wait)
+            except TimeoutError:
+                self._give_up()
+                raise FirebetError(late) from None
+            except (OSError, EOFError) as exc:
+                self._give_up()
+                raise FirebetError(f"the history reader stopped ({exc!r}); ask again") from None
 
     def _give_up(self) -> None:
         if self._worker is not None:
@@ -275,7 +313,11 @@ def serve(jobs: Connection, answers: Connection) -> None:
             return
 
 
-_JOBS: dict[str, Callable[..., tuple[Any, ...]]] = {"history": _answer, "verify": _verify}
+_JOBS: dict[str, Callable[..., tuple[Any, ...]]] = {
+    "history": _answer,
+    "verify": _verify,
+    "decided": _decided,
+}
 
 if __name__ == "__main__":
     # the pipes are this process's stdin and stdout; anything printed goes to stderr

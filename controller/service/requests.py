@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from controller.clock import now_iso
 from controller.core.commands import (
     Ack,
     ApplyHeld,
@@ -24,7 +25,6 @@ from controller.core.commands import (
 )
 from controller.core.errors import UsageError
 from controller.core.lamps import Mode
-from drivers.reader import now_iso
 
 
 def dealer_command(

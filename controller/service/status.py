@@ -10,15 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from controller.core.events import Event, RollVoided, Settlement
 from controller.core.lamps import LightsView, Mode, Outputs, marker_report
 from controller.core.state import TableState
-from controller.link.report import disabled_status
-
-if TYPE_CHECKING:
-    from controller.service.controller import Controller
 
 SEQ_CONFLICT = "SEQ_CONFLICT"
 
@@ -34,6 +30,7 @@ class Published:
     halted: str | None
     storage_fault: str | None
     last_settlement: dict[str, Any] | None
+    rules: dict[str, Any] | None = None  # the rules record in force: when, what changed
 
 
 class ShownSettlement:
@@ -62,27 +59,6 @@ def status_line(p: Published) -> str:
     s = p.state
     point = f"point {s.point}" if s.point else s.phase.value.replace("_", " ")
     return f"{p.mode}: hand {s.hand}, {point}, {s.unique_points} different points, {s.rolls} rolls"
-
-
-def status_of(table: Controller) -> dict[str, Any]:
-    """``status --json`` of ``table``: its last published snapshot, the reader's counters now."""
-    p = table.published
-    if p is None:
-        return {"ok": False, "error": "the service is still starting"}
-    reader = (
-        table.reader.status().to_dict()
-        if table.reader is not None
-        else {"connected": False, "fault": "NO_READER", "counters": {}, "port": ""}
-    )
-    return status_report(
-        p,
-        table=table.config.table.id,
-        ready=table.ready.is_set(),
-        reader=reader,
-        journal_check=table.full_check,
-        program=table.program.to_dict() if table.program is not None else None,
-        floor=table.floor.status() if table.floor is not None else disabled_status(),
-    )
 
 
 def status_report(
@@ -134,4 +110,5 @@ def status_report(
         "journal_check": journal_check,
         "program": program,
         "floor": floor,
+        "rules": p.rules,
     }

@@ -42,6 +42,7 @@ class FloorRecord:
     payload: Any
     chain: str
     events: Any = None  # what the table's engine decided (command records); None: not sent
+    snapshot: str | None = None  # the SHA-256 of the snapshot its seal covers (hex)
 
     def message(self) -> dict[str, Any]:
         """The event message's JSON object."""
@@ -54,6 +55,8 @@ class FloorRecord:
             "payload": self.payload,
             "chain": self.chain,
         }
+        if self.snapshot is not None:
+            body["snapshot"] = self.snapshot
         if self.events is not None:
             body["events"] = self.events
         return body
@@ -127,9 +130,12 @@ def parse_event(table: str, data: bytes) -> FloorRecord:
     chain = body["chain"]
     if not isinstance(chain, str) or not _CHAIN.fullmatch(chain):
         raise BadMessage(f"chain {chain!r} is not a chain hash (64 hex digits)")
+    snapshot = body.get("snapshot")
+    if snapshot is not None and (not isinstance(snapshot, str) or not _CHAIN.fullmatch(snapshot)):
+        raise BadMessage(f"snapshot {snapshot!r} is not a SHA-256 (64 hex digits)")
     return FloorRecord(
         table, number, body["at"], body["kind"], body["actor"], body["payload"], chain,
-        body.get("events"),
+        body.get("events"), snapshot,
     )  # fmt: skip
 
 
@@ -181,6 +187,8 @@ class JournalRecord(Protocol):
     def payload(self) -> str: ...
     @property
     def hash(self) -> str: ...
+    @property
+    def snapshot(self) -> str | None: ...
 
 
 def online_message(program: str, record: int) -> str:
@@ -192,11 +200,13 @@ def event_message(
     table: str, record: JournalRecord, events: list[dict[str, Any]] | None = None
 ) -> str:
     """The ``event`` payload of one journal record (SPEC section 9):
-    ``{"table", "record", "at", "kind", "actor", "payload", "chain"}``, and ``"events"``
-    (what the table's engine decided, each :meth:`Event.to_dict`) when given.
+    ``{"table", "record", "at", "kind", "actor", "payload", "chain"}``, ``"snapshot"`` (the
+    hex SHA-256 of the state text the record's seal covers) when the record carries a
+    snapshot, and ``"events"`` (what the table decided, each :meth:`Event.to_dict`) when
+    given.
 
     The stored payload is already canonical JSON and goes in as it is (its seal still
-    checks with the table's key); the events are beside it, not in it.
+    checks with the table's key, docs/floor.md); the events are beside it, not in it.
     """
     dumps = json.dumps
     text = (
@@ -204,6 +214,9 @@ def event_message(
         f'"kind":{dumps(record.kind)},"actor":{dumps(record.actor)},'
         f'"payload":{record.payload},"chain":{dumps(record.hash)}'
     )
+    if record.snapshot is not None:
+        text += f',"snapshot":{dumps(record.snapshot)}'
+
     if events is None:
         return text + "}"
     return f'{text},"events":{_COMPACT.encode(events)}}}'

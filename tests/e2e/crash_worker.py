@@ -20,7 +20,7 @@ if str(ROOT) not in sys.path:
 
 from controller.core.commands import Ack, Bet, Cancel, Command, Roll, Surrender, Void  # noqa: E402
 from controller.core.engine import Engine  # noqa: E402
-from controller.journal import Journal  # noqa: E402
+from tests.support import PlayedJournal as Journal  # noqa: E402
 
 SNAPSHOT_EVERY = 7
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

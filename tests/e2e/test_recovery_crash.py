@@ -12,8 +12,8 @@ import pytest
 
 from controller.core.engine import Engine
 from controller.core.script import replay
-from controller.journal import Journal
 from tests.e2e.crash_worker import SNAPSHOT_EVERY, script
+from tests.support import PlayedJournal as Journal
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 SEED = 4

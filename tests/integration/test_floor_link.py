@@ -15,11 +15,11 @@ from controller.core.config import Config, load_config
 from controller.core.engine import Engine
 from controller.core.lamps import Effect
 from controller.core.state import TableState
-from controller.journal import Journal
 from controller.journal.recipe import decode_command, to_ms
 from controller.link.link import FloorLink
 from tests import support
 from tests.broker import Mosquitto, Subscriber, one_shot
+from tests.support import PlayedJournal as Journal
 from tests.support import RunningTable, wait_for
 
 pytestmark = pytest.mark.slow
@@ -161,7 +161,7 @@ def test_retained_state_and_online_reach_a_late_subscriber(
     finally:
         late.close()
     # a clean stop says offline (retained) in place of the will
-    table.controller.floor.stop()  # type: ignore[union-attr]
+    table.controller.link.stop()  # type: ignore[union-attr]
     wait_for(lambda: late_online(mosquitto) == {"online": False}, what="online false")
 
 
@@ -194,7 +194,7 @@ def test_broker_stopped_and_restarted_mid_stream_loses_nothing(
     assert sorted(set(heard)) == journal  # nothing skipped
     first_seen = list(dict.fromkeys(heard))
     assert first_seen == journal  # in record order
-    assert len(heard) - len(journal) <= table.controller.floor.window  # type: ignore[union-attr]
+    assert len(heard) - len(journal) <= table.controller.link.window  # type: ignore[union-attr]
 
 
 def test_confirm_round_trip_and_refusals(
@@ -276,7 +276,7 @@ def test_after_a_restart_the_backlog_is_published_with_its_events(
     mosquitto.start()
     with support.table_running(state, sock, config) as table:  # the backlog goes after it
         wait_for(lambda: all_published(table, floor), what="the backlog at the floor")
-        assert table.controller.floor is not None and table.controller.floor.report.underived == 0
+        assert table.controller.link is not None and table.controller.link.report.underived == 0
     stream = floor.on(EVENT)
     backlog = [e for e in stream if e["record"] > cursor and e["kind"] == "command"]
     assert len(backlog) >= 8 and all("events" in e for e in backlog)
@@ -358,3 +358,35 @@ def test_a_backlog_is_read_in_bounded_batches_with_a_bounded_window(
     assert max(queued) <= 8 + 2
     assert max(seen) <= 8 and link.cursor.record == head
     assert list(dict.fromkeys(floor.records())) == list(range(1, head + 1))
+
+
+def test_a_consumer_checks_every_message_s_seal_with_the_table_s_key_snapshots_included(
+    tmp_path: Path, mosquitto: Mosquitto, floor: Subscriber
+) -> None:
+    """A casino's consumer, written from docs/floor.md ("Checking the chain") alone."""
+    import hashlib
+    import hmac
+
+    config = floor_config(tmp_path, mosquitto, snapshot_every=5)
+    state = tmp_path / "state"
+    with support.table_running(state, tmp_path / "control.sock", config) as table:
+        assert table.ask("bet", position=3, amount=5)["ok"]
+        table.make(4, 5, 6)
+        table.throw(2, 2)
+        table.throw(3, 4)
+        wait_for(lambda: all_published(table, floor), what="every record at the floor")
+    key = bytes.fromhex((state / "journal.key").read_text().strip())
+    messages = sorted({e["record"]: e for e in floor.on(EVENT)}.values(), key=lambda e: e["record"])
+    assert [m["record"] for m in messages] == list(range(1, len(messages) + 1))
+    snapshots = [m for m in messages if "snapshot" in m]
+    assert len(snapshots) >= 2  # every 5 records
+    prev = bytes(32)
+    for m in messages:
+        body = json.dumps(m["payload"], sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        snap = 1 if "snapshot" in m else 0
+        message = prev + f"{m['record']}\n{m['at']}\n{m['actor']}\n{m['kind']}\n{snap}\n".encode()
+        message += body.encode()
+        if snap:
+            message += b"\nsnapshot " + bytes.fromhex(m["snapshot"])
+        assert hmac.new(key, message, hashlib.sha256).digest() == bytes.fromhex(m["chain"]), m
+        prev = bytes.fromhex(m["chain"])

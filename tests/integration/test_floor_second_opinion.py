@@ -13,7 +13,7 @@ import pytest
 
 from controller.core.config import Config, FireBetRules, load_config
 from controller.core.engine import Engine
-from controller.service import controller
+from controller.journal import replay
 from tests import support
 from tests.broker import Mosquitto
 from tests.floor_support import FloorProcess
@@ -38,9 +38,10 @@ def test_the_floor_catches_a_table_whose_engine_pays_otherwise(
 ) -> None:
     if five_pays != 249:  # the table's program pays otherwise than the rules it journals
         crooked = FireBetRules(pays={4: 24, 5: five_pays, 6: 999})
-        # its engine (history and the full journal check run in worker processes of their
-        # own, which fold with the journaled rules: a test cannot reach them)
-        monkeypatch.setattr(controller, "Engine", lambda rules=None: Engine(crooked))
+        # its engine, the table's and its floor link's (history and the full journal check
+        # run in worker processes of their own, which replay with the journaled rules: a
+        # test cannot reach them)
+        monkeypatch.setattr(replay, "engine_for", lambda rules: Engine(crooked))
     config = table_config(tmp_path, mosquitto)
     floor = FloorProcess(tmp_path / "floor", mosquitto)
     try:

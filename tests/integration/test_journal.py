@@ -21,9 +21,10 @@ from controller.core.commands import Ack, Bet, Cancel, Command, Roll, Surrender,
 from controller.core.engine import Engine
 from controller.core.errors import FirebetError
 from controller.core.script import parse_script, replay
-from controller.journal import Journal, JournalWriteError
+from controller.journal import JournalWriteError
 from controller.journal.files import Head, read_head
 from tests.support import ROOT, head_syncs
+from tests.support import PlayedJournal as Journal
 
 ENGINE = Engine()
 
@@ -178,7 +179,8 @@ DISK_FULL = """
 import resource, signal, sys
 from controller.core.commands import Roll
 from controller.core.engine import Engine
-from controller.journal import Journal, JournalWriteError
+from controller.journal import JournalWriteError
+from tests.support import PlayedJournal as Journal
 from controller.journal.files import Head, read_head
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 engine = Engine()

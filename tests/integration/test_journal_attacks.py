@@ -24,11 +24,12 @@ import pytest
 from controller.core.commands import Bet, Roll
 from controller.core.engine import Engine
 from controller.core.errors import JournalKeyUnreadable
-from controller.journal import Journal, canonical, store
+from controller.journal import canonical, store
 from controller.journal.key import read_key
 from controller.journal.legacy import old_hash
 from controller.journal.recipe import GENESIS, seal
 from tests.support import ROOT, RunningTable, wait_for
+from tests.support import PlayedJournal as Journal
 from tests.support import run_firebet as firebet
 
 ENGINE = Engine()
@@ -38,7 +39,7 @@ import sys
 from pathlib import Path
 from controller.core.commands import Roll
 from controller.core.engine import Engine
-from controller.journal import Journal
+from tests.support import PlayedJournal as Journal
 engine = Engine()
 journal = Journal(Path(sys.argv[1]) / "journal.db")
 journal.recover(engine)

@@ -26,7 +26,7 @@ def events_of(table: RunningTable, kind: str) -> list[tuple[str, dict[str, Any]]
     """The events of ``kind`` the journal's commands give (format 2 records the command
     only: its events are the rules' answer, folded here as recovery does)."""
     assert table.controller.journal is not None
-    engine, state, out = table.controller.engine, TableState(), []
+    engine, state, out = table.controller.table.replay.engine, TableState(), []
     for r in table.controller.journal.records():
         if r.kind != "command":
             continue
@@ -148,7 +148,7 @@ def test_a_repeated_refused_roll_is_logged_once_and_counted(
     with caplog.at_level(logging.INFO, logger="firebet.service"):
         seq = t.throw(4, 5, acked=False)
         wait_for(lambda: t.device.transmissions[seq] >= 12, what="the reader's repeats")
-        wait_for(lambda: t.controller.refusals.total >= 12, what="the refusals")
+        wait_for(lambda: t.controller.table.refusals.total >= 12, what="the refusals")
         lines = [
             r.getMessage()
             for r in caplog.records

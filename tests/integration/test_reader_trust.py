@@ -13,9 +13,9 @@ import pytest
 import serial
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
+from controller.cli.run import assemble
 from controller.control.client import ControlClient
 from controller.core.commands import Command, ReaderFault, ReaderOk, Roll
-from controller.service.controller import Controller
 from drivers.serial_reader import SerialDiceReader
 from drivers.sim_reader import SimulatedReader
 from tests.support import run_firebet, table_config, wait_for
@@ -123,7 +123,7 @@ def test_the_service_shows_a_driver_fault_with_its_reason_and_takes_manual_rolls
     reader = SerialDiceReader(device.port, 3_000_000_000, backoff_s=0.01, backoff_max_s=0.05)
     factory = MockFactory(pin_class=MockPWMPin)
     sock = tmp_path / "control.sock"
-    controller = Controller(
+    controller = assemble(
         table_config(), tmp_path / "state", reader=reader, pin_factory=factory, socket_path=sock
     )
 

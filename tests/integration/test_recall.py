@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from controller.control.client import ControlClient
 from controller.core.commands import Ack, Bet, Command, Roll, Surrender, Void
 from controller.core.engine import Engine
-from controller.journal import Journal
-from controller.journal import history as history_module
+from controller.journal import replay as replay_module
 from controller.journal.history import MAX_HANDS, HistoryTooLong, Recall, connect_read_only
 from tests.integration.test_control_attacks import Line
+from tests.support import PlayedJournal as Journal
 from tests.support import RunningTable, table_running, wait_for
 
 ENGINE = Engine()
@@ -49,12 +49,12 @@ def test_a_request_reads_the_new_records_and_the_hands_asked_not_the_journal(
     path = tmp_path / "journal.db"
     journal_with(path, rolls(6000))
     decoded: list[int] = []
-    real = history_module.decode_body  # a command folded again: a record read
+    real = replay_module.decode_body  # a command replayed: a record read
     monkeypatch.setattr(
-        history_module, "decode_body", lambda *args: decoded.append(1) or real(*args)
+        replay_module, "decode_body", lambda *args: decoded.append(1) or real(*args)
     )
     db = connect_read_only(path)
-    recall = Recall(ENGINE)
+    recall = Recall(ENGINE.rules)
     first = recall.history(db, 3)
     assert len(first) == 3
     assert len(decoded) < 2100  # from the newest snapshot: at most two snapshot spans
@@ -66,7 +66,7 @@ def test_a_request_reads_the_new_records_and_the_hands_asked_not_the_journal(
     again = recall.history(db, 3)
     # the 10 new records, then only the last 3 hands' records: never a snapshot span again
     assert len(decoded) < 10 + 3 * 60, len(decoded)
-    assert again == Recall(ENGINE).history(db, 3)  # the same as a fresh walk
+    assert again == Recall(ENGINE.rules).history(db, 3)  # the same as a fresh walk
     db.close()
 
 
@@ -75,9 +75,9 @@ def test_too_many_hands_is_refused(tmp_path: Path) -> None:
     journal_with(path, rolls(20))
     db = connect_read_only(path)
     with pytest.raises(ValueError, match=f"from 1 to {MAX_HANDS}"):
-        Recall(ENGINE).history(db, MAX_HANDS + 1)
+        Recall(ENGINE.rules).history(db, MAX_HANDS + 1)
     with pytest.raises(HistoryTooLong, match="deadline"):
-        Recall(ENGINE).history(db, 5, deadline=0.0)  # past already: bounded in time too
+        Recall(ENGINE.rules).history(db, 5, deadline=0.0)  # past already: bounded in time too
     db.close()
 
 
@@ -109,7 +109,7 @@ def test_a_following_recall_says_what_a_fresh_walk_says(
     tmp_path_factory: pytest.TempPathFactory, script: list[Any], every: int, hands: int
 ) -> None:
     path = tmp_path_factory.mktemp("recall") / "journal.db"
-    following = Recall(ENGINE)
+    following = Recall(ENGINE.rules)
     with Journal(path, snapshot_every=every, durable=False) as journal:
         journal.recover(ENGINE)
         db = connect_read_only(path)
@@ -117,8 +117,8 @@ def test_a_following_recall_says_what_a_fresh_walk_says(
             for i, (kind, a, b) in enumerate(script):
                 journal.apply(ENGINE, _command(kind, a, b))
                 if i % 7 == 0:
-                    assert following.history(db, hands) == Recall(ENGINE).history(db, hands)
-            assert following.history(db, hands) == Recall(ENGINE).history(db, hands)
+                    assert following.history(db, hands) == Recall(ENGINE.rules).history(db, hands)
+            assert following.history(db, hands) == Recall(ENGINE.rules).history(db, hands)
             assert following.history(db, hands) == journal.history(hands)
         finally:
             db.close()

@@ -14,9 +14,10 @@ import pytest
 
 from controller.core.commands import Bet, Roll
 from controller.core.engine import Engine
-from controller.journal import Journal, canonical
+from controller.journal import canonical
 from controller.journal.key import read_key
 from controller.journal.recipe import GENESIS, seal
+from tests.support import PlayedJournal as Journal
 from tests.support import run_firebet as firebet
 
 ENGINE = Engine()

@@ -98,7 +98,8 @@ def test_a_command_loads_its_own_module_not_the_service_or_the_floor(tmp_path: P
     assert proc.returncode == 0, proc.stderr
     code, loaded = proc.stdout.strip().splitlines()[-1].split(" ", 1)
     assert code == "0"
-    for heavy in ("controller.service", "controller.floor", "controller.journal", "uvicorn",
+    for heavy in ("controller.service", "controller.floor", "controller.link", "controller.journal",
+                  "uvicorn",
                   "starlette", "paho", "serial", "gpiozero", "drivers"):  # fmt: skip
         assert f"'{heavy}" not in loaded, f"firebet replay loaded {heavy}: {loaded}"
     assert "'controller.cli.replay'" in loaded

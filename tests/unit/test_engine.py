@@ -14,7 +14,6 @@ from controller.core.engine import Engine, decision_table
 from controller.core.events import (
     BettingClosed,
     DuplicateRoll,
-    NewDifferentPoint,
     NewHand,
     RollAccepted,
     RollVoided,
@@ -22,7 +21,7 @@ from controller.core.events import (
     SurveillanceAlert,
 )
 from controller.core.state import Phase, TableState, fold
-from tests.support import DICE, Table, make_points
+from tests.support import Table, make_points
 
 # -- the hand ------------------------------------------------------------------------
 
@@ -395,159 +394,3 @@ def test_property_replay_is_deterministic(rules: FireBetRules, cmds: list[Comman
     a = Engine(rules).run(cmds)
     b = Engine(replace(rules)).run(cmds)
     assert a.to_dict() == b.to_dict()
-
-
-@settings(max_examples=100, deadline=None)
-@given(rules_strategy, st.lists(commands, max_size=120))
-def test_property_an_engine_that_has_seen_the_rolls_decides_as_a_fresh_one(
-    rules: FireBetRules, cmds: list[Command]
-) -> None:
-    warm = Engine(rules)
-    warm.run(cmds)  # the common rolls' events are now looked up, not made
-    fresh = Engine(rules)
-    a = b = TableState()
-    for c in cmds:
-        out_warm, out_fresh = warm.apply(a, c), fresh.apply(b, c)
-        assert out_warm.events == out_fresh.events
-        assert out_warm.state.to_dict() == out_fresh.state.to_dict()
-        a, b = out_warm.state, out_fresh.state
-    timed = [replace(c, at="2026-11-30T09:00:00") if isinstance(c, Roll) else c for c in cmds]
-    assert fresh.run(timed) == warm.run(cmds)  # a time is never looked up, same game
-
-
-def test_a_roll_of_floats_or_bools_is_refused_even_when_its_event_was_made_before() -> None:
-    engine = Engine()
-    s = engine.apply(engine.apply(TableState(), Roll(2, 2)).state, Roll(3, 3)).state
-    for bad in (Roll(3.0, 3), Roll(3, 3.0), Roll(True, 1)):  # type: ignore[arg-type]
-        assert engine.apply(s, bad).refused is not None
-
-
-# every source a roll comes from, with and without a reader seq (repeats are duplicates or
-# conflicts) and a time: the roll path (Engine._move) against the full decision and fold
-any_rolls = st.builds(
-    Roll,
-    dice,
-    dice,
-    source=st.sampled_from(["reader", "reader", "manual", "script", "sim"]),
-    seq=st.one_of(st.none(), st.integers(0, 6)),
-    at=st.sampled_from(["", "2026-11-30T09:00:00.000+00:00"]),
-)
-mixed: st.SearchStrategy[Command] = st.one_of(
-    any_rolls, any_rolls, any_rolls, any_rolls, commands, st.builds(ReaderHello, seq=st.just(0))
-)
-
-
-@settings(max_examples=200, deadline=None)
-@given(rules_strategy, st.lists(mixed, max_size=150))
-def test_property_the_roll_path_is_the_fold_of_the_events_it_gives(
-    rules: FireBetRules, cmds: list[Command]
-) -> None:
-    engine = Engine(rules)
-    state = TableState()
-    for c in cmds:
-        out = engine.apply(state, c)
-        decided = engine.decide(state, c)
-        assert list(out.events) == decided
-        folded = fold(decided, state)
-        assert out.state == folded and out.state.to_dict() == folded.to_dict()
-        advanced = engine.advance(state, c)
-        assert advanced.to_dict() == out.state.to_dict()
-        # the folded run's path, one roll long (a seven-out included): the same state, and
-        # the seven-out's settlement, when it made one, is the state's last settlement
-        ran, end = engine.advance_moves(state, [c])
-        if end:
-            assert ran == out.state and ran.to_dict() == out.state.to_dict()
-            paid = [e for e in out.events if isinstance(e, Settlement)]
-            assert ran.last_settlement == (paid[0] if paid else None)
-        if out.state.undo is not None:
-            assert out.state.undo.undo is None  # the undo buffer never chains
-        state = out.state
-
-
-script_rolls = st.builds(Roll, dice, dice, source=st.sampled_from(["script", "sim"]))
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    rules_strategy,
-    st.lists(commands, max_size=60),
-    st.lists(st.one_of(script_rolls, script_rolls, script_rolls, mixed), max_size=60),
-)
-def test_property_a_run_of_moving_rolls_is_folded_as_one_by_one(
-    rules: FireBetRules, first: list[Command], cmds: list[Command]
-) -> None:
-    engine = Engine(rules)
-    state = engine.run(first)
-    start = 0
-    moving = {RollAccepted, BettingClosed, NewDifferentPoint}
-    while start < len(cmds):
-        got, end = engine.advance_moves(state, cmds, start)
-        expected = state
-        seven_out = False
-        for c in cmds[start:end]:
-            assert not seven_out  # a seven-out is the run's last roll
-            out = engine.apply(expected, c)
-            kinds = {type(e) for e in out.events}
-            seven_out = NewHand in kinds
-            # a seven-out settles the hand (unless paid at the 6th point) and starts the next
-            assert kinds <= (moving | {Settlement, NewHand} if seven_out else moving)
-            expected = out.state
-        assert got == expected and got.to_dict() == expected.to_dict()
-        assert got.last_settlement == expected.last_settlement
-        if end < len(cmds) and not seven_out:  # else it stops only at what does not move
-            c = cmds[end]
-            out = engine.apply(got, c)
-            assert (
-                not isinstance(c, Roll)
-                or c.source not in ("script", "sim", "reader")
-                or not {type(e) for e in out.events}
-                <= {RollAccepted, BettingClosed, NewDifferentPoint}
-            )
-            got, end = out.state, end + 1
-        state, start = got, end
-
-
-def test_a_run_ends_with_its_seven_out_settled_as_one_by_one_and_can_be_voided() -> None:
-    engine = Engine()
-    state = engine.apply(TableState(), Bet(1, 5)).state
-    hand = [Roll(2, 2, "script"), Roll(1, 3, "script"), Roll(3, 3, "script")]  # 4 made, 6 set
-    seven = [Roll(5, 3, "script"), Roll(4, 3, "script")]  # 8: no decision; the seven-out
-    after = [Roll(2, 2, "script"), Roll(6, 6, "script")]  # the next shooter's rolls
-    cmds = hand + seven + after
-    got, end = engine.advance_moves(state, cmds)
-    expected = engine.run(cmds[:end], state)
-    assert end == 5 and got.phase is Phase.NEW_SHOOTER and got.hand == 2 and got.shooter == 2
-    assert got.to_dict() == expected.to_dict() and got.betting_open and not got.bets
-    assert got.last_settlement is not None and got.last_settlement.points == (4,)
-    assert got.meters.hands == expected.meters.hands == 1
-    voided = engine.apply(got, Void())
-    assert voided.state.to_dict() == engine.apply(expected, Void()).state.to_dict()
-    assert voided.state.hand == 1 and voided.state.bets == {1: 5}
-    nxt, stop = engine.advance_moves(got, cmds, end)  # the next run starts after it
-    assert stop == len(cmds) and nxt.to_dict() == engine.run(after, got).to_dict()
-
-
-def test_a_seven_out_after_the_hand_was_paid_at_the_sixth_point_settles_nothing_again() -> None:
-    engine = Engine(FireBetRules(pay_six_immediately=True))
-    made = [Roll(*DICE[p], "script") for p in (4, 5, 6, 8, 9, 10) for _ in range(2)]
-    state = engine.run([Bet(1, 5), *made])
-    assert state.settled
-    cmds = [Roll(3, 3, "script"), Roll(4, 3, "script")]
-    got, end = engine.advance_moves(state, cmds)
-    expected = engine.run(cmds, state)
-    assert end == 2 and got.to_dict() == expected.to_dict() and got.last_settlement is None
-    assert got.hand == expected.hand == state.hand + 1 and not got.settled
-
-
-def test_a_run_of_moving_rolls_meters_a_point_made_again_and_can_be_voided() -> None:
-    engine = Engine()
-    six = [Roll(3, 3, "script"), Roll(3, 3, "script")]  # the point 6, made: a new point
-    again = [Roll(4, 2, "script"), Roll(5, 1, "script"), Roll(2, 2, "script")]  # 6 again
-    state = engine.run(six)
-    got, end = engine.advance_moves(state, again)
-    expected = engine.run(again, state)
-    assert end == 3 and got.meters.points_made == 2
-    assert got.to_dict() == expected.to_dict()
-    voided = engine.apply(got, Void()).state
-    assert voided.to_dict() == engine.apply(expected, Void()).state.to_dict()
-    assert voided == engine.run(again[:2], state)

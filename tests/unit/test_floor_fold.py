@@ -13,10 +13,11 @@ from controller.core.config import FireBetRules, load_config, rules_settings
 from controller.core.engine import Engine
 from controller.core.script import parse_line
 from controller.core.state import TableState
-from controller.journal import Journal, Record
+from controller.journal import Record
 from controller.link.fold import LinkFold
 from controller.wire.messages import event_message
 from tests.floor_support import make_points
+from tests.support import PlayedJournal as Journal
 
 
 def play(journal: Journal, engine: Engine, lines: list[str]) -> None:
@@ -84,22 +85,23 @@ def test_the_message_keeps_the_stored_payload_and_adds_the_events(tmp_path: Path
     assert "events" not in json.loads(event_message("CR-07", rec))
 
 
-def test_this_run_folds_with_the_engine_s_rules_a_backlog_with_the_rules_journaled(
-    tmp_path: Path,
-) -> None:
+def test_each_run_is_replayed_with_the_rules_its_start_journaled(tmp_path: Path) -> None:
     house = tmp_path / "house.toml"
     house.write_text("[firebet]\npays = { 4 = 30, 5 = 300, 6 = 1000 }\n")
     config = load_config(house)
-    earlier, now = Engine(config.firebet), Engine(FireBetRules(pays={4: 7, 5: 70, 6: 700}))
+    other = tmp_path / "other.toml"
+    other.write_text('[firebet]\npreset = "custom"\npays = { 4 = 7, 5 = 70, 6 = 700 }\n')
+    later = load_config(other)
+    earlier, now = Engine(config.firebet), Engine(later.firebet)
     five = ["bet 1 5", *make_points(4, 5, 6, 8, 9), "4 4", "3 4"]
     with Journal(tmp_path / "j.db", durable=False) as journal:
         journal.recover(earlier)
         journal.append_system("rules", actor="service", payload=rules_settings(config))
         play(journal, earlier, five)
-        live_from = journal.last_record + 1  # a restart under other rules
-        journal.append_system("start", actor="service")
+        journal.append_system("start", actor="service")  # a restart under other rules
+        journal.append_system("rules", actor="service", payload=rules_settings(later))
         play(journal, now, five)
-        fold = LinkFold(now.rules, live_from=live_from)
+        fold = LinkFold(FireBetRules())
         paid = []
         for rec in journal.records():
             for e in fold.events(journal, rec) or []:

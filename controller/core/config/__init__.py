@@ -73,6 +73,7 @@ __all__ = [
     "broker_problem",
     "load_config",
     "preset_names",
+    "rules_changes",
     "rules_from_settings",
     "rules_settings",
     "with_broker",
@@ -299,19 +300,33 @@ def rules_settings(config: Config) -> dict[str, Any]:
 
 
 def rules_from_settings(settings: Mapping[str, Any]) -> FireBetRules:
-    """The engine's rules from a ``rules`` record's settings (the floor's second opinion)."""
+    """The engine's rules from a ``rules`` record's settings (raises KeyError, TypeError or
+    ValueError naming what is wrong when they are not such settings)."""
     table, firebet = settings["table"], settings["firebet"]
-    return FireBetRules(
-        positions=int(table["positions"]),
-        pays={int(tier): int(odds) for tier, odds in firebet["pays"].items()},
-        min_wager=int(firebet["min_wager"]),
-        max_wager=int(firebet["max_wager"]),
-        wager_increment=int(firebet["wager_increment"]),
-        pay_six_immediately=bool(firebet["pay_six_immediately"]),
-        surrender_carries_points=bool(firebet["surrender_carries_points"]),
-        surveillance_at=int(firebet["surveillance_at"]),
-        betting_closes=str(firebet["betting_closes"]),
-    )
+    if not isinstance(table, Mapping) or not isinstance(firebet, Mapping):
+        raise TypeError("a rules record holds the [table] and [firebet] settings as tables")
+    return FireBetRules.from_dict({**firebet, "positions": table["positions"]})
+
+
+RULES_SECTIONS = ("table", "firebet")
+
+
+def rules_changes(
+    before: Mapping[str, Any] | None, after: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """What differs between the settings of two ``rules`` records (:func:`rules_settings`):
+    each dotted key (``firebet.pays``) that changed, with what it ``was`` and is ``now``.
+    Every key of a start after none (``before`` None) counts as new (``was`` None)."""
+    changed: dict[str, dict[str, Any]] = {}
+    for section in RULES_SECTIONS:
+        old = (before or {}).get(section)
+        old = old if isinstance(old, Mapping) else {}
+        new = after.get(section)
+        new = new if isinstance(new, Mapping) else {}
+        for name in sorted(set(old) | set(new)):
+            if old.get(name) != new.get(name):
+                changed[f"{section}.{name}"] = {"was": old.get(name), "now": new.get(name)}
+    return changed
 
 
 def with_broker(config: Config, url: str, source: str = "--broker") -> Config:

@@ -6,10 +6,13 @@ the reader, lamps, buttons, journal, control socket and floor link.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
+
+from controller.core.numbers import whole_number
 
 POINT_NUMBERS: tuple[int, ...] = (4, 5, 6, 8, 9, 10)
 
@@ -39,6 +42,68 @@ class FireBetRules:
             if unique_points >= tier:
                 best = (tier, odds)
         return best
+
+    def to_dict(self) -> dict[str, Any]:
+        """The rules as JSON (pay table keys as strings); :meth:`from_dict` gives them back."""
+        return {
+            "positions": self.positions,
+            "pays": {str(k): v for k, v in sorted(self.pay_table().items())},
+            "min_wager": self.min_wager,
+            "max_wager": self.max_wager,
+            "wager_increment": self.wager_increment,
+            "pay_six_immediately": self.pay_six_immediately,
+            "surrender_carries_points": self.surrender_carries_points,
+            "surveillance_at": self.surveillance_at,
+            "betting_closes": self.betting_closes,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FireBetRules:
+        """Rules from :meth:`to_dict` output (raises KeyError, TypeError, ValueError)."""
+        pays = data["pays"]
+        if not isinstance(pays, Mapping):
+            raise TypeError(f"pays must be a table, not {pays!r}")
+        return cls(
+            positions=_whole(data["positions"]),
+            pays={_tier(k): _whole(v) for k, v in pays.items()},
+            min_wager=_whole(data["min_wager"]),
+            max_wager=_whole(data["max_wager"]),
+            wager_increment=_whole(data["wager_increment"]),
+            pay_six_immediately=_flag(data["pay_six_immediately"]),
+            surrender_carries_points=_flag(data["surrender_carries_points"]),
+            surveillance_at=_whole(data["surveillance_at"]),
+            betting_closes=_choice(data["betting_closes"], ("first_roll", "first_point")),
+        )
+
+    def key(self) -> str:
+        """The rules as one canonical text: equal rules, equal keys (the pay table is a
+        dict, so the rules are not hashable themselves)."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+def _whole(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{value!r} is not a whole number")
+    return value
+
+
+def _tier(key: Any) -> int:
+    number = whole_number(key) if isinstance(key, str) else None
+    if number is None:
+        raise ValueError(f"pay table key {key!r} is not a number of different points")
+    return number
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{value!r} is not true or false")
+    return value
+
+
+def _choice(value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{value!r} is not one of {', '.join(choices)}")
+    return str(value)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,202 @@
+"""The one meaning of the journal's records: the replay, pure over records.
+
+A record means what it meant when it was journaled (SPEC section 6):
+
+- a ``command`` record is the command, decided under the rules of the newest ``rules``
+  record before it; the events are not stored, the rules engine gives them again from
+  the state before the record ("commands in, state out": docs/journal.md);
+- a ``rules`` record puts the rules it carries (the ``[table]`` and ``[firebet]``
+  settings a start plays under) in force for every record after it; the records
+  before the first one are decided under the rules the replay is started with;
+- a ``clear_halt`` record resumes the game on the state it names (the state the chain
+  proves: :mod:`controller.journal.walk` checks it before it adopts it);
+- ``start``, ``mode`` and ``halt`` records change nothing in the game.
+
+:class:`Replay` is where a replay stands (the state after the records so far and the
+rules in force) and moves on record by record (:meth:`Replay.step`, which gives each
+record's :class:`Step`: the state before and after it and its events) or, for a run of
+commands whose events nobody asks for, all at once (:meth:`Replay.fold`, the fast path
+of recovery and ``journal verify``: the same state). Recovery, ``journal verify``,
+``clear-halt``, ``history``, ``journal migrate``, the floor link and the floor's second
+opinion all replay the journal through it, so none of them can give a record another
+meaning. Nothing here touches a file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core.commands import Command
+from controller.core.config import FireBetRules, rules_changes, rules_from_settings
+from controller.core.engine import Engine
+from controller.core.events import Event
+from controller.core.state import TableState
+from controller.core.times import iso
+from controller.journal.recipe import RecordKind, decode_body
+
+ENGINES_KEPT = 16  # engines of distinct rules kept built (a table has one or two)
+_engines: OrderedDict[str, Engine] = OrderedDict()
+
+# what a record's body may fail to be read with: its text is not JSON, a field is
+# missing, of the wrong type or out of range
+DECODE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, RecursionError)
+
+
+def engine_for(rules: FireBetRules) -> Engine:
+    """The engine of ``rules``; the newest :data:`ENGINES_KEPT` distinct ones are kept
+    built (building one drives the hand machine through every roll)."""
+    key = rules.key()
+    engine = _engines.get(key)
+    if engine is None:
+        engine = _engines[key] = Engine(rules)
+        while len(_engines) > ENGINES_KEPT:
+            _engines.popitem(last=False)
+    else:
+        _engines.move_to_end(key)
+    return engine
+
+
+class RecordError(ValueError):
+    """A record whose meaning cannot be read (the message says what is wrong with it)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One record replayed: the state before and after it and what it did."""
+
+    record: int
+    kind: str
+    actor: str
+    at: str
+    before: TableState
+    after: TableState
+    events: tuple[Event, ...] = ()
+    command: Command | None = None
+    rules: FireBetRules | None = None  # a rules record: the rules it put in force
+    changed: Mapping[str, Any] | None = None  # a rules record: what differs from before
+    body: Any = None  # a rules or clear_halt record: its body, parsed
+
+
+def settings_of(body: str | Mapping[str, Any]) -> tuple[FireBetRules, dict[str, Any]]:
+    """The rules a ``rules`` record puts in force and its settings (``table``, ``firebet``,
+    ``program``, ...); a :class:`RecordError` naming what is wrong when it is not one."""
+    try:
+        data = json.loads(body) if isinstance(body, str) else dict(body)
+        if not isinstance(data, dict):
+            raise TypeError("a rules record is a JSON object")
+        return rules_from_settings(data), data
+    except DECODE_ERRORS as exc:
+        raise RecordError(f"the rules record cannot be read: {exc!r}") from None
+
+
+def resume_state_of(body: str | Mapping[str, Any]) -> TableState:
+    """The state a ``clear_halt`` record resumes on; a :class:`RecordError` when unreadable."""
+    try:
+        data = json.loads(body) if isinstance(body, str) else body
+        return TableState.from_dict(data["resume_state"])
+    except DECODE_ERRORS as exc:
+        raise RecordError(f"the clear-halt record cannot be read: {exc!r}") from None
+
+
+class Replay:
+    """Where a replay of one journal stands: the state after the records so far, and the
+    rules in force (with the settings and number of the ``rules`` record that set them)."""
+
+    __slots__ = ("engine", "rules", "rules_record", "settings", "state")
+
+    def __init__(
+        self,
+        rules: FireBetRules,
+        state: TableState | None = None,
+        *,
+        rules_record: int | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        """``rules``: in force until the first ``rules`` record (``rules_record`` and its
+        ``settings``, when the replay starts after one: an anchor past a start)."""
+        self.rules = rules
+        self.engine = engine_for(rules)
+        self.state = state if state is not None else TableState()
+        self.rules_record = rules_record
+        self.settings = dict(settings) if settings is not None else None
+
+    def copy(self) -> Replay:
+        """A replay standing where this one stands (the state is a value: shared)."""
+        return Replay(
+            self.rules, self.state, rules_record=self.rules_record, settings=self.settings
+        )
+
+    # one record ---------------------------------------------------------------------
+    def step(self, record: int, at: int, actor: str, kind: str, body: str) -> Step:
+        """Replay one record (its stored fields: ``at`` in milliseconds, ``body`` the text): its
+        :class:`Step`. Raises :class:`RecordError` (the replay stays where it was) when
+        its meaning cannot be read."""
+        at_text = iso(at)
+        before = self.state
+        if kind == RecordKind.COMMAND:
+            try:
+                command = decode_body(body, actor, at, at_text)
+                outcome = self.engine.apply(before, command)
+            except DECODE_ERRORS as exc:
+                raise RecordError(f"the record cannot be decoded: {exc!r}") from None
+            self.state = outcome.state
+            return Step(
+                record, kind, actor, at_text, before, outcome.state, outcome.events, command
+            )
+        if kind == RecordKind.RULES:
+            rules, settings = settings_of(body)
+            changed = self.take_rules(rules, settings, record)
+            return Step(
+                record, kind, actor, at_text, before, before, rules=rules, changed=changed,
+                body=settings,
+            )  # fmt: skip
+        if kind == RecordKind.CLEAR_HALT:
+            state = resume_state_of(body)
+            self.state = state
+            return Step(record, kind, actor, at_text, before, state, body=json.loads(body))
+        if kind in (RecordKind.START, RecordKind.MODE, RecordKind.HALT):
+            return Step(record, kind, actor, at_text, before, before)
+        raise RecordError(f"unknown record kind {kind!r}")
+
+    def take_rules(
+        self, rules: FireBetRules, settings: Mapping[str, Any], record: int | None
+    ) -> dict[str, dict[str, Any]]:
+        """Put ``rules`` in force (a ``rules`` record's, with its ``settings``): what
+        changed from the settings in force before (nothing, for the journal's first)."""
+        changed = rules_changes(self.settings, settings) if self.settings is not None else {}
+        self.rules, self.engine = rules, engine_for(rules)
+        self.rules_record, self.settings = record, dict(settings)
+        return changed
+
+    def resume(self, state: TableState) -> None:
+        """Stand on ``state`` (a ``clear_halt`` the chain proves)."""
+        self.state = state
+
+    # many commands at once ------------------------------------------------------------
+    def fold(self, commands: Sequence[Command], start: int = 0) -> int:
+        """Fold ``commands[start:]`` in order (the commands of consecutive ``command``
+        records) into the state: the index of the first one that cannot be folded
+        (``len(commands)`` when all were). The same state as :meth:`step` on each, without
+        making the events of the rolls that only move the hand: each run of those is
+        folded at once (:meth:`Engine.advance_moves`), any other command alone."""
+        advance_moves, advance = self.engine.advance_moves, self.engine.advance
+        state = self.state
+        i, count = start, len(commands)
+        while i < count:
+            try:
+                state, end = advance_moves(state, commands, i)
+            except DECODE_ERRORS:
+                end = i
+            if end == i:
+                try:
+                    state = advance(state, commands[i])
+                except DECODE_ERRORS:
+                    break
+                end = i + 1
+            i = end
+        self.state = state
+        return i

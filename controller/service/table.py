@@ -1,0 +1,414 @@
+"""The table as the engine thread owns it: the state, the rules in force and the mode.
+
+:class:`Table` is the one owner of the game on the service's engine thread
+(:class:`~controller.service.service.Service`): where the replay of the journal stands
+(the state after the last record and the rules in force), the mode (halted, storage
+fault, diagnostics, reader fault), and the snapshot it publishes for every other thread.
+It decides each command with the pure rules engine, journals it durably, and only then
+changes the outputs (lamps, the reader's ACK), in that order (docs/architecture.md, the
+path of a roll). Nothing here folds the journal: recovery did that once, at start
+(:func:`controller.journal.recover`), and every command moves the state on by itself.
+
+Rules: each start journals the rules it plays under (a ``rules`` record naming what
+changed since the rules before, and who started the service with which file) before any
+command is decided under them; an older record keeps the meaning it was journaled with
+(SPEC section 6). A start that cannot journal them (a storage fault) journals them before
+its first command once it can.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from controller.core.commands import (
+    Ack,
+    ApplyHeld,
+    Command,
+    DiscardHeld,
+    ReaderFault,
+    ReaderOk,
+    Roll,
+    RollSource,
+    Surrender,
+    Void,
+)
+from controller.core.config import Config, rules_settings
+from controller.core.engine import Outcome
+from controller.core.errors import FirebetError, TableHalted
+from controller.core.events import DuplicateRoll, RollAccepted, RollHeld
+from controller.core.lamps import Mode, desired_outputs
+from controller.core.lamps import view_from_state as lights_view
+from controller.core.state import TableState
+from controller.journal import (
+    Journal,
+    JournalHalted,
+    JournalWriteError,
+    ReadOnly,
+    RecordKind,
+    Replay,
+    clear_halt,
+    describe_clear,
+    recover,
+)
+from controller.service import notify
+from controller.service.integrity import ProgramCheck
+from controller.service.jobs import RepeatedRefusals, log_reader_events, roll_key
+from controller.service.status import SEQ_CONFLICT, Published, ShownSettlement, status_line
+from drivers.lights import MarkerLights
+from drivers.reader import DiceReader
+
+log = logging.getLogger("firebet.service")
+
+GAME_COMMANDS = (Roll, Void, Surrender, Ack, ApplyHeld, DiscardHeld)
+
+
+class Table:
+    """The game and the mode of one table, on the engine thread (see the module docstring).
+
+    Other threads read only :attr:`published` (replaced whole) and :attr:`full_check`.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        journal: Journal,
+        program: ProgramCheck,
+        *,
+        lights: MarkerLights | None = None,
+        reader: DiceReader | None = None,
+        on_change: Callable[[Published], None] | None = None,
+        state_changed: Callable[[], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.journal = journal
+        self.program = program
+        self.lights = lights
+        self.reader = reader
+        self.on_change = on_change
+        self.state_changed = state_changed  # the floor link's flag (set, never waited on)
+        self.replay = Replay(config.firebet)
+        self.reader_fault: str | None = None if reader is not None else "NO_READER"
+        self.diagnostics = False
+        self.storage_fault: str | None = None
+        self.full_check: str | None = None  # "running", "ok" or what it found
+        self.rules_pending = False  # this start's rules are not journaled yet
+        self.rules_shown: dict[str, Any] | None = None  # the rules in force, for status
+        self.settlements = ShownSettlement()
+        self.published: Published | None = None  # the engine thread's last snapshot
+        self.refusals = RepeatedRefusals(log)
+
+    # what the table is now ----------------------------------------------------------------
+    @property
+    def state(self) -> TableState:
+        """The table's state after the last record."""
+        return self.replay.state
+
+    @property
+    def program_problem(self) -> str | None:
+        """Why the program failed its integrity check at start (None: it passed)."""
+        return None if self.program.ok else self.program.describe()
+
+    @property
+    def mode(self) -> Mode:
+        if self.program_problem is not None or self.journal.halted is not None:
+            return Mode.HALTED
+        if self.storage_fault is not None:
+            return Mode.STORAGE_FAULT
+        if self.diagnostics:
+            return Mode.DIAGNOSTICS
+        if self.reader_fault_code is not None:
+            return Mode.READER_FAULT
+        return Mode.RUNNING
+
+    @property
+    def reader_fault_code(self) -> str | None:
+        """The reader fault in force: the driver's, or a journaled SEQ_CONFLICT (until HELLO)."""
+        if self.reader_fault is not None:
+            return self.reader_fault
+        if self.state.reader_conflict is not None:
+            return SEQ_CONFLICT
+        return None
+
+    # start-up -----------------------------------------------------------------------------
+    def recover(self) -> None:
+        """Replay the journal's tail (a damaged journal halts by itself); a read-only file
+        system is a storage fault."""
+        recovered = recover(self.journal, self.config.firebet)
+        self.replay = recovered.replay
+        if recovered.halted is not None:
+            log.error("journal halted: %s", recovered.halted.describe())
+        elif self.journal.read_only is ReadOnly.FILE_SYSTEM:
+            self.storage_fault = self.journal.read_only_reason()
+            log.error(
+                "storage fault: %s; rolls are refused until it is writable", self.storage_fault
+            )
+
+    def journal_start(self) -> None:
+        """Journal this start and the rules it plays under (not while halted: then after
+        the clear-halt, before the first command)."""
+        self.rules_pending = True
+        if self.journal.halted is not None:
+            return
+        try:
+            self.journal.append_system(
+                RecordKind.START,
+                actor="service",
+                state=self.state,
+                payload={"pid": os.getpid(), "program": self.program.to_dict()},
+            )
+            self._journal_rules()
+        except JournalWriteError as exc:
+            self.storage_fault = exc.reason
+        self.refresh(announce=False)  # the status shows the rules in force from now on
+
+    def _journal_rules(self) -> None:
+        """The ``rules`` record of this start, what changed since the rules in force, and
+        who started the service with which file; the rules are in force from it on."""
+        settings = rules_settings(self.config) | {"program": self.program.digest}
+        changed = self.replay.copy().take_rules(self.config.firebet, settings, None)
+        body = settings | {
+            "changed": changed,
+            "previous": self.replay.rules_record,
+            "config": self.config.source,
+            "started_by": _os_user(),
+        }
+        record = self.journal.append_system(
+            RecordKind.RULES, actor="service", state=self.state, payload=body
+        )
+        self.replay.take_rules(self.config.firebet, settings, record.record)
+        self.rules_pending = False
+        self.rules_shown = {"record": record.record, "at": record.at, "changed": changed}
+        if changed:
+            log.warning(
+                "the rules changed since the last start (record %d): %s",
+                record.record,
+                "; ".join(f"{k} was {v['was']!r}, now {v['now']!r}" for k, v in changed.items()),
+            )
+
+    # commands -------------------------------------------------------------------------------
+    def handle(self, command: Command) -> Outcome | None:
+        """A driver's command: journal it, then outputs, then the reader's ACK."""
+        if isinstance(command, ReaderFault):
+            self.reader_fault = command.code
+        elif isinstance(command, ReaderOk):
+            self.reader_fault = None
+        if self.mode == Mode.DIAGNOSTICS and isinstance(command, GAME_COMMANDS):
+            self.refusals.refused(
+                ("diagnostics", *roll_key(command)),
+                logging.INFO,
+                "diagnostics: %s paused (not applied, not ACKed)",
+                command.name,
+            )
+            return None
+        conflict = self.state.reader_conflict
+        if (
+            isinstance(command, Roll)
+            and command.source == RollSource.READER
+            and conflict is not None
+        ):
+            self.refusals.refused(  # not journaled again: the conflict is on record
+                (SEQ_CONFLICT, *roll_key(command)),
+                logging.WARNING,
+                "reader roll %s %s (seq %s) refused: the reader is in SEQ_CONFLICT fault "
+                "until it restarts (HELLO)",
+                command.d1,
+                command.d2,
+                command.seq,
+            )
+            return None
+        try:
+            outcome = self.record(command)
+        except FirebetError as exc:
+            self.refusals.refused(
+                ("refused", *roll_key(command)),
+                logging.WARNING,
+                "%s not applied: %s",
+                command.name,
+                exc,
+            )
+            self.refresh()
+            return None
+        if not isinstance(command, ReaderFault | ReaderOk):
+            self.refusals.flush()
+        self.refresh(announce=False)
+        recorded = any(
+            isinstance(e, RollAccepted | DuplicateRoll | RollHeld) for e in outcome.events
+        )
+        if isinstance(command, Roll) and command.seq is not None and recorded and self.reader:
+            self.reader.ack(command.seq)  # only now: the roll is durable and the lamps show it
+        self.announce()
+        log_reader_events(log, outcome.events)
+        return outcome
+
+    def record(self, command: Command) -> Outcome:
+        """Decide and journal ``command`` durably; raises when it cannot be recorded. A
+        copy of a roll already applied (the reader's retransmission) is not journaled
+        again: the original is durable."""
+        if self.program_problem is not None:
+            raise TableHalted(
+                f"the table is halted ({self.program_problem}): reinstall firebet "
+                "(systemd/install.sh), then restart the service"
+            )
+        try:
+            if self.journal.halted is None and self.rules_pending:
+                self._journal_rules()
+            outcome = self.replay.engine.apply(self.state, command)
+            if not (outcome.events and all(isinstance(e, DuplicateRoll) for e in outcome.events)):
+                self.journal.append(command, outcome.state)
+        except JournalHalted as exc:
+            raise TableHalted(
+                f"the table is halted ({exc.describe()}): a technician must check the "
+                "journal (firebet journal verify) and lift it with firebet clear-halt"
+            ) from exc
+        except JournalWriteError as exc:
+            self.storage_fault = exc.reason
+            raise FirebetError(
+                f"{command.name} refused: the journal cannot be written ({exc.reason}); "
+                "free disk space in the state directory, then try again"
+            ) from exc
+        self.replay.resume(outcome.state)
+        self.storage_fault = None
+        self.settlements.note(outcome.events)
+        return outcome
+
+    # a technician's actions -----------------------------------------------------------------
+    def clear_halt(self, actor: str, note: str) -> dict[str, Any]:
+        """Lift ``halted``: the game resumes on the state the chain proves."""
+        halted = self.journal.halted
+        if halted is None and self.program_problem is not None:
+            return {
+                "ok": False,
+                "error": f"{self.program_problem}: clear-halt cannot lift this; "
+                "reinstall firebet (systemd/install.sh) and restart the service",
+            }
+        if halted is None:
+            return {"ok": False, "error": "the table is not halted: nothing to clear"}
+        done = clear_halt(self.journal, self.config.firebet, actor, note=note)
+        if done is not None:
+            self.replay = done[0]
+            self.rules_pending = True
+            try:
+                self._journal_rules()
+            except JournalWriteError as exc:  # journaled before the first command instead
+                self.storage_fault = exc.reason
+        self.refresh()
+        resumed = describe_clear(done[1].data()) if done is not None else ""
+        return {"ok": True, "cleared": halted.describe(), "resumed": resumed}
+
+    def switch_diagnostics(self, on: bool, actor: str) -> dict[str, Any]:
+        """Diagnostics mode on or off (journaled with who)."""
+        if on == self.diagnostics:
+            return {"ok": False, "error": f"diagnostics mode is already {'on' if on else 'off'}"}
+        self.journal.append_system(
+            RecordKind.MODE, actor=actor, state=self.state, payload={"diagnostics": on}
+        )
+        self.diagnostics = on
+        self.refresh()
+        return {"ok": True}
+
+    def halt(self, record: int | None, reason: str) -> None:
+        """The background check found damage: halt (a removed file names itself first)."""
+        if self.journal.watch() is None:
+            self.journal.halt(record, reason, actor="journal check")
+        self.refresh()
+
+    def journal_checked(self, outcome: str, record: int | None, reason: str) -> None:
+        """What the full check after ready found (``ok``, ``error`` or ``damage``)."""
+        if outcome == "ok":
+            self.full_check = "ok"
+        elif outcome == "error":
+            self.full_check = f"could not run: {reason}"
+        else:
+            self.full_check = f"record {record}: {reason}"
+            self.halt(record, reason)
+
+    def probe_storage(self) -> None:
+        """In a storage fault: can the journal be written again? Then play resumes by
+        itself. The probe is a ``mode`` record of its own (the fault that ended)."""
+        journal = self.journal
+        if journal.halted is not None or self.storage_fault is None:
+            return
+        if journal.read_only is ReadOnly.FILE_SYSTEM:
+            if not journal.writable_again():
+                return
+            self.recover()  # open it again for writing (nothing was written)
+            if journal.halted is not None or journal.read_only is ReadOnly.FILE_SYSTEM:
+                self.refresh()
+                return
+        was = self.storage_fault
+        try:
+            journal.append_system(
+                RecordKind.MODE,
+                actor="service",
+                state=self.state,
+                payload={"storage_fault": None, "was": was},
+            )
+            if self.rules_pending:
+                self._journal_rules()
+        except JournalWriteError as exc:
+            self.storage_fault = exc.reason
+            return
+        self.storage_fault = None
+        log.warning("storage fault over (%s): the journal is written again, play resumes", was)
+        self.refresh()
+
+    def watch_journal(self) -> None:
+        """While idle: halt when a journal file was removed or replaced under the table."""
+        if self.journal.halted is not None:
+            return
+        if self.journal.watch() is not None:
+            log.error("journal halted: %s", self.journal.halted)
+            self.refresh()
+
+    # outputs ----------------------------------------------------------------------------------
+    def refresh(self, *, announce: bool = True) -> None:
+        """Re-derive every output from the state and the mode; publish the snapshot.
+
+        ``announce=False``: leave systemd's status line to :meth:`announce`, which a roll
+        calls after its ACK (not an output the reader waits for). The lamps, the snapshot
+        ``status`` reads and the ``on_change`` listener come first either way: the
+        listener may post commands (the sim seats its players' bets for a new shooter)
+        that must be queued before the reader, ACKed, throws again.
+        """
+        state, mode = self.state, self.mode
+        view = lights_view(state, mode)
+        outputs = desired_outputs(view)
+        if self.lights is not None:
+            self.lights.apply(outputs)
+        halted = self.journal.halted
+        halt_text = halted.describe() if halted is not None else self.program_problem
+        self.published = Published(
+            state,
+            mode,
+            outputs,
+            view,
+            halt_text,
+            self.storage_fault,
+            self.settlements.last,
+            self.rules_shown,
+        )
+        if self.state_changed is not None:
+            self.state_changed()  # a flag only: the link wakes after the outputs
+        if self.on_change is not None:
+            self.on_change(self.published)
+        if announce:
+            self.announce()
+
+    def announce(self) -> None:
+        """Tell systemd's status line the published snapshot."""
+        if self.published is not None:
+            notify.status(status_line(self.published))
+
+
+def _os_user() -> str:
+    """Who the service runs as, from the kernel's user id: ``firebet(998)``."""
+    import pwd
+
+    uid = os.getuid()
+    try:
+        return f"{pwd.getpwuid(uid).pw_name}({uid})"
+    except KeyError:
+        return f"uid {uid}"
