@@ -43,16 +43,29 @@ class Verdict(StrEnum):
 
 VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
 
-# frame name (the body's first field) -> number of fields in its body, the name included
-# (protocol 1; under protocol 2 HELLO has one more: the protocol number)
+
+class FrameName(StrEnum):
+    """A frame's name: the first field of its body."""
+
+    HELLO = "HELLO"
+    ROLL = "ROLL"
+    NOROLL = "NOROLL"
+    HB = "HB"
+    FAULT = "FAULT"
+    OK = "OK"
+    ACK = "ACK"
+
+
+# frame name -> number of fields in its body, the name included (protocol 1; under
+# protocol 2 HELLO has one more: the protocol number)
 FIELD_COUNTS: dict[str, int] = {
-    "HELLO": 4,  # HELLO,<seq>,<model>,<firmware>[,<protocol>]
-    "ROLL": 4,  # ROLL,<seq>,<d1>,<d2>
-    "NOROLL": 3,  # NOROLL,<seq>,<reason>
-    "HB": 2,  # HB,<seq>
-    "FAULT": 3,  # FAULT,<seq>,<code>
-    "OK": 2,  # OK,<seq>
-    "ACK": 2,  # ACK,<seq>
+    FrameName.HELLO: 4,  # HELLO,<seq>,<model>,<firmware>[,<protocol>]
+    FrameName.ROLL: 4,  # ROLL,<seq>,<d1>,<d2>
+    FrameName.NOROLL: 3,  # NOROLL,<seq>,<reason>
+    FrameName.HB: 2,  # HB,<seq>
+    FrameName.FAULT: 3,  # FAULT,<seq>,<code>
+    FrameName.OK: 2,  # OK,<seq>
+    FrameName.ACK: 2,  # ACK,<seq>
 }
 
 _DOLLAR = 0x24
@@ -77,7 +90,7 @@ class Frame:
     """
 
     verdict: Verdict
-    name: str | None = None
+    name: FrameName | None = None
     seq: int | None = None
     dice: tuple[int, int] | None = None
     fields: tuple[str, ...] = ()
@@ -206,7 +219,7 @@ def parse_line(line: bytes, protocol: int = DEFAULT_PROTOCOL) -> Frame:
         return Frame(Verdict.NON_ASCII, raw=raw)
     body = region.decode("ascii")
     fields = tuple(body.split(","))
-    name = fields[0] if fields[0] in FIELD_COUNTS else None
+    name = FrameName(fields[0]) if fields[0] in FIELD_COUNTS else None
     if star < 0:
         return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
     ck = content[star + 1 :]
@@ -216,14 +229,14 @@ def parse_line(line: bytes, protocol: int = DEFAULT_PROTOCOL) -> Frame:
         region, protocol
     ):
         return Frame(Verdict.BAD_CHECKSUM, name=name, fields=fields, raw=raw)
-    hello_tail = name == "HELLO" and protocol >= 2
+    hello_tail = name is FrameName.HELLO and protocol >= 2
     if name is None or len(fields) != FIELD_COUNTS[name] + hello_tail:
         return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
     seq = _number(fields[1])
     if seq is None:
         return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
     dice: tuple[int, int] | None = None
-    if name == "ROLL":
+    if name is FrameName.ROLL:
         d1, d2 = _number(fields[2]), _number(fields[3])
         if d1 is None or d2 is None:
             return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)

@@ -45,16 +45,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.core.commands import Command, ReaderFault, ReaderHello, ReaderOk, Roll
-from drivers.codec import VERDICTS, Frame
+from controller.core.commands import (
+    Command,
+    ReaderFault,
+    ReaderFaultCode,
+    ReaderHello,
+    ReaderOk,
+    Roll,
+    RollSource,
+)
+from drivers.codec import VERDICTS, Frame, FrameName
 
 Post = Callable[[Command], None]
 """Where a driver hands its commands: the controller's one queue."""
 
-HEARTBEAT = "HEARTBEAT"
-PORT_LOST = "PORT_LOST"
-DRIVER_ERROR = "DRIVER_ERROR"
-"""The driver's own thread failed (a bug, an impossible setting): restarted after a backoff."""
+HEARTBEAT = ReaderFaultCode.HEARTBEAT
+PORT_LOST = ReaderFaultCode.PORT_LOST
+DRIVER_ERROR = ReaderFaultCode.DRIVER_ERROR
 READER = "reader"
 
 
@@ -113,13 +120,13 @@ def command_for(frame: Frame, at: str = "") -> Command | None:
     """
     if not frame.ok:
         return None
-    if frame.name == "ROLL" and frame.dice is not None:
+    if frame.name is FrameName.ROLL and frame.dice is not None:
         d1, d2 = frame.dice
-        return Roll(d1, d2, source="reader", seq=frame.seq, actor=READER, at=at)
-    if frame.name == "HELLO" and frame.seq is not None:
+        return Roll(d1, d2, source=RollSource.READER, seq=frame.seq, actor=READER, at=at)
+    if frame.name is FrameName.HELLO and frame.seq is not None:
         return ReaderHello(seq=frame.seq, actor=READER, at=at)
-    if frame.name == "FAULT":
+    if frame.name is FrameName.FAULT:
         return ReaderFault(code=frame.text(2), actor=READER, at=at)
-    if frame.name == "OK":
+    if frame.name is FrameName.OK:
         return ReaderOk(actor=READER, at=at)
     return None

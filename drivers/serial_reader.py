@@ -29,7 +29,14 @@ import serial
 from controller.clock import now_iso
 from controller.core.commands import Command, ReaderFault, ReaderOk
 from controller.core.errors import HardwareError
-from drivers.codec import DEFAULT_PROTOCOL, Frame, FrameDecoder, check_protocol, encode_ack
+from drivers.codec import (
+    DEFAULT_PROTOCOL,
+    Frame,
+    FrameDecoder,
+    FrameName,
+    check_protocol,
+    encode_ack,
+)
 from drivers.reader import (
     DRIVER_ERROR,
     HEARTBEAT,
@@ -321,15 +328,15 @@ class SerialDiceReader(DiceReader):
             return
         self._last_good = time.monotonic()
         at = now_iso()
-        if frame.name == "FAULT":
+        if frame.name is FrameName.FAULT:
             self._set_fault(frame.text(2) or "FAULT")
             return
-        if frame.name == "OK":
+        if frame.name is FrameName.OK:
             self._clear_fault()
             return
         fault = self._fault
         if fault in (HEARTBEAT, PORT_LOST, DRIVER_ERROR) or (
-            fault is not None and frame.name == "HELLO"
+            fault is not None and frame.name is FrameName.HELLO
         ):
             self._clear_fault()  # frames flow again / the reader restarted
         command = command_for(frame, at)

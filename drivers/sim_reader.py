@@ -285,7 +285,7 @@ class SimulatedReader:
     def _tick(self) -> None:
         data = self._link.read(self.tick_s)
         for frame in self._decoder.feed(data):
-            if frame.ok and frame.name == "ACK" and frame.seq is not None:
+            if frame.ok and frame.name is codec.FrameName.ACK and frame.seq is not None:
                 self._on_ack(frame.seq)
         with self._lock:
             now = time.monotonic()

@@ -20,6 +20,7 @@ from controller.cli import journal_init
 from controller.cli import options as paths
 from controller.cli.dealer import call
 from controller.cli.display import hand_line
+from controller.control.ops import Op
 from controller.control.protocol import identify
 from controller.core.config import FireBetRules
 from controller.core.errors import (
@@ -88,7 +89,7 @@ def run_history(args: argparse.Namespace) -> int:
     hands = args.hands if args.hands is not None else config.history_hands
     if hands < 1:
         raise UsageError(f"--hands must be at least 1, not {hands}")
-    reply = _service(args, "history", hands=hands)
+    reply = _service(args, Op.HISTORY, hands=hands)
     if reply is not None:
         if not reply.get("ok"):
             raise FirebetError(str(reply.get("error")))
@@ -165,7 +166,7 @@ def os_actor() -> str:
 
 def run_clear_halt(args: argparse.Namespace) -> int:
     """Lift ``halted`` through the running service, or offline when none runs; journaled."""
-    reply = _service(args, "clear-halt", note=args.note or "")
+    reply = _service(args, Op.CLEAR_HALT, note=args.note or "")
     if reply is not None:
         if not reply.get("ok"):
             raise FirebetError(str(reply.get("error")))

@@ -16,6 +16,7 @@ from typing import Any
 
 from controller.cli import options as paths
 from controller.cli.dealer import call
+from controller.control.ops import Op
 from controller.core.errors import UsageError
 
 _DICE_HELP = "the dice the reader reads (default: random)"
@@ -30,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, name, None)
         if value is not None:
             fields[name] = value
-    reply = call(args, "sim-reader", **fields)
+    reply = call(args, Op.SIM_READER, **fields)
     if not reply.get("ok"):
         print(f"firebet: {reply.get('error', 'refused')}", file=sys.stderr)
         return 1

@@ -19,7 +19,7 @@ from controller.cli import options as paths
 from controller.cli.display import count, render_status
 from controller.cli.watch import watch
 from controller.control.client import ControlClient
-from controller.control.protocol import ROLES, Role
+from controller.control.ops import ROLES, Op, Role, op_of
 from controller.core.commands import SurrenderHow
 from controller.core.errors import UsageError
 
@@ -73,7 +73,7 @@ def _finish(reply: dict[str, Any], done: str) -> int:
 def status(args: argparse.Namespace) -> int:
     if args.watch is not None:
         return watch(args)
-    reply = call(args, "status")
+    reply = call(args, Op.STATUS)
     if not reply.get("ok", True):
         print(f"firebet: {reply.get('error')}", file=sys.stderr)
         return 1
@@ -89,7 +89,7 @@ def status(args: argparse.Namespace) -> int:
 
 def whoami(args: argparse.Namespace) -> int:
     """The caller's user, groups and role on the control socket, and what the role may do."""
-    reply = call(args, "whoami")
+    reply = call(args, Op.WHOAMI)
     if not reply.get("ok"):
         print(f"firebet: {reply.get('error', 'refused')}", file=sys.stderr)
         return 1
@@ -106,20 +106,20 @@ def whoami(args: argparse.Namespace) -> int:
 
 
 def roll(args: argparse.Namespace) -> int:
-    return _finish(call(args, "roll", d1=args.d1, d2=args.d2), f"roll {args.d1} {args.d2} entered")
+    return _finish(call(args, Op.ROLL, d1=args.d1, d2=args.d2), f"roll {args.d1} {args.d2} entered")
 
 
 def void(args: argparse.Namespace) -> int:
-    return _finish(call(args, "void"), "last roll voided")
+    return _finish(call(args, Op.VOID), "last roll voided")
 
 
 def surrender(args: argparse.Namespace) -> int:
     how = SurrenderHow.COMPULSORY if args.compulsory else SurrenderHow.VOLUNTARY
-    return _finish(call(args, "surrender", kind=how), f"{how} surrender: new shooter")
+    return _finish(call(args, Op.SURRENDER, kind=how), f"{how} surrender: new shooter")
 
 
 def bet(args: argparse.Namespace) -> int:
-    reply = call(args, "bet", position=args.position, amount=args.amount)
+    reply = call(args, Op.BET, position=args.position, amount=args.amount)
     riding = reply.get("status", {}).get("bets", {}).get(str(args.position), args.amount)
     added = "taken" if riding == args.amount else f"added: ${riding} riding"
     return _finish(reply, f"position {args.position}: ${args.amount} fire bet {added}")
@@ -127,18 +127,18 @@ def bet(args: argparse.Namespace) -> int:
 
 def cancel(args: argparse.Namespace) -> int:
     return _finish(
-        call(args, "cancel", position=args.position), f"position {args.position} cancelled"
+        call(args, Op.CANCEL, position=args.position), f"position {args.position} cancelled"
     )
 
 
 def ack(args: argparse.Namespace) -> int:
-    return _finish(call(args, "ack"), "surveillance alert acknowledged")
+    return _finish(call(args, Op.ACK), "surveillance alert acknowledged")
 
 
 def held(args: argparse.Namespace) -> int:
     """``firebet held [apply N | discard N]``: list the held reader rolls, or decide one."""
     if args.action is None:
-        reply = call(args, "status")
+        reply = call(args, Op.STATUS)
         if "held_rolls" not in reply:
             print(f"firebet: {reply.get('error', 'no status from the service')}", file=sys.stderr)
             return 1
@@ -153,7 +153,7 @@ def held(args: argparse.Namespace) -> int:
         return 0
     if args.number is None:
         raise UsageError(f"held {args.action}: which held roll? give its number N")
-    op = f"held-{args.action}"
+    op = op_of("held", args.action)
     done = (
         f"held roll {args.number} applied"
         if args.action == "apply"
@@ -163,7 +163,7 @@ def held(args: argparse.Namespace) -> int:
 
 
 def diagnostics(args: argparse.Namespace) -> int:
-    op = f"diagnostics-{args.switch}"
+    op = op_of("diagnostics", args.switch)
     done = (
         "diagnostics mode on: game input paused, lamps free for tests"
         if args.switch == "on"

@@ -21,6 +21,7 @@ from typing import Any
 
 from controller.cli import options as paths
 from controller.control.client import ControlClient
+from controller.control.ops import Op
 from controller.core.config import Config
 from controller.core.errors import ConfigError, FirebetError, ServiceUnreachable
 from controller.journal import Journal, JournalKeyUnreadable, parse_time, recover, verify
@@ -141,7 +142,7 @@ class Doctor:
         path = paths.socket_path(self.config, self.args.socket, self.state_dir)
         try:
             with ControlClient(path, timeout=3.0) as client:
-                reply = client.request("status")
+                reply = client.request(Op.STATUS)
         except ServiceUnreachable as exc:
             self.add(
                 "service",

@@ -26,6 +26,7 @@ from rich.text import Text
 from controller.cli import options as paths
 from controller.cli.display import render_status
 from controller.control.client import ControlClient
+from controller.control.ops import Op
 from controller.core.errors import FirebetError
 
 IGNORED = ("ok", "id")  # reply keys that are not the table's state
@@ -34,7 +35,7 @@ IGNORED = ("ok", "id")  # reply keys that are not the table's state
 def _ask(client: ControlClient) -> tuple[dict[str, Any] | None, str]:
     """The service's status, or None and what went wrong."""
     try:
-        reply = client.request("status")
+        reply = client.request(Op.STATUS)
     except FirebetError as exc:
         client.close()  # reconnect on the next try
         return None, str(exc)

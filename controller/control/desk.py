@@ -27,6 +27,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from controller.control import ops
 from controller.control.conn import Conn
 from controller.control.protocol import (
     BUILTIN_OPS,
@@ -50,8 +51,8 @@ log = logging.getLogger("firebet.control")
 LANE_SIZE = 64  # requests waiting in one lane; more are answered "busy"
 READ_RATE = 20.0  # reading requests (status, history) a second per user; more wait their turn
 SEEN_IDS = 4096  # state-changing request ids remembered for retries
-# the lane of each op the handler answers; every other op goes to "write"
-LANES: dict[str, str] = {"status": "status", "history": "read"}
+# the lane of each op the handler answers; every other op goes to "write" (controller.control.ops)
+LANES = ops.LANES
 # the CPU share a lane's own thread may take (the rest of the time it rests); history is
 # folded in the recall process, so the read lane's thread only passes jobs and replies
 LANE_DUTY: dict[str, float] = {"read": 0.25}

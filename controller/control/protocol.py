@@ -42,8 +42,12 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
+
+# the roles and every op (the role it needs, the ones the server answers itself): one table
+from controller.control.ops import BUILTIN_OPS as BUILTIN_OPS
+from controller.control.ops import ROLES as ROLES
+from controller.control.ops import Role as Role
 
 MAX_LINE = 64 * 1024  # bytes in one request line, newline excluded
 REQUEST_KEYS = ("op", "args", "id", "deadline_ms")
@@ -57,48 +61,6 @@ MAX_DEADLINE_MS = 60_000
 CLIENT_GRACE_S = 10.0  # the client waits this much longer than the deadline it sent
 IDENTITY_TTL_S = 10.0  # how long a peer's user and groups are taken from the cache
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
-
-
-class Role(StrEnum):
-    """A privilege level on the control socket; each level includes the ones before it."""
-
-    READER = "reader"
-    DEALER = "dealer"
-    TECHNICIAN = "technician"
-
-    @property
-    def rank(self) -> int:
-        return _RANK[self]
-
-    def permits(self, needed: Role) -> bool:
-        """Whether someone holding this role may do what ``needed`` guards."""
-        return self.rank >= needed.rank
-
-
-_RANK = {Role.READER: 0, Role.DEALER: 1, Role.TECHNICIAN: 2}
-
-# every op the socket accepts and the role it needs; anything else is "unknown op"
-ROLES: dict[str, Role] = {
-    "ping": Role.READER,
-    "whoami": Role.READER,
-    "status": Role.READER,
-    "history": Role.READER,
-    "roll": Role.DEALER,
-    "void": Role.DEALER,
-    "surrender": Role.DEALER,
-    "bet": Role.DEALER,
-    "cancel": Role.DEALER,
-    "ack": Role.DEALER,
-    "held-apply": Role.DEALER,
-    "held-discard": Role.DEALER,
-    "clear-halt": Role.TECHNICIAN,
-    "diagnostics-on": Role.TECHNICIAN,
-    "diagnostics-off": Role.TECHNICIAN,
-    "sim-reader": Role.TECHNICIAN,
-}
-
-# ops the server answers itself, without calling the handler
-BUILTIN_OPS = frozenset({"ping", "whoami"})
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,18 @@ class RollSource(StrEnum):
     HELD = "held"  # a held reader roll the dealer applied (never sent from outside)
 
 
+class ReaderFaultCode(StrEnum):
+    """The controller's own names for a reader fault (a reader's FAULT frame names its own
+    code, which is kept as the reader sent it)."""
+
+    HEARTBEAT = "HEARTBEAT"  # no good frame for the heartbeat timeout
+    PORT_LOST = "PORT_LOST"  # the port cannot be read or opened (unplugged)
+    DRIVER_ERROR = "DRIVER_ERROR"  # the driver's own thread failed (restarted after a backoff)
+    SEQ_CONFLICT = "SEQ_CONFLICT"  # a ROLL came again with other dice, until HELLO
+    NO_READER = "NO_READER"  # the table runs without a reader
+    FAULT = "FAULT"  # a FAULT frame that named no code
+
+
 # the sources a Roll command may come with (a held roll is applied by the engine itself)
 ROLL_SOURCES = frozenset(RollSource) - {RollSource.HELD}
 
@@ -179,7 +191,7 @@ class ReaderFault(Command):
     """The dice reader is in fault: ``code`` is HEARTBEAT, PORT_LOST or the reader's FAULT code."""
 
     name: ClassVar[str] = "reader_fault"
-    code: str = "FAULT"
+    code: str = ReaderFaultCode.FAULT
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from typing import Any, ClassVar
 
 
 class RollOutcome(StrEnum):
-    """What an accepted roll did to the hand (``docs/state-machine.md``)."""
+    """What the hand machine did: what an accepted roll did to the hand, or a surrender
+    (``docs/state-machine.md``)."""
 
     NATURAL = "natural"
     CRAPS = "craps"
@@ -20,9 +21,17 @@ class RollOutcome(StrEnum):
     POINT_MADE = "point_made"
     SEVEN_OUT = "seven_out"
     NO_DECISION = "no_decision"
+    SURRENDER = "surrender"  # the shooter gave up the dice (never a roll's)
 
 
 _OUTCOMES: dict[str, RollOutcome] = {o.value: o for o in RollOutcome}
+
+
+class HandResult(StrEnum):
+    """What a hand's settlement was for its fire bets (``replay --json`` ``result``)."""
+
+    WIN = "win"
+    LOSE = "lose"
 
 
 @dataclass(frozen=True)
@@ -151,7 +160,7 @@ class Settlement(Event):
     hand: int
     points: tuple[int, ...]
     unique_points: int
-    result: str  # win or lose
+    result: str  # a HandResult: win or lose
     odds_to_one: int
     tier: int
     payouts: dict[int, int] = field(default_factory=dict)

@@ -13,6 +13,7 @@ from typing import Any
 from transitions import Machine
 
 from controller.core.config import POINT_NUMBERS
+from controller.core.events import RollOutcome
 from controller.core.state import Phase
 
 
@@ -37,7 +38,7 @@ class HandModel:
     def __init__(self) -> None:
         self.point: int | None = None
         self.total = 0
-        self.outcome = ""
+        self.outcome: RollOutcome | None = None
 
     # triggers: placeholders the machine replaces (model_override=True) -------
     def roll(self) -> bool:
@@ -66,25 +67,25 @@ class HandModel:
 
     # effects on the model only (no I/O) -------------------------------------
     def on_natural(self) -> None:
-        self.outcome = "natural"
+        self.outcome = RollOutcome.NATURAL
 
     def on_craps(self) -> None:
-        self.outcome = "craps"
+        self.outcome = RollOutcome.CRAPS
 
     def on_point_established(self) -> None:
-        self.outcome, self.point = "point_established", self.total
+        self.outcome, self.point = RollOutcome.POINT_ESTABLISHED, self.total
 
     def on_point_made(self) -> None:
-        self.outcome, self.point = "point_made", None
+        self.outcome, self.point = RollOutcome.POINT_MADE, None
 
     def on_seven_out(self) -> None:
-        self.outcome, self.point = "seven_out", None
+        self.outcome, self.point = RollOutcome.SEVEN_OUT, None
 
     def on_no_decision(self) -> None:
-        self.outcome = "no_decision"
+        self.outcome = RollOutcome.NO_DECISION
 
     def on_surrender(self) -> None:
-        self.outcome, self.point = "surrender", None
+        self.outcome, self.point = RollOutcome.SURRENDER, None
 
 
 COME_OUT_PHASES = [Phase.NEW_SHOOTER, Phase.COME_OUT]
@@ -133,10 +134,13 @@ def decision_table() -> RollTable:
     for phase, point in starts:
         for total in range(2, 13):
             machine.set_state(phase, model)
-            model.point, model.total, model.outcome = point, total, ""
+            model.point, model.total, model.outcome = point, total, None
             if not model.roll():  # pragma: no cover - every total is decided
                 raise RuntimeError(f"hand machine has no rule for {total} in {phase}")
-            table[(phase, point, total)] = (model.outcome, model.state.value, model.point)
+            decided: RollOutcome | None = model.outcome  # (set by the roll's callback)
+            if decided is None:  # pragma: no cover - every rule names its outcome
+                raise RuntimeError(f"hand machine gave no outcome for {total} in {phase}")
+            table[(phase, point, total)] = (decided, model.state.value, model.point)
     return table
 
 

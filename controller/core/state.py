@@ -21,6 +21,7 @@ from controller.core.events import (
     DuplicateRoll,
     Event,
     FaultRecorded,
+    HandResult,
     HeldRollApplied,
     HeldRollDiscarded,
     NewDifferentPoint,
@@ -86,7 +87,7 @@ def _meter_settlement(meters: Meters, s: Settlement, sign: int = 1) -> Meters:
         )
     if not s.wagers:
         return meters
-    if s.result == "win":
+    if s.result == HandResult.WIN:
         paid = dict(meters.paid)
         old = paid.get(s.tier, TierMeter())
         paid[s.tier] = TierMeter(old.count + len(s.wagers), old.amount + sum(s.payouts.values()))

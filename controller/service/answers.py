@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from controller.control.ops import Op
 from controller.control.protocol import CLIENT_GRACE_S, EncodedReply, Request
 from controller.core.commands import Command
 from controller.core.errors import FirebetError
@@ -42,11 +43,11 @@ def on_request(
     (:mod:`controller.service.recall`), all off the engine thread; whatever changes the
     table becomes an engine job, answered when done.
     """
-    if request.op == "status":
+    if request.op == Op.STATUS:
         return service.status()
-    if request.op == "sim-reader":
+    if request.op == Op.SIM_READER:
         return bench.act(service.parts.simulated_reader, request.args)
-    if request.op == "history":
+    if request.op == Op.HISTORY:
         return service.recall.history(service.journal, request)
     if request.decided_at is not None:
         return already_decided(service, request)
@@ -101,10 +102,10 @@ def answer(service: Service, request: Request) -> dict[str, Any]:
     table = service.table
     assert table is not None
     op, args, actor = request.op, request.args, request.actor
-    if op == "clear-halt":
+    if op == Op.CLEAR_HALT:
         reply = table.clear_halt(actor, str(args.get("note", "")))
-    elif op in ("diagnostics-on", "diagnostics-off"):
-        reply = table.switch_diagnostics(op == "diagnostics-on", actor)
+    elif op in (Op.DIAGNOSTICS_ON, Op.DIAGNOSTICS_OFF):
+        reply = table.switch_diagnostics(op == Op.DIAGNOSTICS_ON, actor)
     else:
         return reply_to(service, dealer_command(op, args, actor, table.mode, request=request.tag))
     if reply.get("ok"):

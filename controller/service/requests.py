@@ -11,18 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.clock import now_iso
-from controller.core.commands import (
-    Ack,
-    ApplyHeld,
-    Bet,
-    Cancel,
-    Command,
-    DiscardHeld,
-    Roll,
-    Surrender,
-    SurrenderHow,
-    Void,
-)
+from controller.control.ops import OPS, Op
+from controller.core.commands import COMMANDS, Command, RollSource, SurrenderHow
 from controller.core.errors import UsageError
 from controller.core.lamps import Mode
 
@@ -30,47 +20,33 @@ from controller.core.lamps import Mode
 def dealer_command(
     op: str, args: Mapping[str, Any], actor: str, mode: Mode, *, request: str = ""
 ) -> Command:
-    """The command for a dealer's ``op``; ``mode`` decides whether a manual roll is taken.
-    ``request``: the request's tag (:attr:`~controller.control.protocol.Request.tag`),
-    journaled with the command."""
-    at = now_iso()
-    if op == "roll":
+    """The command for a dealer's ``op`` (its row of :data:`~controller.control.ops.OPS`,
+    its arguments checked); ``mode`` decides whether a manual roll is taken. ``request``:
+    the request's tag (:attr:`~controller.control.protocol.Request.tag`), journaled with
+    the command."""
+    try:
+        spec = OPS[Op(op)]
+    except ValueError:
+        spec = None
+    if spec is None or spec.command is None:
+        raise UsageError(f"unknown operation {op!r}")
+    fields: dict[str, Any] = {}
+    if spec.op is Op.ROLL:
         # halted or in diagnostics the refusal names that mode (the controller's reply)
         if mode is Mode.RUNNING:
             raise UsageError(
                 "the dice reader is working: rolls come from the reader; manual entry is "
                 "taken only while the reader is in fault"
             )
-        return Roll(
-            int_arg(args, "d1"),
-            int_arg(args, "d2"),
-            source="manual",
-            actor=actor,
-            at=at,
-            request=request,
-        )
-    if op == "void":
-        return Void(actor=actor, at=at, request=request)
-    if op == "surrender":
+        fields["source"] = RollSource.MANUAL
+    for arg in spec.args:
+        if args.get(arg.name) is None and not arg.required:
+            continue
+        fields[arg.name] = str(args[arg.name]) if arg.text else int_arg(args, arg.name)
+    if spec.op is Op.SURRENDER:
         # the request names how under "kind"; the engine refuses any other text with a reason
-        how = str(args.get("kind", SurrenderHow.VOLUNTARY))
-        return Surrender(kind=how, actor=actor, at=at, request=request)
-    if op == "bet":
-        return Bet(
-            int_arg(args, "position"), int_arg(args, "amount"), actor=actor, at=at, request=request
-        )
-    if op == "cancel":
-        return Cancel(int_arg(args, "position"), actor=actor, at=at, request=request)
-    if op == "ack":
-        return Ack(actor=actor, at=at, request=request)
-    if op in ("held-apply", "held-discard"):
-        number = args.get("number")
-        if number is not None:
-            number = int_arg(args, "number")
-        if op == "held-apply":
-            return ApplyHeld(number, actor=actor, at=at, request=request)
-        return DiscardHeld(number, actor=actor, at=at, request=request)
-    raise UsageError(f"unknown operation {op!r}")
+        fields.setdefault("kind", SurrenderHow.VOLUNTARY)
+    return COMMANDS[spec.command](**fields, actor=actor, at=now_iso(), request=request)
 
 
 def int_arg(args: Mapping[str, Any], name: str, default: int | None = None) -> int:

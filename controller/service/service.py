@@ -29,7 +29,7 @@ from typing import Any
 
 from controller.control.protocol import EncodedReply, Request
 from controller.control.server import ControlServer
-from controller.core.commands import Command
+from controller.core.commands import Command, ReaderFaultCode
 from controller.core.config import Config
 from controller.core.errors import JournalIntegrityError
 from controller.core.lamps import Mode
@@ -279,7 +279,12 @@ class Service:
         reader = (
             self.parts.reader.status().to_dict()
             if self.parts.reader is not None
-            else {"connected": False, "fault": "NO_READER", "counters": {}, "port": ""}
+            else {
+                "connected": False,
+                "fault": ReaderFaultCode.NO_READER,
+                "counters": {},
+                "port": "",
+            }
         )
         link = self.parts.link
         return status_report(

@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from controller.core.commands import ReaderFaultCode
 from controller.core.events import Event, RollVoided, Settlement
 from controller.core.lamps import LightsView, Mode, Outputs, marker_report
 from controller.core.state import TableState
 
-SEQ_CONFLICT = "SEQ_CONFLICT"
+SEQ_CONFLICT = ReaderFaultCode.SEQ_CONFLICT
 
 
 @dataclass(frozen=True)

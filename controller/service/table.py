@@ -29,6 +29,7 @@ from controller.core.commands import (
     Command,
     DiscardHeld,
     ReaderFault,
+    ReaderFaultCode,
     ReaderOk,
     Roll,
     RollSource,
@@ -90,7 +91,7 @@ class Table:
         self.on_change = on_change
         self.state_changed = state_changed  # the floor link's flag (set, never waited on)
         self.replay = Replay(config.firebet)
-        self.reader_fault: str | None = None if reader is not None else "NO_READER"
+        self.reader_fault: str | None = None if reader is not None else ReaderFaultCode.NO_READER
         self.diagnostics = False
         self.storage_fault: str | None = None
         self.full_check: str | None = None  # "running", "ok" or what it found

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from controller.cli import options
 from controller.cli.diag.terminal import emit, stop_on_sigterm
-from drivers.codec import DEFAULT_PROTOCOL, VERDICTS, Frame, FrameDecoder, encode_ack
+from drivers.codec import DEFAULT_PROTOCOL, VERDICTS, Frame, FrameDecoder, FrameName, encode_ack
 
 
 def frame_line(frame: Frame) -> str:
@@ -21,7 +21,7 @@ def frame_line(frame: Frame) -> str:
         detail = f"seq {frame.seq}"
         if frame.dice is not None:
             detail += f"  dice {frame.dice[0]} {frame.dice[1]}"
-        rest = ",".join(frame.fields[2:]) if frame.name not in ("ROLL",) else ""
+        rest = ",".join(frame.fields[2:]) if frame.name is not FrameName.ROLL else ""
         if rest:
             detail += f"  {rest}"
         return f"{frame.verdict:<12} {frame.name or '?':<6} {detail}"
@@ -58,7 +58,7 @@ def monitor_reader(
             for frame in decoder.feed(data):
                 seen += 1
                 emit(out, json.dumps(frame.to_json()) if as_json else frame_line(frame))
-                if ack and frame.ok and frame.name == "ROLL" and frame.seq is not None:
+                if ack and frame.ok and frame.name is FrameName.ROLL and frame.seq is not None:
                     with contextlib.suppress(OSError):
                         port.write(encode_ack(frame.seq, protocol))
                 if count is not None and seen >= count:
