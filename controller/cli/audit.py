@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
-import pwd
 import sys
 from typing import Any, TextIO
 
@@ -21,7 +19,6 @@ from controller.cli import options as paths
 from controller.cli.dealer import call
 from controller.cli.display import hand_line
 from controller.control.ops import Op
-from controller.control.protocol import identify
 from controller.core.config import FireBetRules
 from controller.core.errors import (
     FirebetError,
@@ -150,20 +147,6 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def os_actor() -> str:
-    """Who runs this command, from the kernel's user id (never from the environment):
-    ``"alice(1001)"``, or ``"root(0) via sudo from alice(1001)"`` under sudo."""
-    actor = identify(os.getuid(), os.getgid()).actor
-    sudo_uid = os.environ.get("SUDO_UID", "")
-    if os.getuid() == 0 and sudo_uid.isascii() and sudo_uid.isdigit():
-        try:
-            name = pwd.getpwuid(int(sudo_uid)).pw_name
-        except (KeyError, OverflowError):
-            name = sudo_uid
-        actor += f" via sudo from {name}({int(sudo_uid)})"
-    return actor
-
-
 def run_clear_halt(args: argparse.Namespace) -> int:
     """Lift ``halted`` through the running service, or offline when none runs; journaled."""
     reply = _service(args, Op.CLEAR_HALT, note=args.note or "")
@@ -176,11 +159,11 @@ def run_clear_halt(args: argparse.Namespace) -> int:
     if args.actor is not None:
         raise UsageError(
             f"--actor is not taken: the journal records who you are as the OS says "
-            f"({os_actor()}); put free text in --note"
+            f"({paths.os_actor()}); put free text in --note"
         )
     config = paths.load(args)
     journal = Journal.open(paths.state_dir(args.state_dir), config)
-    actor = os_actor()
+    actor = paths.os_actor()
     with journal:
         recovered = recover(journal, config.firebet)
         if recovered.halted is None:

@@ -35,9 +35,7 @@ def _require_technician(group: str) -> None:
 
 def _who() -> str:
     """Who runs this, as the OS says (as ``clear-halt`` records it)."""
-    from controller.cli.audit import os_actor  # audit registers this module's commands
-
-    return os_actor()
+    return paths.os_actor()
 
 
 def run_init(args: argparse.Namespace) -> int:

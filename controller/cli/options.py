@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import pwd
 from pathlib import Path
 from typing import Any
 
+from controller.control.protocol import identify
 from controller.core.config import Config, load_config
 from controller.core.errors import ConfigError
 from controller.core.numbers import WHOLE_NUMBER, decimal_number, whole_number
@@ -122,3 +124,17 @@ def seconds(text: str) -> float:
     if value is None:
         raise argparse.ArgumentTypeError(f"must be a number of seconds like 0.5, not {text!r}")
     return value
+
+
+def os_actor() -> str:
+    """Who runs this command, from the kernel's user id (never from the environment):
+    ``"alice(1001)"``, or ``"root(0) via sudo from alice(1001)"`` under sudo."""
+    actor = identify(os.getuid(), os.getgid()).actor
+    sudo_uid = os.environ.get("SUDO_UID", "")
+    if os.getuid() == 0 and sudo_uid.isascii() and sudo_uid.isdigit():
+        try:
+            name = pwd.getpwuid(int(sudo_uid)).pw_name
+        except (KeyError, OverflowError):
+            name = sudo_uid
+        actor += f" via sudo from {name}({int(sudo_uid)})"
+    return actor

@@ -12,10 +12,11 @@ then the reply). See ``docs/architecture.md`` (the control socket).
 from __future__ import annotations
 
 import logging
+import queue
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from controller.control.ops import Op
 from controller.control.protocol import CLIENT_GRACE_S, EncodedReply, Request
@@ -23,14 +24,31 @@ from controller.core.commands import Command
 from controller.core.errors import FirebetError
 from controller.core.events import Refused
 from controller.core.lamps import Mode
+from controller.journal import Journal
 from controller.service import bench
 from controller.service.jobs import Job
+from controller.service.recall import HistoryRecall
 from controller.service.requests import dealer_command
-
-if TYPE_CHECKING:
-    from controller.service.service import Service
+from controller.service.table import Table
+from drivers.sim_reader import SimulatedReader
 
 log = logging.getLogger("firebet.service")
+
+
+class Service(Protocol):
+    """What the answers need of the service (:class:`controller.service.service.Service`)."""
+
+    @property
+    def table(self) -> Table | None: ...
+    @property
+    def journal(self) -> Journal: ...
+    @property
+    def queue(self) -> queue.Queue[Any]: ...
+    @property
+    def recall(self) -> HistoryRecall: ...
+    @property
+    def simulated_reader(self) -> SimulatedReader | None: ...
+    def status(self) -> dict[str, Any]: ...
 
 
 def on_request(
@@ -46,7 +64,7 @@ def on_request(
     if request.op == Op.STATUS:
         return service.status()
     if request.op == Op.SIM_READER:
-        return bench.act(service.parts.simulated_reader, request.args)
+        return bench.act(service.simulated_reader, request.args)
     if request.op == Op.HISTORY:
         return service.recall.history(service.journal, request)
     if request.decided_at is not None:

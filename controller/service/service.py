@@ -112,6 +112,11 @@ class Service:
         return self.parts.link
 
     @property
+    def simulated_reader(self) -> SimulatedReader | None:
+        """The bench device ``sim-reader`` drives (None at a real table)."""
+        return self.parts.simulated_reader
+
+    @property
     def on_change(self) -> Callable[[Published], None] | None:
         """Called on the engine thread with each new snapshot (the sim's players)."""
         return self._on_change

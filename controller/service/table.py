@@ -23,6 +23,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from controller.control.protocol import identify
 from controller.core.commands import (
     Ack,
     ApplyHeld,
@@ -174,7 +175,7 @@ class Table:
             "changed": changed,
             "previous": self.replay.rules_record,
             "config": self.config.source,
-            "started_by": _os_user(),
+            "started_by": identify(os.getuid(), os.getgid()).actor,
         }
         record = self.journal.append_system(
             RecordKind.RULES, actor="service", state=self.state, payload=body
@@ -402,14 +403,3 @@ class Table:
         """Tell systemd's status line the published snapshot."""
         if self.published is not None:
             notify.status(status_line(self.published))
-
-
-def _os_user() -> str:
-    """Who the service runs as, from the kernel's user id: ``firebet(998)``."""
-    import pwd
-
-    uid = os.getuid()
-    try:
-        return f"{pwd.getpwuid(uid).pw_name}({uid})"
-    except KeyError:
-        return f"uid {uid}"
