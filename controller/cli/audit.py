@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from controller.cli import journal_init
+from controller.cli import journal_init, progress
 from controller.cli import options as paths
 from controller.cli.dealer import call
 from controller.cli.display import hand_line
@@ -34,20 +34,25 @@ EXPORT_FIELDS = ("record", "at", "actor", "kind", "payload", "snapshot", "prev_h
 
 
 def _open(args: argparse.Namespace, *, read_only: bool = True) -> tuple[Journal, FireBetRules]:
-    config = paths.load(args)
-    journal = Journal.open(paths.state_dir(args.state_dir), config, read_only=read_only)
+    """The journal of the table ``args`` names (exit 1 when there is none) and its rules."""
+    where = paths.locate(args)
+    journal = Journal.open(where.state_dir, where.config, read_only=read_only)
     if read_only and not journal.path.exists() and not journal.files.traces():
-        raise FirebetError(f"there is no journal at {journal.path}")
-    return journal, config.firebet
+        raise FirebetError(
+            f"there is no journal at {journal.path.absolute()} (the state directory is "
+            f"{where.state_from}; --state-dir D names another)"
+        )
+    return journal, where.config.firebet
 
 
 def run_verify(args: argparse.Namespace) -> int:
     """Full check from genesis (files, key, seals, snapshots, head); exit 4 naming the
     first problem, 1 when this user may not read the key (the message says who may)."""
     journal, rules = _open(args)
-    with journal:
+    shown = progress.wanted()
+    with journal, progress.Progress("verify", "records", enabled=shown) as bar:
         recover(journal, rules)
-        report = verify(journal, rules, processes=workers())
+        report = verify(journal, rules, processes=workers(), progress=bar.update)
     if not report.ok:
         record, reason = report.problems[0]
         raise JournalIntegrityError(record, reason)
@@ -131,19 +136,24 @@ def run_export(args: argparse.Namespace) -> int:
             "(firebet journal verify as the service's user or root)",
             file=sys.stderr,
         )
-    with journal:
+    shown = progress.wanted(output_shown=progress.stdout_is_terminal())
+    with journal, progress.Progress("export", "records", enabled=shown) as bar:
         journal.attach()  # raw rows, no key, no recovery: a damaged journal exports too
+        last = journal.last() if shown else None
+        total = last.record if last is not None else None
         if args.format == "csv":
             writer = csv.writer(out, lineterminator="\n")
             writer.writerow(EXPORT_FIELDS)
-            for r in journal.records(args.since):
+        for done, r in enumerate(journal.records(args.since), 1):
+            if args.format == "csv":
                 snap = r.snapshot or ""
                 writer.writerow(
                     (r.record, r.at, r.actor, r.kind, r.payload, snap, r.prev_hash, r.hash)
                 )
-        else:
-            for r in journal.records(args.since):
+            else:
                 print(json.dumps(r.to_dict(), sort_keys=True), file=out)
+            if shown and done % 1024 == 0:
+                bar.update(r.record, total)
     return 0
 
 
@@ -161,8 +171,9 @@ def run_clear_halt(args: argparse.Namespace) -> int:
             f"--actor is not taken: the journal records who you are as the OS says "
             f"({paths.os_actor()}); put free text in --note"
         )
-    config = paths.load(args)
-    journal = Journal.open(paths.state_dir(args.state_dir), config)
+    where = paths.locate(args)
+    config = where.config
+    journal = Journal.open(where.state_dir, config)
     actor = paths.os_actor()
     with journal:
         recovered = recover(journal, config.firebet)

@@ -26,9 +26,11 @@ from controller.core.errors import UsageError
 
 def client_for(args: argparse.Namespace) -> ControlClient:
     """A client of the socket named by ``--socket`` or the configuration."""
-    config = paths.load(args)
-    state = paths.state_dir(getattr(args, "state_dir", None))
-    return ControlClient(paths.socket_path(config, args.socket, state))
+    where = paths.locate(args)
+    path = paths.socket_path(where.config, args.socket, where.state_dir)
+    if getattr(args, "verbose", False):
+        print(f"firebet: control socket: {path.absolute()}", file=sys.stderr)
+    return ControlClient(path)
 
 
 def call(args: argparse.Namespace, op: str, **fields: Any) -> dict[str, Any]:

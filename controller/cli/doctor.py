@@ -1,8 +1,10 @@
 """``firebet doctor``: a technician's checklist, each failure with the command that fixes it.
 
-Config, serial device and permissions, GPIO with the configured pin factory,
-pins not used twice, journal, free disk, clock, and the service itself. Exit 0
-when every check passes, 2 when the configuration is bad, 1 when any other fails.
+Config, where the table is (state directory and journal key), serial device and
+permissions, GPIO with the configured pin factory, pins not used twice, journal, free
+disk, clock (and its synchronisation: a Pi has no clock battery), and the service
+itself. Exit 0 when every check passes (a warning, marked ``!``, does not fail it), 2
+when the configuration is bad, 1 when any other fails.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import os
 import pwd
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,15 +37,55 @@ MIN_FREE_MB = 100
 
 @dataclass
 class Check:
-    """One line of the checklist."""
+    """One line of the checklist; ``warning``: passed, but worth a look (``!``)."""
 
     name: str
     ok: bool
     detail: str
     fix: str = ""
+    warning: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"check": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
+        return {
+            "check": self.name,
+            "ok": self.ok,
+            "detail": self.detail,
+            "fix": self.fix,
+            "warning": self.warning,
+        }
+
+    @property
+    def mark(self) -> str:
+        """``✓`` passed, ``!`` a warning, ``✗`` failed."""
+        return "!" if self.warning else "✓" if self.ok else "✗"
+
+
+def clock_synchronised(
+    run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
+) -> tuple[bool | None, str]:
+    """Whether the system clock is synchronised (NTP), as ``timedatectl`` says, and how it
+    was told; None when it cannot be told. ``run`` is injectable for tests."""
+    try:
+        done = run(
+            ["timedatectl", "show", "--property=NTPSynchronized", "--property=NTP"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except FileNotFoundError:
+        return None, "timedatectl is not installed (no systemd?)"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"timedatectl did not answer: {exc}"
+    values = dict(
+        line.split("=", 1) for line in done.stdout.splitlines() if "=" in line
+    )  # NTPSynchronized=yes / NTP=yes
+    synced = values.get("NTPSynchronized")
+    if done.returncode != 0 or synced not in ("yes", "no"):
+        why = (done.stderr or done.stdout).strip().splitlines()
+        return None, f"timedatectl cannot tell ({why[-1] if why else f'exit {done.returncode}'})"
+    ntp = "NTP on" if values.get("NTP") == "yes" else "NTP off"
+    return synced == "yes", f"timedatectl: synchronised {synced}, {ntp}"
 
 
 SERVICE_USER = "firebet"  # User= of systemd/firebet.service
@@ -80,13 +123,19 @@ class Doctor:
         self.config: Config | None = None
         self.service: dict[str, Any] | None = None
         self.last_record_at: datetime | None = None  # read by the journal check, for the clock
+        self.clock_sync = clock_synchronised  # injectable for tests
 
     def add(self, name: str, ok: bool, detail: str, fix: str = "") -> None:
         self.checks.append(Check(name, ok, detail, fix if not ok else ""))
 
+    def warn(self, name: str, detail: str, fix: str) -> None:
+        """A check that passed with a warning: shown with its fix, does not fail doctor."""
+        self.checks.append(Check(name, True, detail, fix, warning=True))
+
     def run(self) -> list[Check]:
         steps: list[Callable[[], None]] = [
             self.check_config,
+            self.check_where,
             self.check_program,
             self.check_service,
             self.check_serial,
@@ -108,9 +157,10 @@ class Doctor:
         return self.checks
 
     def check_config(self) -> None:
-        source = paths.config_path(self.args.config) or "built-in defaults"
         try:
-            self.config = paths.load(self.args)
+            source = paths.config_source(self.args.config)
+            self.where = paths.locate(self.args)
+            self.config = self.where.config
         except ConfigError as exc:
             self.add(
                 "config", False, str(exc), f"edit {exc.source} and fix {exc.key or 'the file'}"
@@ -124,6 +174,16 @@ class Doctor:
             f"{len(c.pins())} pins, each used once",
         )
 
+    def check_where(self) -> None:
+        """Which state directory and journal key every other check (and command) uses."""
+        w = self.where
+        self.add(
+            "table",
+            True,
+            f"state directory {w.state_dir.absolute()} ({w.state_from}); journal key "
+            f"{w.key_file.absolute()} ({w.key_from})",
+        )
+
     def check_program(self) -> None:
         result = check_program()
         self.add(
@@ -135,7 +195,7 @@ class Doctor:
 
     @property
     def state_dir(self) -> Path:
-        return paths.state_dir(self.args.state_dir)
+        return self.where.state_dir
 
     def check_service(self) -> None:
         assert self.config is not None
@@ -332,7 +392,19 @@ class Doctor:
                 "timedatectl set-ntp true; check the network time source",
             )
             return
-        self.add("clock", True, f"{now:%Y-%m-%d %H:%M:%S} UTC")
+        synced, how = self.clock_sync()
+        shown = f"{now:%Y-%m-%d %H:%M:%S} UTC"
+        fix = (
+            "the journal's times come from this clock and a Pi has no clock battery: "
+            "sudo timedatectl set-ntp true, and give the Pi a time server it can reach "
+            "(timedatectl timesync-status)"
+        )
+        if synced is None:
+            self.warn("clock", f"{shown}; cannot tell whether it is synchronised: {how}", fix)
+        elif not synced:
+            self.warn("clock", f"{shown}; NOT synchronised ({how})", fix)
+        else:
+            self.add("clock", True, f"{shown}, synchronised ({how})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -342,8 +414,7 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(c.to_dict()))
     else:
         for c in checks:
-            mark = "✓" if c.ok else "✗"
-            print(f"{mark} {c.name:<8} {c.detail}")
+            print(f"{c.mark} {c.name:<8} {c.detail}")
             if c.fix:
                 print(f"           fix: {c.fix}")
     failed = [c for c in checks if not c.ok]

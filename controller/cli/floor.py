@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     )
     logging.getLogger("transitions").setLevel(logging.WARNING)  # a line per callback otherwise
     settings = load_settings(options.floor_config_path(args.config))
-    state = options.state_dir(args.state_dir)
+    state = options.state_dir(args.state_dir, installed_default=None)  # not the table's
     host, port = (
         parse_http(args.http, "--http", "--http")
         if args.http

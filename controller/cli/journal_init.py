@@ -40,9 +40,10 @@ def _who() -> str:
 
 def run_init(args: argparse.Namespace) -> int:
     """Move a damaged journal aside and start a new one, recorded with who and why."""
-    config = paths.load(args)
+    where = paths.locate(args)
+    config = where.config
     _require_technician(config.control.technician_group)
-    journal = Journal.open(paths.state_dir(args.state_dir), config)
+    journal = Journal.open(where.state_dir, config)
     actor = _who()
     done = init_journal(journal, config.firebet, actor, args.reason or "")
     if done.aside is not None:
@@ -55,9 +56,10 @@ def run_init(args: argparse.Namespace) -> int:
 
 def run_migrate(args: argparse.Namespace) -> int:
     """Move a format-1 journal to the keyed format 2 (the old files are kept aside)."""
-    config = paths.load(args)
+    where = paths.locate(args)
+    config = where.config
     _require_technician(config.control.technician_group)
-    journal = Journal.open(paths.state_dir(args.state_dir), config)
+    journal = Journal.open(where.state_dir, config)
     actor = _who()
     done = migrate(
         journal.path,

@@ -1,13 +1,21 @@
-"""Where things are: the configuration file, the state directory, the control socket.
+"""Where things are: the configuration file, the state directory, the journal key, the socket.
 
-The same rules for the service and for every client command, so that a
-technician's ``firebet status`` finds the socket the service opened:
+One answer for the service and for every client command (:func:`locate`), so that a
+technician's ``firebet status`` finds the socket the service opened and ``firebet
+journal verify`` checks a journal with the key it was made with:
 
 * config: ``--config F``, else ``$FIREBET_CONFIG``, else ``/etc/firebet/table.toml``
   when it exists, else the built-in defaults (``config/table.toml``);
-* state directory: ``--state-dir D``, else ``$FIREBET_STATE_DIR``, else ``./var``;
+* state directory: ``--state-dir D``, else ``$FIREBET_STATE_DIR``, else
+  ``/var/lib/firebet`` for an installed program (the package), ``./var`` for a
+  checkout; ``firebet sim`` (a simulated table) never defaults to the installed one;
+* journal key: ``[journal] key_file`` when the configuration names one, else
+  ``/etc/firebet/journal.key`` for ``/var/lib/firebet`` and ``journal.key`` beside
+  the journal for any other state directory (:func:`controller.journal.key.key_file_for`);
 * control socket: ``--socket P``, else ``control.socket`` of the config (relative
   to the state directory unless absolute).
+
+``--verbose`` prints which of each was used, and why, on standard error.
 """
 
 from __future__ import annotations
@@ -15,17 +23,27 @@ from __future__ import annotations
 import argparse
 import os
 import pwd
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from controller.control.protocol import identify
 from controller.core.config import Config, load_config
+from controller.core.config.model import INSTALLED_STATE_DIR
 from controller.core.errors import ConfigError
 from controller.core.numbers import WHOLE_NUMBER, decimal_number, whole_number
 
 SYSTEM_CONFIG = Path("/etc/firebet/table.toml")
 FLOOR_SYSTEM_CONFIG = Path("/etc/firebet/floor.toml")
-DEFAULT_STATE_DIR = Path("var")
+CHECKOUT_STATE_DIR = Path("var")
+
+
+def installed() -> bool:
+    """Whether this program runs from an installation (the package), not a checkout."""
+    from controller.service import integrity  # here: `firebet replay` loads no service
+
+    return integrity.installed()
 
 
 def config_path(
@@ -60,12 +78,78 @@ def load(args: argparse.Namespace) -> Config:
     return load_config(config_path(getattr(args, "config", None)))
 
 
-def state_dir(given: str | None) -> Path:
-    """The state directory (journal, socket, halt marker)."""
+def config_source(given: str | None) -> str:
+    """Where the configuration comes from, in words (for ``--verbose`` and ``doctor``)."""
     if given:
-        return Path(given)
+        return f"{given} (--config)"
+    if os.environ.get("FIREBET_CONFIG"):
+        return f"{os.environ['FIREBET_CONFIG']} ($FIREBET_CONFIG)"
+    found = config_path(None)
+    return f"{found} (the system's)" if found else "the built-in defaults (config/table.toml)"
+
+
+def state_dir_and_why(
+    given: str | None, *, installed_default: Path | None = INSTALLED_STATE_DIR
+) -> tuple[Path, str]:
+    """The state directory (journal, socket, halt marker) and why it is that one.
+
+    ``installed_default``: the default of an installed program (None: ``./var`` there too,
+    for ``firebet sim``'s simulated table and the floor service)."""
+    if given:
+        return Path(given), "from --state-dir"
     env = os.environ.get("FIREBET_STATE_DIR")
-    return Path(env) if env else DEFAULT_STATE_DIR
+    if env:
+        return Path(env), "from $FIREBET_STATE_DIR"
+    if installed_default is not None and installed():
+        return installed_default, "the installed table's"
+    return CHECKOUT_STATE_DIR, "sim's default" if installed() else "a checkout's default"
+
+
+def state_dir(given: str | None, *, installed_default: Path | None = INSTALLED_STATE_DIR) -> Path:
+    """The state directory (see :func:`state_dir_and_why`)."""
+    return state_dir_and_why(given, installed_default=installed_default)[0]
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where one command's table is: its configuration, state directory and journal key."""
+
+    config: Config
+    config_from: str
+    state_dir: Path
+    state_from: str
+    key_file: Path
+    key_from: str
+
+    def lines(self) -> list[str]:
+        """What ``--verbose`` prints and ``doctor`` shows, one line each."""
+        return [
+            f"config: {self.config_from}",
+            f"state directory: {self.state_dir.absolute()} ({self.state_from})",
+            f"journal key: {self.key_file.absolute()} ({self.key_from})",
+        ]
+
+
+def locate(args: argparse.Namespace, *, simulated: bool = False) -> Located:
+    """The configuration, state directory and journal key of the command ``args`` names;
+    printed on standard error with ``--verbose``. ``simulated``: ``firebet sim``'s table."""
+    known: Located | None = getattr(args, "_located", None)
+    if known is not None:  # asked again by the same command (history: socket, then journal)
+        return known
+    given = getattr(args, "config", None)
+    config = load_config(config_path(given))
+    default = None if simulated else INSTALLED_STATE_DIR
+    given_state = getattr(args, "state_dir", None)
+    state, state_from = state_dir_and_why(given_state, installed_default=default)
+    from controller.journal.key import key_file_for  # here: `firebet replay` loads no journal
+
+    key, key_from = key_file_for(config.journal.key_file, state)
+    located = Located(config, config_source(given), state, state_from, key, key_from)
+    if getattr(args, "verbose", False):
+        for line in located.lines():
+            print(f"firebet: {line}", file=sys.stderr)
+    args._located = located
+    return located
 
 
 def socket_path(config: Config, given: str | None, state: Path) -> Path:
@@ -99,7 +183,16 @@ def add_location_options(parser: argparse.ArgumentParser, *, state: bool = True)
     add_config_option(parser)
     parser.add_argument("--socket", metavar="P", help="control socket path")
     if state:
-        parser.add_argument("--state-dir", metavar="D", help="state directory (default ./var)")
+        parser.add_argument(
+            "--state-dir",
+            metavar="D",
+            help="state directory (default: /var/lib/firebet when installed, ./var in a checkout)",
+        )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="say which configuration, state directory and journal key are used (stderr)",
+    )
 
 
 def whole(text: str) -> int:

@@ -8,7 +8,6 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -19,7 +18,7 @@ from controller.control.server import ControlServer
 from controller.core.config import Config
 from controller.core.errors import ConfigError, UsageError
 from controller.link.link import FloorLink
-from controller.service.integrity import ProgramCheck, installed
+from controller.service.integrity import ProgramCheck
 from controller.service.service import Parts, Service
 from controller.service.status import Published
 from drivers.buttons import DealerButtons
@@ -155,9 +154,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--sim-interval needs --simulated-reader")
     if args.sim_interval is not None and not args.sim_interval > 0:
         raise UsageError(f"--sim-interval must be more than 0 seconds, not {args.sim_interval}")
-    config = paths.load(args)
+    where = paths.locate(args)
+    config, state = where.config, where.state_dir
     logs.configure(table=config.table.id)  # time-stamped lines, or journald's fields
-    state = paths.state_dir(args.state_dir)
     socket_path = paths.socket_path(config, args.socket, state)
     folder = socket_path.parent
     if not folder.is_dir() and folder.resolve() != state.resolve():
@@ -165,10 +164,6 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--socket {args.socket}: the folder {folder} does not exist")
         raise ConfigError(config.source, "control.socket", f"the folder {folder} does not exist")
     device: SimulatedReader | None = None
-    if config.source == "defaults" and (args.simulated_reader or not installed()):
-        # a bench or a test from a checkout keeps its journal key with its state, like
-        # `firebet sim`: no /etc needed (an installed table's own file names its key)
-        config = replace(config, journal=replace(config.journal, key_file="journal.key"))
     if args.simulated_reader:
         # a fake reader device on a pseudo-terminal: the real driver reads it unchanged
         state.mkdir(parents=True, exist_ok=True)
@@ -201,12 +196,13 @@ def run(args: argparse.Namespace) -> int:
         try:
             service.start()
             log.info(
-                "ready in %.3f s: table %s, reader %s, socket %s, state %s",
+                "ready in %.3f s: table %s, reader %s, socket %s, state %s, journal key %s",
                 service.ready_after_s or 0.0,
                 config.table.id,
                 f"simulated on {port} (firebet sim-reader ACTION)" if device else port,
                 socket_path,
                 state,
+                where.key_file,
                 extra={"fields": {"event": "ready", "state_dir": state}},
             )
             service.serve()

@@ -14,7 +14,6 @@ import random
 import sys
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +51,10 @@ class Bench:
     """The simulated table: the controller, its simulated reader, and seeded players."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        self.state_dir = paths.state_dir(args.state_dir)
-        config = paths.load(args)
-        if getattr(args, "broker", None):
-            config = with_broker(config, args.broker)
-        # the bench's own key, in its state directory: sim never needs /etc
-        self.config = replace(config, journal=replace(config.journal, key_file="journal.key"))
+        where = paths.locate(args, simulated=True)
+        self.state_dir = where.state_dir
+        config = where.config
+        self.config = with_broker(config, args.broker) if getattr(args, "broker", None) else config
         self.seed = args.seed if args.seed is not None else random.randrange(1_000_000)
         self.players = random.Random(self.seed + 1)
         self.bets_on = not args.no_bets

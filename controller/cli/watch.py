@@ -54,9 +54,9 @@ def watch(args: argparse.Namespace) -> int:
     """Draw the table until Ctrl-C or SIGTERM; exit 0."""
     if not args.watch > 0:
         raise FirebetError("--watch takes a number of seconds greater than 0")
-    config = paths.load(args)
-    state = paths.state_dir(getattr(args, "state_dir", None))
-    path = paths.socket_path(config, args.socket, state)
+    where = paths.locate(args)
+    config = where.config
+    path = paths.socket_path(config, args.socket, where.state_dir)
     client = ControlClient(path, timeout=max(5.0, args.watch))
     stop = threading.Event()
 

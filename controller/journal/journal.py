@@ -41,7 +41,7 @@ from controller.core.times import to_ms
 from controller.journal import files as F
 from controller.journal import store
 from controller.journal.halt import Halt
-from controller.journal.key import key_for_new
+from controller.journal.key import key_file_for, key_for_new
 from controller.journal.opening import Damage, check_head, check_present, open_file, writer_lock
 from controller.journal.recipe import (
     FORMAT,
@@ -124,12 +124,12 @@ class Journal:
 
     @classmethod
     def open(cls, state_dir: str | Path, config: Config, *, read_only: bool = False) -> Self:
-        """The journal of ``config`` in ``state_dir`` (not yet recovered); a relative
-        ``key_file`` is taken from the state directory."""
-        key_file = Path(config.journal.key_file)
+        """The journal of ``config`` in ``state_dir`` (not yet recovered), with the key
+        :func:`~controller.journal.key.key_file_for` names."""
+        key_file, _why = key_file_for(config.journal.key_file, state_dir)
         return cls(
             Path(state_dir) / config.journal.path,
-            key_file=key_file if key_file.is_absolute() else Path(state_dir) / key_file,
+            key_file=key_file,
             snapshot_every=config.journal.snapshot_every,
             read_only=read_only,
         )

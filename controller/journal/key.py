@@ -1,10 +1,16 @@
 """The table's secret key: the chain is HMAC-SHA256 with it (docs/journal.md).
 
 The key file holds 32 random bytes as 64 hexadecimal digits and a newline,
-mode 0600, owned by the service's user (``systemd/install.sh`` makes
+mode 0600, owned by the service's user (the package's first install makes
 ``/etc/firebet/journal.key``). When it is missing, the first start on a state
 directory that never held a journal makes it; a journal whose key is gone
 halts the table.
+
+Which file is the key (:func:`key_file_for`, the one answer every command uses):
+``[journal] key_file`` when the configuration names one (relative to the state
+directory); else ``/etc/firebet/journal.key`` for the installed table's state
+directory ``/var/lib/firebet``, and ``journal.key`` beside the journal for any
+other (a checkout's ``./var``, ``firebet sim``, a bench's ``--state-dir``).
 """
 
 from __future__ import annotations
@@ -14,10 +20,36 @@ import os
 import secrets
 from pathlib import Path
 
+from controller.core.config.model import (
+    INSTALLED_KEY_FILE,
+    INSTALLED_STATE_DIR,
+    KEY_BESIDE_JOURNAL,
+)
 from controller.core.errors import FirebetError, JournalIntegrityError, JournalKeyUnreadable
 from controller.journal.recipe import KEY_BYTES
 
 log = logging.getLogger("firebet.journal")
+
+
+def key_file_for(setting: str, state_dir: str | Path) -> tuple[Path, str]:
+    """The key file of the journal in ``state_dir`` and why it is that one.
+
+    ``setting`` is ``[journal] key_file`` ("" when the configuration names none).
+    """
+    state = Path(state_dir)
+    if setting:
+        named = Path(setting)
+        return (named if named.is_absolute() else state / named), "[journal] key_file"
+    if _same_folder(state, INSTALLED_STATE_DIR):
+        return INSTALLED_KEY_FILE, "the installed table's key"
+    return state / KEY_BESIDE_JOURNAL, "beside the journal: not the installed table's"
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return a.absolute() == b.absolute()
 
 
 def read_key(path: Path) -> bytes:

@@ -13,14 +13,17 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 from controller.core.config import FireBetRules
 from controller.journal import store
 from controller.journal.walk import Problem, start_at_anchor
 
 SEGMENTS_PER_WORKER = 4
+T = TypeVar("T")
 
 
 def workers() -> int:
@@ -52,11 +55,31 @@ def _segment(path: str, key: bytes, rules: FireBetRules, first: int, last: int) 
         db.close()
 
 
+PROGRESS_EVERY = 4096  # rows between two calls of a progress callback
+
+
+def counted(rows: Iterable[T], total: int, progress: Callable[[int, int], None]) -> Iterator[T]:
+    """``rows`` unchanged, with ``progress(done, total)`` told every :data:`PROGRESS_EVERY`."""
+    done = 0
+    for row in rows:
+        done += 1
+        if done % PROGRESS_EVERY == 0:
+            progress(done, total)
+        yield row
+    progress(done, total)
+
+
 def verify_segments(
-    path: Path, key: bytes, rules: FireBetRules, anchors: list[int], last: int, processes: int
+    path: Path,
+    key: bytes,
+    rules: FireBetRules,
+    anchors: list[int],
+    last: int,
+    processes: int,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[int, int] | None:
     """(records, snapshots) when every segment is clean; None when one is not (or there is
-    too little to split)."""
+    too little to split). ``progress(done, total)`` hears each segment checked, in order."""
     if processes < 2 or len(anchors) < 2:
         return None
     count = processes * SEGMENTS_PER_WORKER
@@ -73,7 +96,11 @@ def verify_segments(
     context.set_forkserver_preload([__name__])
     try:
         with ProcessPoolExecutor(max_workers=processes, mp_context=context) as pool:
-            results = list(pool.map(_segment, *zip(*jobs, strict=True)))
+            results = []
+            for result in pool.map(_segment, *zip(*jobs, strict=True)):
+                results.append(result)
+                if progress is not None:
+                    progress(sum(r for r, _, _ in results), last)
     except Exception:  # a worker that failed proves nothing: the one-core walk decides
         return None
     if any(problems for _, _, problems in results):

@@ -13,14 +13,16 @@ head file and the halt are :class:`~controller.journal.journal.Journal`'s.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from controller.core.config import FireBetRules
 from controller.core.state import TableState
 from controller.journal import store
 from controller.journal.halt import Halt, Resumption
 from controller.journal.journal import Journal
-from controller.journal.parallel import verify_segments
+from controller.journal.parallel import counted, verify_segments
 from controller.journal.recipe import GENESIS
 from controller.journal.record import Record
 from controller.journal.replay import Replay
@@ -98,11 +100,18 @@ def recover(journal: Journal, rules: FireBetRules) -> Recovered:
     return Recovered(replay, opened.last_record, opened.halted)
 
 
-def verify(journal: Journal, rules: FireBetRules, *, processes: int = 1) -> VerifyReport:
+def verify(
+    journal: Journal,
+    rules: FireBetRules,
+    *,
+    processes: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> VerifyReport:
     """Check the whole (recovered) journal from genesis: files, seals, snapshots, rules,
     head. ``processes`` > 1 checks the segments between snapshots on that many cores
     (:mod:`controller.journal.parallel`); any damage is then walked again on one core for
-    the exact report."""
+    the exact report. ``progress(done, total)`` hears the records checked so far, now and
+    then (``journal verify`` draws it on a terminal)."""
     report = VerifyReport(halted=journal.halted)
 
     def walk_all(db: sqlite3.Connection, key: bytes) -> tuple[Walk, None]:
@@ -111,9 +120,14 @@ def verify(journal: Journal, rules: FireBetRules, *, processes: int = 1) -> Veri
         split = None
         if processes > 1 and last is not None and journal.damage is None:
             anchors = sorted(store.anchors(db))
-            split = verify_segments(journal.path, key, rules, anchors, last.record, processes)
+            split = verify_segments(
+                journal.path, key, rules, anchors, last.record, processes, progress=progress
+            )
         if split is None:
-            walk.run(store.raw_rows(db), store.snapshots(db), stop_at_damage=False)
+            rows: Iterable[tuple[Any, ...]] = store.raw_rows(db)
+            if progress is not None and last is not None:
+                rows = counted(rows, last.record, progress)
+            walk.run(rows, store.snapshots(db), stop_at_damage=False)
         else:
             walk.records, walk.snapshots = split
             walk.prev = last.mac if last is not None else GENESIS

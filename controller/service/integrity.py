@@ -72,10 +72,14 @@ def program_digest(digests: dict[str, str]) -> str:
     return hashlib.sha256(lines.encode()).hexdigest()
 
 
-def manifest_path() -> Path:
-    """Where the manifest is: ``$FIREBET_MANIFEST``, else ``/etc/firebet/program.manifest``."""
+def manifest_path(roots: dict[str, Path] | None = None) -> Path | None:
+    """Where the manifest is: ``$FIREBET_MANIFEST``, else ``/etc/firebet/program.manifest``
+    for an installed program; None for a checkout (the system's manifest, if any, is the
+    installed program's, not this one's)."""
     env = os.environ.get(MANIFEST_ENV)
-    return Path(env) if env else DEFAULT_MANIFEST
+    if env:
+        return Path(env)
+    return DEFAULT_MANIFEST if installed(roots) else None
 
 
 def installed(roots: dict[str, Path] | None = None) -> bool:
@@ -132,9 +136,11 @@ class ProgramCheck:
 
 def check_program(path: Path | None = None, roots: dict[str, Path] | None = None) -> ProgramCheck:
     """Digest the program and compare it with the manifest at ``path`` (see module doc)."""
-    path = path or manifest_path()
+    path = path or manifest_path(roots)
     digests = file_digests(roots)
     digest = program_digest(digests)
+    if path is None:
+        return ProgramCheck(digest, None, None)
     if not path.exists():
         if installed(roots):
             return ProgramCheck(digest, None, f"no manifest at {path}: reinstall firebet")

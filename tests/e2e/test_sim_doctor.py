@@ -56,8 +56,12 @@ def test_doctor_lists_each_check_with_its_fix(tmp_path: Path) -> None:
     assert proc.returncode == 1
     checks = {c["check"]: c for c in map(json.loads, proc.stdout.splitlines())}
     assert list(checks) == [
-        "config", "program", "service", "serial", "gpio", "journal", "disk", "clock", "floor",
+        "config", "table", "program", "service", "serial", "gpio", "journal", "disk", "clock",
+        "floor",
     ]  # fmt: skip
+    assert f"state directory {tmp_path} (from --state-dir)" in checks["table"]["detail"]
+    # the clock: ticked when synchronised, else a warning that does not fail doctor alone
+    assert checks["clock"]["ok"] and ("synchronised" in checks["clock"]["detail"])
     assert checks["program"]["ok"] and "running from a checkout" in checks["program"]["detail"]
     assert checks["config"]["ok"] and checks["gpio"]["ok"] and checks["journal"]["ok"]
     assert not checks["service"]["ok"] and "systemctl start firebet" in checks["service"]["fix"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
@@ -139,11 +140,18 @@ class ButtonsConfig:
     discard_held: int = 24
 
 
+# where the installed table (the package, systemd/firebet.service) keeps its journal and
+# that journal's key; any other state directory keeps its key beside its journal
+INSTALLED_STATE_DIR = Path("/var/lib/firebet")
+INSTALLED_KEY_FILE = Path("/etc/firebet/journal.key")
+KEY_BESIDE_JOURNAL = "journal.key"
+
+
 @dataclass(frozen=True)
 class JournalConfig:
     path: str
     snapshot_every: int
-    key_file: str = "/etc/firebet/journal.key"
+    key_file: str = ""  # "": by the state directory (controller.journal.key.key_file_for)
 
 
 @dataclass(frozen=True)

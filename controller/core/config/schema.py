@@ -159,8 +159,8 @@ SCHEMA: tuple[Key, ...] = (
         "journal",
         "key_file",
         "str",
-        "the chain's secret key (HMAC-SHA256); relative to the state directory",
-        nonempty,
+        "the chain's secret key (HMAC-SHA256), relative to the state directory; empty: "
+        "/etc/firebet/journal.key for /var/lib/firebet, else journal.key in the state directory",
     ),
     Key("control", "socket", "str", "control socket path", nonempty),
     Key("control", "dealer_group", "str", "group allowed dealer actions", nonempty),
