@@ -9,7 +9,10 @@
 - ``mosquitto``: a real MQTT broker on a free local port with the example ACL
   (``tests/broker.py``), stopped afterwards.
 - every test runs with ``$FIREBET_CONFIG`` naming a file that keeps the journal's
-  key in the state directory (no test needs /etc).
+  key in the state directory (no test needs /etc), and behind the fence of
+  ``tests/isolation/sitecustomize.py``: neither the test process nor any Python
+  process it starts may open, make or delete anything under the host's
+  ``/etc/firebet`` or ``/var/lib/firebet``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from gpiozero.pins.mock import MockFactory, MockPWMPin
 
 from tests import support
 from tests.broker import Mosquitto
+from tests.isolation import sitecustomize as fence
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -46,19 +50,39 @@ def _journal_key_beside_the_journal(
             os.environ["FIREBET_CONFIG"] = saved
 
 
-SYSTEM_FOLDER = Path("/etc/firebet")
-_SYSTEM_FOLDER_BEFORE = SYSTEM_FOLDER.exists()
+@pytest.fixture(autouse=True, scope="session")
+def _fenced_from_the_hosts_table() -> Iterator[None]:
+    """This process and every Python process it starts (``$PYTHONPATH`` names the fence's
+    ``sitecustomize``) fail on any use of the host's /etc/firebet or /var/lib/firebet."""
+    saved = {name: os.environ.get(name) for name in ("PYTHONPATH", fence.ENV)}
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(support.FENCE_DIR), saved["PYTHONPATH"]) if p
+    )
+    os.environ[fence.ENV] = "1"
+    fence.install()
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+_BEFORE = {folder: Path(folder).exists() for folder in fence.FENCED}
 
 
 @pytest.fixture(autouse=True)
-def _nothing_written_to_etc(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A test that leaves /etc/firebet behind breaks later tests (and a real table's
-    permissions): fail the test that made it, by name, and take it away again."""
+def _nothing_made_on_the_host(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The backstop for what the fence cannot see (a shell script, a program not in
+    Python): a test after which the host's /etc/firebet or /var/lib/firebet exists, where
+    it did not before, fails by name. Nothing is deleted: it may be a real table's."""
     yield
-    if not _SYSTEM_FOLDER_BEFORE and SYSTEM_FOLDER.exists():
-        made = sorted(str(p) for p in SYSTEM_FOLDER.rglob("*"))
-        subprocess.run(["rm", "-rf", str(SYSTEM_FOLDER)], check=False)
-        pytest.fail(f"{request.node.nodeid} wrote {SYSTEM_FOLDER}: {made}")
+    made = [folder for folder, was in _BEFORE.items() if not was and Path(folder).exists()]
+    if made:
+        _BEFORE.update(dict.fromkeys(made, True))  # named once, by the test that made it
+        pytest.fail(f"{request.node.nodeid} made the host's {', '.join(made)}")
 
 
 @pytest.fixture

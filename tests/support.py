@@ -50,6 +50,7 @@ from drivers.serial_reader import SerialDiceReader
 from drivers.sim_reader import SimulatedReader
 
 ROOT = Path(__file__).resolve().parent.parent
+FENCE_DIR = ROOT / "tests" / "isolation"  # its sitecustomize fences off the host's table
 
 # a real process on a busy machine: generous, since only a hang should ever reach it
 PROCESS_DEADLINE_S = 120.0

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from controller.core.config import load_config
-from tests.support import ROOT, TEST_CONFIG, RunningTable, table_running, wait_for
+from tests.isolation import sitecustomize as fence
+from tests.support import FENCE_DIR, ROOT, TEST_CONFIG, RunningTable, table_running, wait_for
 
 NOBODY = 65534
 NOGROUP = 65534  # nobody's own group: the dealer group in this test's config
@@ -54,7 +55,9 @@ def _interpreter() -> str | None:
 PYTHON = _interpreter() if os.geteuid() == 0 else None
 
 
-def as_user(gid: int, *args: str) -> subprocess.CompletedProcess[str]:
+def as_user(gid: int, *args: str, config: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``firebet ARGS`` as ``nobody`` in group ``gid``, with the test's own configuration
+    (never the host's /etc/firebet, which nobody may not read) and the suite's fence."""
     assert PYTHON is not None
     return subprocess.run(
         [PYTHON, "-m", "controller", *args],
@@ -64,9 +67,18 @@ def as_user(gid: int, *args: str) -> subprocess.CompletedProcess[str]:
         group=gid,
         extra_groups=[],
         cwd="/",
-        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.pathsep.join([str(ROOT), *SITE])},
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONPATH": os.pathsep.join([str(FENCE_DIR), str(ROOT), *SITE]),
+            fence.ENV: "1",
+            "FIREBET_CONFIG": str(config or _CLIENT_CONFIG),
+        },
         timeout=30,
     )
+
+
+# the clients' configuration before a test's table has its own (the --version probe)
+_CLIENT_CONFIG = ROOT / "config" / "table.toml"
 
 
 @pytest.fixture
@@ -93,10 +105,10 @@ def test_an_unprivileged_peer_reads_status_but_cannot_void(
 ) -> None:
     _, top = table
     sock = str(top / "control.sock")
-    status = as_user(OTHER_GROUP, "status", "--json", "--socket", sock)
+    status = as_user(OTHER_GROUP, "status", "--json", "--socket", sock, config=top / "table.toml")
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["mode"] == "running"
-    void = as_user(OTHER_GROUP, "void", "--socket", sock)
+    void = as_user(OTHER_GROUP, "void", "--socket", sock, config=top / "table.toml")
     assert void.returncode == 1
     assert "permission denied: nobody is not in nogroup or root (needed for void)" in void.stderr
 
@@ -106,9 +118,9 @@ def test_a_dealer_acts_but_cannot_clear_a_halt_and_is_named_in_history(
 ) -> None:
     t, top = table
     sock = str(top / "control.sock")
-    bet = as_user(NOGROUP, "bet", "7", "5", "--socket", sock)
+    bet = as_user(NOGROUP, "bet", "7", "5", "--socket", sock, config=top / "table.toml")
     assert bet.returncode == 0, bet.stderr
-    clear = as_user(NOGROUP, "clear-halt", "--socket", sock)
+    clear = as_user(NOGROUP, "clear-halt", "--socket", sock, config=top / "table.toml")
     assert clear.returncode != 0 and "needed for clear-halt" in clear.stderr
     t.throw(2, 2)
     wait_for(lambda: t.status()["rolls"] == 1)
