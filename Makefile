@@ -4,10 +4,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: sim floor-demo test test-stress lint typecheck bench install-service clean
+# the distribution packages each step needs, installed when missing (.ci/setup-host says what)
+SETUP  := .ci/setup-host
+
+.PHONY: sim floor-demo test test-stress lint typecheck bench install-service clean \
+	setup-test deb test-deb bench-pi
 
 $(BIN)/python:
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (Python 3.11): install it or run make PYTHON=python3"; exit 1; }
+	@PYTHON=$(PYTHON) $(SETUP) python
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): $(BIN)/python pyproject.toml
@@ -22,8 +26,13 @@ sim: $(STAMP)
 floor-demo: $(STAMP)
 	$(BIN)/python bench/floor_demo.py
 
-test: $(STAMP) lint typecheck
+# first the packages the suite needs (mosquitto, chromium, tmux): on a fresh box this installs
+# them (as root or through sudo) or stops at once with the command to run
+test: setup-test $(STAMP) lint typecheck
 	$(BIN)/python -m pytest
+
+setup-test:
+	@PYTHON=$(PYTHON) $(SETUP) python test
 
 # the suite RUNS times while two busy loops keep both cores busy: no test may need luck
 RUNS ?= 10
@@ -42,7 +51,23 @@ bench: $(STAMP)
 	$(BIN)/python bench/engine.py
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache *.egg-info build dist
+
+# the Debian package, dist/firebet_<version>_all.deb: the program and its Python packages
+# inside, for an offline Raspberry Pi OS (docs/install.md) [DEB_VERSION=... to override]
+deb: $(STAMP)
+	@$(SETUP) deb
+	PYTHON=$(BIN)/python debian/build $(if $(DEB_VERSION),--version $(DEB_VERSION))
+
+# the package installed, upgraded, rolled back, removed and purged with apt in a Debian 12
+# chroot (never on this machine's own /etc or /var/lib): what CI runs after `make test`
+test-deb: $(STAMP)
+	@$(SETUP) deb
+	PYTHON=$(BIN)/python debian/test-package
+
+# the service, verify and replay under a CPU quota standing for a Pi Zero 2 W (root)
+bench-pi: $(STAMP)
+	$(BIN)/python bench/pi_speed.py
 
 # install or upgrade the systemd service on the Pi (root): make install-service [INSTALL_FLAGS=--dry-run]
 install-service:
