@@ -53,7 +53,10 @@ class ServiceOnPty:
         seed: int = 1,
         heartbeat_every: int = 200,
         ready_timeout_s: float = 120.0,
+        prefix: list[str] | None = None,
     ) -> None:
+        """``prefix``: a command that runs the service (``bench/pi_speed.py``: into a CPU-limited
+        cgroup)."""
         self.work = work
         self.socket = work / "control.sock"
         self.log = work / "service.log"
@@ -64,7 +67,8 @@ class ServiceOnPty:
         notify.bind(str(work / "notify.sock"))
         env = dict(os.environ, NOTIFY_SOCKET=str(work / "notify.sock"))
         command = [
-            sys.executable, "-m", "controller", "run", "--serial", os.ttyname(self._slave),
+            *(prefix or []), sys.executable, "-m", "controller", "run",
+            "--serial", os.ttyname(self._slave),
             "--pin-factory", "mock", "--state-dir", str(state), "--socket", str(self.socket),
         ]  # fmt: skip
         if config is not None:
