@@ -27,11 +27,13 @@ MAN_EXTRA = {
     "3 service not reachable, 4 journal integrity failure.",
     "ENVIRONMENT": "FIREBET_CONFIG: the configuration file when --config is not given "
     "(then /etc/firebet/table.toml, then the defaults). FIREBET_STATE_DIR: the state "
-    "directory when --state-dir is not given (default ./var).",
+    "directory when --state-dir is not given (then /var/lib/firebet for an installed "
+    "program, ./var in a checkout).",
     "FILES": "/etc/firebet/table.toml (configuration), /etc/firebet/journal.key (the "
     "journal's key), /var/lib/firebet (state: journal), /run/firebet/control.sock "
     "(control socket).",
-    "SEE ALSO": "/opt/firebet/docs: install.md, runbook.md, bench.md, reader-protocol.md.",
+    "SEE ALSO": "/usr/share/doc/firebet (the package; /opt/firebet/docs from a checkout's "
+    "install.sh): install.md, runbook.md, cli.md, bench.md, reader-protocol.md.",
 }
 
 
