@@ -115,20 +115,23 @@ def cpu_limit(share: float) -> Iterator[CpuLimit | None]:
 
 
 def timed(argv: list[str], limit: CpuLimit | None) -> tuple[float, float, int, str]:
-    """(wall s, CPU s, peak RSS kB, stdout) of one process, inside ``limit``."""
+    """(wall s, CPU s, lines printed, last line) of one process, inside ``limit``; its
+    output is counted as it comes, not kept."""
     command = [*(limit.prefix() if limit else []), *argv]
+    lines, last = 0, b""
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=err)
         assert proc.stdout is not None
-        out = proc.stdout.read()
+        for line in proc.stdout:
+            lines, last = lines + 1, line
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
             err.seek(0)
             raise SystemExit(f"pi_speed: {' '.join(argv)} failed: {err.read().decode()[-500:]}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, out.decode()
+    return wall, usage.ru_utime + usage.ru_stime, lines, last.decode()
 
 
 def rolls(state: Path, config: Path, work: Path, count: int, limit: CpuLimit | None) -> dict:
@@ -161,7 +164,7 @@ def measure(args: argparse.Namespace, work: Path, limit: CpuLimit | None) -> dic
     state, config = work / "state", work / "table.toml"
     figures: dict = {}
     figures.update(
-        rolls(state, config, work / ("svc-limited" if limit else "svc"), args.rolls, limit)
+        rolls(state, config, Path(tempfile.mkdtemp(dir=work, prefix="service-")), args.rolls, limit)
     )
     wall, cpu, _, out = timed(
         [sys.executable, "-m", "controller", "journal", "verify", "--config", str(config),
@@ -174,13 +177,14 @@ def measure(args: argparse.Namespace, work: Path, limit: CpuLimit | None) -> dic
     figures["verify_rate"] = records / wall
     figures["verify_cpu_s"] = cpu
     script = work / "script.txt"
-    wall, _, rss, out = timed(
+    wall, cpu, hands, _ = timed(
         [sys.executable, "-m", "controller", "replay", str(script), "--json"], limit
     )
     figures["replay_s"] = wall
+    figures["replay_cpu_s"] = cpu
     figures["replay_lines_per_s"] = args.lines / wall
-    figures["replay_hands"] = len(out.splitlines())
-    figures["replay_peak_rss_mb"] = rss / 1024
+    figures["replay_hands"] = hands
+    figures["cores"] = 1 if limit else len(os.sched_getaffinity(0))
     return figures
 
 
@@ -196,12 +200,12 @@ def show(title: str, f: dict, wire: float, args: argparse.Namespace) -> None:
     )
     print(
         f"  journal verify: {f['verify_records']:,} records in {f['verify_s']:.1f} s = "
-        f"{f['verify_rate']:,.0f} records/s (one core)"
+        f"{f['verify_rate']:,.0f} records/s ({f['cores']} core{'s' if f['cores'] > 1 else ''})"
     )
     print(
         f"  replay --json of {args.lines:,} lines: {f['replay_s']:.1f} s "
-        f"({f['replay_lines_per_s']:,.0f} lines/s, {f['replay_hands']:,} hands, "
-        f"peak {f['replay_peak_rss_mb']:.1f} MB)"
+        f"({f['replay_lines_per_s']:,.0f} lines/s, {f['replay_hands']:,} hands; "
+        f"memory: bench/replay.py)"
     )
 
 
@@ -219,8 +223,6 @@ def main() -> int:
     state = work / "state"
     state.mkdir(parents=True, exist_ok=True)
     (work / "table.toml").write_text('[table]\nid = "PI-BENCH"\n', encoding="utf-8")
-    for folder in ("svc", "svc-limited"):
-        (work / folder).mkdir(exist_ok=True)
     journal = state / "journal.db"
     if not journal.exists():
         print(f"building a {args.records:,}-record journal in {state} ...", flush=True)
