@@ -139,6 +139,7 @@ def rolls(state: Path, config: Path, work: Path, count: int, limit: CpuLimit | N
     prefix = limit.prefix() if limit else None
     service = ServiceOnPty(work, state, config, heartbeat_every=400, prefix=prefix)
     latencies: list[float] = []
+    cpu_before = cpu_seconds(service.proc.pid)
     try:
         for _ in range(count):
             ms = service.roll(timeout_s=30)
@@ -146,6 +147,7 @@ def rolls(state: Path, config: Path, work: Path, count: int, limit: CpuLimit | N
                 break
             latencies.append(ms)
         memory = service.rss_mb()
+        cpu_ms = (cpu_seconds(service.proc.pid) - cpu_before) * 1000 / max(1, len(latencies))
     finally:
         service.stop()
     latencies.sort()
@@ -157,7 +159,14 @@ def rolls(state: Path, config: Path, work: Path, count: int, limit: CpuLimit | N
         "p99": pick(0.99),
         "max": latencies[-1],
         "rss_mb": memory,
+        "cpu_ms_a_roll": cpu_ms,
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, every thread) the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(args: argparse.Namespace, work: Path, limit: CpuLimit | None) -> dict:
@@ -195,6 +204,7 @@ def show(title: str, f: dict, wire: float, args: argparse.Namespace) -> None:
         f"p50 {f['p50']:.2f} ms, p99 {f['p99']:.2f} ms, max {f['max']:.2f} ms; the frame's "
         f"own wire time at 9600 baud {wire:.1f} ms (p99 = {f['p99'] / wire:.0%} of it)"
     )
+    print(f"  the service's CPU a roll (every thread): {f['cpu_ms_a_roll']:.2f} ms")
     print(
         f"  start-up to READY on that journal: {f['ready_s']:.2f} s; service {f['rss_mb']:.1f} MB"
     )
