@@ -315,7 +315,11 @@ class SerialDiceReader(DiceReader):
                 time.monotonic() - self._last_good > self.heartbeat_timeout_s
                 and self._fault is None
             ):
-                self._set_fault(HEARTBEAT)
+                self._set_fault(
+                    HEARTBEAT,
+                    f"no frame from the reader for {self.heartbeat_timeout_s:g} s "
+                    "(heartbeat_timeout_s): check its cable and power",
+                )
 
     def _frame(self, frame: Frame) -> None:
         if self.on_frame is not None:
@@ -329,7 +333,8 @@ class SerialDiceReader(DiceReader):
         self._last_good = time.monotonic()
         at = now_iso()
         if frame.name is FrameName.FAULT:
-            self._set_fault(frame.text(2) or "FAULT")
+            code = frame.text(2) or "FAULT"
+            self._set_fault(code, f"the reader itself reports the fault {code}")
             return
         if frame.name is FrameName.OK:
             self._clear_fault()

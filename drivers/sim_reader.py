@@ -97,6 +97,7 @@ class SimulatedReader:
         self._next_auto = 0.0
         self._silent_until = 0.0
         self._plugged = False
+        self._throws_paused = False
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._decoder = codec.FrameDecoder(protocol=protocol)
@@ -217,6 +218,21 @@ class SimulatedReader:
         with self._lock:
             self._silent_until = 0.0
 
+    def pause_throws(self, paused: bool = True) -> None:
+        """Stop (or start again) the random and scripted throws at ``interval_s``; a
+        :meth:`throw` still goes out. The shooter waits while the table cannot read him (a
+        reader fault, rolls held for the dealer), as at a live table."""
+        with self._lock:
+            if self._throws_paused and not paused:  # a whole interval after the pause
+                self._next_auto = time.monotonic() + (self.interval_s or 0.0)
+            self._throws_paused = paused
+
+    @property
+    def throws_paused(self) -> bool:
+        """Whether :meth:`pause_throws` stopped the throws at ``interval_s``."""
+        with self._lock:
+            return self._throws_paused
+
     def unplug(self) -> None:
         """Pull the cable: close the device's side, so the driver's port fails."""
         with self._lock:
@@ -312,6 +328,8 @@ class SimulatedReader:
 
     def _auto_throw(self, now: float) -> None:
         if self._pending is not None or self._queue or now < self._next_auto:
+            return
+        if self._throws_paused:
             return
         if self._script:
             d1, d2 = self._script.popleft()

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from controller.cli import journal_init, progress
 from controller.cli import options as paths
 from controller.cli.dealer import call
-from controller.cli.display import hand_line
+from controller.cli.display import count, hand_line, money, paid_line
 from controller.control.ops import Op
 from controller.core.config import FireBetRules
 from controller.core.errors import (
@@ -26,8 +26,17 @@ from controller.core.errors import (
     ServiceUnreachable,
     UsageError,
 )
-from controller.journal import Journal, clear_halt, describe_clear, parse_time, recover, verify
-from controller.journal.history import history
+from controller.journal import (
+    Journal,
+    clear_halt,
+    describe_clear,
+    parse_time,
+    preview_clear_halt,
+    recover,
+    verify,
+)
+from controller.journal.handlog import history_line
+from controller.journal.history import MAX_HANDS, history
 from controller.journal.parallel import workers
 
 EXPORT_FIELDS = ("record", "at", "actor", "kind", "payload", "snapshot", "prev_hash", "hash")
@@ -60,21 +69,67 @@ def run_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _value(v: Any) -> str:
+    if isinstance(v, list):
+        return " ".join(map(str, v))
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {_value(x)}" for k, x in v.items()) or "none"
+    return str(v)
+
+
+def _roll_lines(h: dict[str, Any]) -> list[str]:
+    """Each roll with its time and where it came from: the reader (seq), a dealer's hand
+    (manual), a held reader roll the dealer applied."""
+    applied = {a["record"]: a for a in h["actions"] if a["action"] == "held_apply"}
+    out = []
+    for r in h.get("roll_log", []):
+        d1, d2 = r["dice"]
+        held = applied.get(r["record"])
+        if held is not None:
+            mark = (
+                f"held roll {held['number']} (reader seq {held['seq']}), applied by {held['actor']}"
+            )
+        elif r["source"] == "manual":
+            mark = "MANUAL: keyed by a dealer"
+        else:
+            mark = f"reader seq {r['seq']}" if r.get("seq") is not None else str(r["source"])
+        out.append(f"      {r['at']}  {d1}-{d2}  {mark}")
+    return out
+
+
 def _print_history(lines: list[dict[str, Any]], out: TextIO) -> None:
     for h in lines:
         hand = hand_line(
-            h["hand"], h["unique_points"], h["points"], h["result"], h.get("odds_to_one", 0)
+            h["hand"], h["unique_points"], h["points"], h["result"], h.get("odds_to_one") or 0
         )
-        print(hand, file=out)
-        rolls = " ".join(f"{a}-{b}" for a, b in h["rolls"]) or "none"
-        print(f"    rolls: {rolls}", file=out)
-        for pos, won in h["payouts"].items():
-            print(f"    position {pos}: {'wins $' + str(won) if won else 'loses'}", file=out)
+        paid = f" - {paid_line(h)}" if h["result"] is not None else ""
+        print(hand + paid, file=out)
+        rolls = _roll_lines(h)
+        if rolls:
+            print(f"    {count(len(rolls), 'roll')}:", file=out)
+            for line in rolls:
+                print(line, file=out)
+        else:
+            dice = " ".join(f"{a}-{b}" for a, b in h["rolls"]) or "none"
+            print(f"    rolls: {dice}", file=out)
         for a in h["actions"]:
             detail = " ".join(
-                f"{k}={v}" for k, v in a.items() if k not in ("action", "actor", "at", "record")
+                f"{k}={_value(v)}"
+                for k, v in a.items()
+                if k not in ("action", "actor", "at", "record") and v not in (None, "")
             )
             print(f"    {a['at']}  {a['actor']:<12} {a['action']} {detail}".rstrip(), file=out)
+
+
+def shown_hands(lines: list[dict[str, Any]], hands: int) -> tuple[list[dict[str, Any]], str]:
+    """The text of ``history --hands N``: the last N hands that have something to show,
+    and a note for the hand in play when it has nothing yet (a new shooter, no roll, no
+    action), which is then not counted: right after a seven-out, ``--hands 1`` shows the
+    hand just settled. ``--json`` keeps every hand, the one in play last."""
+    last = lines[-1] if lines else None
+    if last is not None and last["result"] is None and not last["rolls"] and not last["actions"]:
+        return lines[:-1][-hands:], f"hand {last['hand']}: in play, no roll or action yet"
+    return lines[-hands:], ""
 
 
 def _service(args: argparse.Namespace, op: str, **fields: Any) -> dict[str, Any] | None:
@@ -91,7 +146,10 @@ def run_history(args: argparse.Namespace) -> int:
     hands = args.hands if args.hands is not None else config.history_hands
     if hands < 1:
         raise UsageError(f"--hands must be at least 1, not {hands}")
-    reply = _service(args, Op.HISTORY, hands=hands)
+    # the text leaves an empty hand in play uncounted: one hand more is asked for
+    asked = hands if args.json else min(hands + 1, MAX_HANDS)
+    detail = 0 if args.json else 1
+    reply = _service(args, Op.HISTORY, hands=asked, detail=detail)
     if reply is not None:
         if not reply.get("ok"):
             raise FirebetError(str(reply.get("error")))
@@ -108,12 +166,15 @@ def run_history(args: argparse.Namespace) -> int:
                 if recovered.halted.record is None:
                     raise JournalIntegrityError(None, recovered.halted.reason)
             with journal.view() as db:
-                lines = history(db, rules, hands)
+                lines = history(db, rules, asked, detail=bool(detail))
     if args.json:
         for line in lines:
-            print(json.dumps(line))
+            print(json.dumps(history_line(line)))
     else:
-        _print_history(lines, sys.stdout)
+        shown, note = shown_hands(lines, hands)
+        _print_history(shown, sys.stdout)
+        if note:
+            print(note)
     return 0
 
 
@@ -157,30 +218,99 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def describe_aside(preview: dict[str, Any] | None) -> list[str]:
+    """What a clear-halt would set aside, in a technician's words: the records, and the
+    hands, fire bets and payouts they hold (which come off history and the meters)."""
+    if preview is None:
+        return ["    nothing is set aside: the journal's files are intact in this view"]
+    lines = [f"    {describe_clear(preview)}"]
+    records = (preview.get("set_aside") or {}).get("records")
+    if not records:
+        return lines
+    for h in preview["hands"]:
+        hand = hand_line(
+            h["hand"], h["unique_points"], h["points"], h["result"], h.get("odds_to_one") or 0
+        )
+        paid = f" - {paid_line(h)}" if h["result"] is not None else ""
+        riding = ", ".join(f"#{p} {money(a)}" for p, a in h["wagers"].items()) or "none"
+        rolls = count(len(h["rolls"]), "roll")
+        lines.append(f"    {hand}{paid} ({rolls} set aside; wagers {riding})")
+    lines.append(
+        f"    in the records set aside: fire bets taken {money(preview['wagered'])}, "
+        f"payouts {money(preview['paid'])}; they come off history and the meters"
+    )
+    if preview.get("unreadable"):
+        lines.append(f"    ({count(preview['unreadable'], 'record')} set aside cannot be read)")
+    return lines
+
+
+def _confirmed(args: argparse.Namespace) -> bool:
+    """``--yes``, or the technician types ``yes``."""
+    if args.yes:
+        return True
+    print("Clear the halt and set this aside? Type yes to go on: ", end="", flush=True)
+    try:
+        answer = sys.stdin.readline()
+    except (OSError, ValueError):
+        answer = ""
+    return answer.strip().lower() == "yes"
+
+
 def run_clear_halt(args: argparse.Namespace) -> int:
-    """Lift ``halted`` through the running service, or offline when none runs; journaled."""
-    reply = _service(args, Op.CLEAR_HALT, note=args.note or "")
-    if reply is not None:
-        if not reply.get("ok"):
-            raise FirebetError(str(reply.get("error")))
-        print(f"halt cleared through the service; was: {reply.get('cleared')}")
-        print(f"    {reply.get('resumed')}")
-        return 0
+    """Lift ``halted`` through the running service, or offline when none runs; journaled.
+    Shows first what it will set aside and asks (``--yes`` for scripts); needs ``--note``."""
     if args.actor is not None:
         raise UsageError(
             f"--actor is not taken: the journal records who you are as the OS says "
             f"({paths.os_actor()}); put free text in --note"
         )
+    note = (args.note or "").strip()
+    if not note:
+        raise UsageError(
+            'clear-halt needs --note "what was done about the cause" (journaled with who '
+            "you are, for surveillance and the games manager)"
+        )
+    preview = _service(args, Op.CLEAR_HALT, preview=1)
+    if preview is not None:
+        if not preview.get("ok"):
+            raise FirebetError(str(preview.get("error")))
+        print(f"the table is halted: {preview.get('cleared')}")
+        print("firebet clear-halt would (through the service):")
+        print("\n".join(describe_aside(preview.get("preview"))))
+        if not _confirmed(args):
+            print("not confirmed: the table stays halted, nothing was changed")
+            return 1
+        reply = _service(args, Op.CLEAR_HALT, note=note)
+        if reply is None:
+            raise ServiceUnreachable("the service stopped before the clear-halt: ask again")
+        if not reply.get("ok"):
+            raise FirebetError(str(reply.get("error")))
+        print(f"halt cleared through the service; was: {reply.get('cleared')}")
+        print(f"    {reply.get('resumed')}")
+        return 0
     where = paths.locate(args)
-    config = where.config
-    journal = Journal.open(where.state_dir, config)
+    config, state = where.config, where.state_dir
+    with Journal.open(state, config, read_only=True) as view:
+        recover(view, config.firebet)
+        aside = preview_clear_halt(view, config.firebet)
+        if aside is None:
+            print(f"the journal {view.path} is not halted: nothing to clear")
+            return 0
+        halted = view.halted
+        print(f"the journal is halted: {halted.describe() if halted else '?'}")
+    print("firebet clear-halt would (offline, no service running):")
+    print("\n".join(describe_aside(aside.to_dict())))
+    if not _confirmed(args):
+        print("not confirmed: the journal stays halted, nothing was changed")
+        return 1
+    journal = Journal.open(state, config)
     actor = paths.os_actor()
     with journal:
         recovered = recover(journal, config.firebet)
         if recovered.halted is None:
             print(f"the journal {journal.path} is not halted: nothing to clear")
             return 0
-        done = clear_halt(journal, config.firebet, actor, note=args.note or "")
+        done = clear_halt(journal, config.firebet, actor, note=note)
         assert done is not None
         record = done[1]
         print(
@@ -224,6 +354,13 @@ def register(subparsers: Any) -> None:
         "clear-halt", help="technician: lift halted after the cause is fixed (journaled)"
     )
     clear.add_argument("--actor", help=argparse.SUPPRESS)  # refused: the OS says who
-    clear.add_argument("--note", help="what was done about the cause (free text, journaled)")
+    clear.add_argument(
+        "--note", help="what was done about the cause (free text, journaled; required)"
+    )
+    clear.add_argument(
+        "--yes",
+        action="store_true",
+        help="do not ask: clear the halt after showing what is set aside (for scripts)",
+    )
     _common(clear)
     clear.set_defaults(func=run_clear_halt)

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from controller.cli import options as paths
-from controller.cli.display import count, render_status
+from controller.cli.display import hand_line, paid_line, render_status
 from controller.cli.watch import watch
 from controller.control.client import ControlClient
 from controller.control.ops import ROLES, Op, Role, op_of
@@ -63,12 +63,11 @@ def _finish(reply: dict[str, Any], done: str) -> int:
             hand = reversed_settlement["hand"]
             print(f"settlement of hand {hand} reversed: hand {hand} is back in play")
         if event.get("event") == "settlement":
-            won = ", ".join(f"position {p} wins ${a}" for p, a in event["payouts"].items())
-            print(
-                f"settled hand {event['hand']}: "
-                f"{count(event['unique_points'], 'different point')}, "
-                f"{event['result']}" + (f" - {won}" if won else "")
-            )
+            hand = hand_line(
+                event["hand"], event["unique_points"], event["points"], event["result"],
+                event["odds_to_one"],
+            )  # fmt: skip
+            print(f"settled {hand} - {paid_line(event)}")
     return 0
 
 

@@ -5,10 +5,11 @@ Used by ``firebet status`` (drawn once) and ``firebet sim`` (drawn live).
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -26,7 +27,12 @@ MODE_STYLE = {
 
 def count(n: int, noun: str) -> str:
     """``1 different point``, ``2 different points``: a number with its noun agreeing."""
-    return f"{n} {noun}" + ("" if n == 1 else "s")
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def money(dollars: int) -> str:
+    """``$4,995``: whole dollars with a thousands separator, as a cage writes them."""
+    return f"-${-dollars:,}" if dollars < 0 else f"${dollars:,}"
 
 
 def hand_line(
@@ -50,10 +56,10 @@ def paid_line(settlement: dict[str, Any]) -> str:
     parts = []
     for pos, won in settlement["payouts"].items():
         if won:
-            parts.append(f"#{pos} wins ${won}")
+            parts.append(f"#{pos} wins {money(won)}")
         else:
             stake = wagers.get(pos)
-            parts.append(f"#{pos} lost ${stake}" if stake else f"#{pos} lost")
+            parts.append(f"#{pos} lost {money(stake)}" if stake else f"#{pos} lost")
     return ", ".join(parts) or "no wagers"
 
 
@@ -82,16 +88,14 @@ def render_markers(status: dict[str, Any]) -> RenderableType:
     return row
 
 
-def render_status(
-    status: dict[str, Any],
-    recent_rolls: Sequence[Sequence[int]] = (),
-    settlements: Sequence[dict[str, Any]] = (),
-    footer: str = "",
-) -> RenderableType:
-    """The whole table: mode, hand, markers, wagers, rolls, settlements, reader, meters."""
+LEGEND = "markers: ● N = the Nth different point made this hand; ON = the point"
+HELD_SHOWN = 3  # held rolls named on their line; the rest are counted
+
+
+def _header(status: dict[str, Any]) -> Text:
+    """One line, short enough for 80 columns in every mode: mode, hand, shooter, point."""
     mode = str(status.get("mode", "?"))
     head = Text()
-    head.append(f"table {status.get('table', '?')} ", style="bold")
     head.append(f" {mode.replace('_', ' ').upper()} ", style=MODE_STYLE.get(mode, "bold"))
     phase = str(status.get("phase", "?")).replace("_", " ")
     where = f"point {status['point']}" if status.get("point") else phase
@@ -99,7 +103,47 @@ def render_status(
         f"  hand {status.get('hand')}  shooter {status.get('shooter')}  {where}  "
         f"{count(status.get('unique_points', 0), 'different point')}"
     )
-    parts: list[RenderableType] = [head]
+    return head
+
+
+def held_line(held: Sequence[dict[str, Any]], how: str) -> str:
+    """``HELD READER ROLLS (3): 1: 4 4, 2: 5 6, 3: 2 1 - how``: at most
+    :data:`HELD_SHOWN` named, the rest counted, so the line never grows with the list."""
+    named = ", ".join(f"{h['number']}: {h['dice'][0]} {h['dice'][1]}" for h in held[:HELD_SHOWN])
+    more = f" and {len(held) - HELD_SHOWN:,} more" if len(held) > HELD_SHOWN else ""
+    return f"HELD READER ROLLS ({len(held):,}): {named}{more} - {how}"
+
+
+def betting_window(status: dict[str, Any]) -> str:
+    """Whether fire bets are taken now, in the table's words (never "open" while the
+    table cannot take a bet: halted, storage fault)."""
+    mode = status.get("mode")
+    if mode == "halted":
+        return "betting closed: the table is halted"
+    if mode == "storage_fault":
+        return "betting closed: the journal cannot be written"
+    if status.get("surrender_pending"):
+        return "betting closed: a surrendered hand is pending"
+    return "betting open" if status.get("betting_open") else "betting closed"
+
+
+def render_status(
+    status: dict[str, Any],
+    recent_rolls: Sequence[Sequence[int]] = (),
+    settlements: Sequence[dict[str, Any]] = (),
+    footer: str = "",
+    *,
+    held_how: str = "firebet held",
+    height: int | None = None,
+    width: int = 80,
+) -> RenderableType:
+    """The whole table: mode, hand, markers, wagers, rolls, settlements, reader, meters.
+
+    ``height``: the terminal's rows; the table is kept within them (and ``width``) by
+    leaving out, in this order, the older settlements, the meters, the legend and the
+    last settlement, so the border and the footer always show."""
+    mode = str(status.get("mode", "?"))
+    parts: list[RenderableType] = [_header(status)]
     if status.get("halted"):
         parts.append(Text(f"HALTED: {status['halted']}", style="bold white on red"))
     if status.get("storage_fault"):
@@ -108,13 +152,7 @@ def render_status(
         )
     held = status.get("held_rolls") or []
     if held:
-        listed = ", ".join(f"{h['number']}: {h['dice'][0]} {h['dice'][1]}" for h in held)
-        parts.append(
-            Text(
-                f"HELD READER ROLLS (firebet held apply N / discard N): {listed}",
-                style="bold yellow",
-            )
-        )
+        parts.append(Text(held_line(held, held_how), style="bold yellow"))
     confirmed = status.get("surveillance_confirmed")
     if status.get("surveillance_alert") and confirmed:
         parts.append(
@@ -142,33 +180,34 @@ def render_status(
             )
         )
     parts.append(render_markers(status))
+    legend = Text(LEGEND, style="dim")
+    parts.append(legend)
 
     bets = status.get("bets", {})
-    window = "betting open" if status.get("betting_open") else "betting closed"
-    if status.get("surrender_pending"):
-        window = "betting closed: a surrendered hand is pending"
-    wagers = "  ".join(f"#{p}: ${a}" for p, a in bets.items()) or "none"
-    parts.append(Text(f"fire bets: {wagers} ({window})"))
+    wagers = "  ".join(f"#{p}: {money(a)}" for p, a in bets.items()) or "none"
+    parts.append(Text(f"fire bets: {wagers} ({betting_window(status)})"))
     last = status.get("last_roll")
     rolls = [f"{a}+{b}={a + b}" for a, b in recent_rolls] or (
         [f"{last[0]}+{last[1]}={last[0] + last[1]}"] if last else []
     )
     rolled = count(status.get("rolls", 0), "roll")
-    parts.append(Text(f"{rolled}; last: " + ("  ".join(rolls[-10:]) or "none")))
+    parts.append(Text(f"{rolled}; last: " + ("  ".join(rolls[-8:]) or "none")))
 
     shown = list(settlements[-3:]) or (
         [status["last_settlement"]] if status.get("last_settlement") else []
     )
+    settled: list[Text] = []
     for s in shown:
         hand = hand_line(
             s["hand"], s["unique_points"], s["points"], s["result"], s.get("odds_to_one", 0)
         )
-        parts.append(
+        settled.append(
             Text(
                 f"settled {hand} - {paid_line(s)}",
                 style="green" if s["result"] == "win" else "",
             )
         )
+    parts.extend(settled)
 
     reader = status.get("reader", {})
     counters = reader.get("counters", {})
@@ -177,24 +216,41 @@ def render_status(
     fault = f", fault {reader['fault']}" if reader.get("fault") else ""
     parts.append(
         Text(
-            f"reader {reader.get('port', '')}: {health}{fault}; frames ok {counters.get('ok', 0)},"
-            f" bad {bad}",
+            f"reader {reader.get('port', '')}: {health}{fault}; frames ok "
+            f"{counters.get('ok', 0):,}, bad {bad:,}",
             style="yellow" if reader.get("fault") else "dim",
         )
     )
     meters = status.get("meters", {})
+    metered: Text | None = None
     if meters:
         taken = meters.get("bets_taken", {})
         paid = sum(t.get("amount", 0) for t in meters.get("paid", {}).values())
-        parts.append(
-            Text(
-                f"meters: hands {meters.get('hands')}, rolls {meters.get('rolls')}, "
-                f"fire bets {taken.get('count', 0)} (${taken.get('amount', 0)}), paid ${paid}, "
-                f"voids {meters.get('voids')}, surrenders {meters.get('surrenders')}, "
-                f"faults {meters.get('faults')}",
-                style="dim",
-            )
+        metered = Text(
+            f"meters: {count(meters.get('hands', 0), 'hand')}, "
+            f"{count(meters.get('rolls', 0), 'roll')}, "
+            f"{count(taken.get('count', 0), 'bet')} {money(taken.get('amount', 0))}, "
+            f"paid {money(paid)}; {count(meters.get('voids', 0), 'void')}, "
+            f"{count(meters.get('surrenders', 0), 'surrender')}, "
+            f"{count(meters.get('faults', 0), 'fault')}",
+            style="dim",
         )
+        parts.append(metered)
     if footer:
         parts.append(Text(footer, style="dim"))
-    return Panel(Group(*parts), title="firebet", border_style=MODE_STYLE.get(mode, "white"))
+    title = f"firebet {status['table']}" if status.get("table") else "firebet"
+    border = MODE_STYLE.get(mode, "white")
+    if height is not None:
+        # what may go, first to last, while the table is taller than the terminal
+        optional: list[RenderableType] = [*settled[:-1], *([metered] if metered else [])]
+        optional += [legend, *settled[-1:]]
+        while optional and _rows(Panel(Group(*parts), title=title), width) > height:
+            gone = optional.pop(0)
+            parts = [p for p in parts if p is not gone]
+    return Panel(Group(*parts), title=title, border_style=border)
+
+
+def _rows(renderable: RenderableType, width: int) -> int:
+    """How many rows ``renderable`` takes at ``width`` columns."""
+    console = Console(width=width, color_system=None, file=io.StringIO())
+    return len(console.render_lines(renderable, console.options, pad=False))

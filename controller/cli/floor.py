@@ -46,7 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--http", metavar="HOST:PORT", help="where the console listens (default 127.0.0.1:8080)"
     )
     parser.set_defaults(func=run)
-    sub = parser.add_subparsers(dest="floor_command", metavar="passwd")
+    # optional: `firebet floor` alone is the service; the usage line must say so
+    parser.usage = (
+        "%(prog)s [-h] [--config F] [--state-dir D] [--http HOST:PORT]\n"
+        "       %(prog)s passwd [-h] USER"
+    )
+    sub = parser.add_subparsers(dest="floor_command", metavar="passwd USER", required=False)
     passwd_parser = sub.add_parser(
         "passwd",
         help="print a surveillance user's [users] line (the password is asked, or read from stdin)",

@@ -32,6 +32,13 @@ MAN_EXTRA = {
     "FILES": "/etc/firebet/table.toml (configuration), /etc/firebet/journal.key (the "
     "journal's key), /var/lib/firebet (state: journal), /run/firebet/control.sock "
     "(control socket).",
+    "EXAMPLES": "firebet status (the table now); firebet bet 3 5 (a $5 fire bet on position "
+    "3); firebet roll 3 4 (a roll keyed by hand while the reader is in fault); firebet held "
+    "apply 1 (count a held reader roll); firebet history --hands 1 (the last hand, roll by "
+    "roll); sudo firebet journal verify --state-dir /var/lib/firebet; firebet clear-halt "
+    "--note 'SD card replaced, ticket 4711' (shows what it sets aside, then asks); firebet "
+    "run --simulated-reader --pin-factory mock --state-dir /tmp/bench (a bench service); "
+    "firebet sim (the whole table in the terminal).",
     "SEE ALSO": "/usr/share/doc/firebet (the package; /opt/firebet/docs from a checkout's "
     "install.sh): install.md, runbook.md, cli.md, bench.md, reader-protocol.md.",
 }
@@ -57,9 +64,30 @@ def man_page() -> str:
         "manual_title": "firebet manual",
         "date": "",
     }
-    page = str(Manpage(parser, _data=data, format="single-commands-section"))
+    page = _usage_unfilled(str(Manpage(parser, _data=data, format="single-commands-section")))
     extra = "".join(f'.SH "{title}"\n{text}\n' for title, text in MAN_EXTRA.items())
     return page.rstrip("\n") + "\n" + extra
+
+
+def _usage_unfilled(page: str) -> str:
+    """Each command's ``usage:`` lines as argparse laid them out (``.nf`` ... ``.fi``):
+    filled like prose, man ran them together into one mangled paragraph."""
+    out: list[str] = []
+    lines = page.split("\n")
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("usage: "):
+            out.append(".nf")
+            out.append(lines[i])
+            i += 1
+            while i < len(lines) and lines[i].startswith(" ") and lines[i].strip():
+                out.append(lines[i])
+                i += 1
+            out.append(".fi")
+            continue
+        out.append(lines[i])
+        i += 1
+    return "\n".join(out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,6 @@
-"""``firebet odds``: the exact odds and house edge of the configured pay table (see
-:mod:`controller.core.odds` for the math)."""
+"""firebet odds: the exact odds and house edge of the configured pay table, computed as
+fractions from the pay table (the math: controller/core/odds.py, docs/rules.md);
+--simulate N adds a Monte Carlo estimate beside them."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from controller.cli import options as paths
 from controller.control.server import ControlServer
 from controller.core.config import Config
 from controller.core.errors import ConfigError, UsageError
+from controller.core.lamps import Mode
 from controller.link.link import FloorLink
 from controller.service.integrity import ProgramCheck
 from controller.service.service import Parts, Service
@@ -195,15 +196,24 @@ def run(args: argparse.Namespace) -> int:
         install_signal_handlers(service)
         try:
             service.start()
-            log.info(
-                "ready in %.3f s: table %s, reader %s, socket %s, state %s, journal key %s",
+            published = service.published
+            why = published.halted if published is not None else None
+            halted = service.mode == Mode.HALTED
+            log.log(
+                logging.ERROR if halted else logging.INFO,
+                "%s in %.3f s: table %s, reader %s, socket %s, state %s, journal key %s%s",
+                "HALTED" if halted else "ready",
                 service.ready_after_s or 0.0,
                 config.table.id,
                 f"simulated on {port} (firebet sim-reader ACTION)" if device else port,
                 socket_path,
                 state,
                 where.key_file,
-                extra={"fields": {"event": "ready", "state_dir": state}},
+                f"; nothing is played until a technician lifts the halt ({why}): "
+                "firebet journal verify, then firebet clear-halt (docs/runbook.md, Halted)"
+                if halted
+                else "",
+                extra={"fields": {"event": "halted" if halted else "ready", "state_dir": state}},
             )
             service.serve()
         finally:

@@ -3,8 +3,10 @@
 The real service (engine, journal, the real serial reader driver, lamps,
 buttons, control socket) runs against a simulated dice reader on a
 pseudo-terminal and gpiozero mock pins. Seeded players put fire bets on each
-new shooter. Keys: [v]oid, [s]urrender, [a]ck, [t]hrow now, [f]ault on/off,
-[g]arbage, [u]nplug/replug, [m]anual roll D1 D2 (reader in fault), [q]uit.
+new shooter; the shooter waits while the reader is in fault and while reader rolls are
+held for the dealer. Keys: [v]oid, [s]urrender, [a]ck, [t]hrow now, [f]ault on/off,
+[g]arbage, [u]nplug/replug, [m]anual roll D1 D2 (reader in fault), held rolls: [h]
+apply the oldest, [x] discard the oldest, [X] discard all; [q]uit.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
+from controller.cli import logs
 from controller.cli import options as paths
-from controller.cli.display import count, render_status
+from controller.cli.display import count, money, render_status
 from controller.cli.sim_bench import HELP, Bench
 from controller.core.errors import UsageError
 
@@ -60,10 +63,20 @@ def _floor_line(status: dict[str, Any]) -> list[str]:
     if not floor.get("enabled"):
         return []
     error = f", last error: {floor['last_error']}" if floor.get("last_error") else ""
+    # read after the sim stopped its link: what it published, not a connection of now
     return [
-        f"  floor: {floor['broker']} connected {floor['connected']}, published "
-        f"{floor['published']}, cursor {floor['cursor']}, backlog {floor['backlog']}{error}"
+        f"  floor: {floor['broker']}: published {floor['published']:,} records, "
+        f"cursor {floor['cursor']}, backlog {floor['backlog']:,}{error}"
     ]
+
+
+def footer(bench: Bench, said: str) -> str:
+    """The lines under the table: why the thrower waits, what the last key did, the keys
+    (each once; while a manual roll is typed, its prompt alone)."""
+    if bench.manual is not None:
+        return said
+    lines = [bench.paused or "", "" if said == HELP else said, HELP]
+    return "\n".join(line for line in lines if line)
 
 
 def summary(bench: Bench, seconds: float) -> str:
@@ -84,14 +97,15 @@ def summary(bench: Bench, seconds: float) -> str:
         [
             f"firebet sim: seed {bench.seed}, {bench.session_rolls} rolls in {seconds:.1f} s",
             f"  this session: {count(len(settled), 'hand')} settled, {len(won)} won; "
-            f"fire bets settled ${wagered}, paid ${paid}, lost ${lost}",
+            f"fire bets settled {money(wagered)}, paid {money(paid)}, lost {money(lost)}",
             f"  now: hand {status['hand']} ({status['phase']}, point {status['point'] or '-'}, "
             f"{count(status['unique_points'], 'different point')})",
             f"  journal meters, every session in {bench.state_dir}: "
             f"{count(meters['hands'], 'hand')}, {count(meters['rolls'], 'roll')}, "
-            f"fire bets {meters['bets_taken']['count']} (${meters['bets_taken']['amount']}), "
-            f"paid ${journal_paid}, lost ${meters['lost']['amount']}",
-            "  reader frames: " + ", ".join(f"{k} {v}" for k, v in counters.items()),
+            f"fire bets {meters['bets_taken']['count']:,} "
+            f"({money(meters['bets_taken']['amount'])}), "
+            f"paid {money(journal_paid)}, lost {money(meters['lost']['amount'])}",
+            "  reader frames: " + ", ".join(f"{k} {v:,}" for k, v in counters.items()),
             *_floor_line(status),
             f"  journal: {bench.state_dir / bench.config.journal.path} "
             f"(firebet history --state-dir {bench.state_dir}); log: {bench.state_dir / 'sim.log'}",
@@ -116,13 +130,10 @@ def run(args: argparse.Namespace) -> int:
     resuming = (bench.state_dir / bench.config.journal.path).exists()
     bench.state_dir.mkdir(parents=True, exist_ok=True)
     log_file = bench.state_dir / "sim.log"
-    # the drivers' log lines go to a file: on the terminal they would tear the live table
-    logging.basicConfig(
-        filename=log_file,
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("transitions").setLevel(logging.WARNING)
+    # the drivers' log lines go to a file (on the terminal they would tear the live table),
+    # in the service's own format (controller/cli/logs.py)
+    log_stream = log_file.open("a", encoding="utf-8")
+    handler = logs.configure(table=bench.config.table.id, stream=log_stream, environ={})
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -146,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         if bench.script:
             threading.Thread(target=bench.run_script, name="sim script", daemon=True).start()
         if live:
-            footer = HELP
+            said = ""
             # whole frames on the alternate screen, drawn by this loop only: never half a frame
             with (
                 _cbreak() as keys,
@@ -154,7 +165,15 @@ def run(args: argparse.Namespace) -> int:
             ):
                 while not stop.is_set():
                     view.update(
-                        render_status(controller.status(), bench.recent, bench.settlements, footer),
+                        render_status(
+                            controller.status(),
+                            bench.recent,
+                            bench.settlements,
+                            footer(bench, said),
+                            held_how="keys h, x or X",
+                            height=console.size.height,
+                            width=console.size.width,
+                        ),
                         refresh=True,
                     )
                     if keys:
@@ -162,8 +181,7 @@ def run(args: argparse.Namespace) -> int:
                         if ch == "q" and bench.manual is None:
                             break
                         if ch:
-                            said = bench.key(ch.lower())
-                            footer = said if bench.manual is not None else said + "\n" + HELP
+                            said = bench.key(ch if ch == "X" else ch.lower())
                     else:
                         stop.wait(0.12)
                     if bench.done():
@@ -181,6 +199,8 @@ def run(args: argparse.Namespace) -> int:
                     break
     finally:
         bench.stop()
+        logging.getLogger().removeHandler(handler)
+        log_stream.close()
     print(summary(bench, time.monotonic() - started))
     return 0
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.cli import options as paths
-from controller.cli.display import count, paid_line
+from controller.cli.display import count, hand_line, paid_line
 from controller.cli.run import assemble
 from controller.core.commands import (
     Ack,
@@ -32,6 +32,7 @@ from controller.core.commands import (
 )
 from controller.core.config import with_broker
 from controller.core.errors import UsageError
+from controller.core.lamps import Mode
 from controller.core.script import parse_script, script_lines
 from controller.core.state import Phase
 from controller.service.service import Service
@@ -41,9 +42,9 @@ from drivers.serial_reader import SerialDiceReader
 from drivers.sim_reader import SimulatedReader
 
 MANUAL_PROMPT = "manual roll (Esc cancels), type the two dice:"
-HELP = (
-    "keys: [v]oid  [s]urrender  [a]ck  [t]hrow  [f]ault on/off  [g]arbage  "
-    "[u]nplug/replug  [m]anual roll D1 D2  [h]eld roll apply / [x] discard  [q]uit"
+HELP = (  # two rows of at most 76 columns: inside the table's border on 80
+    "keys: [v]oid [s]urrender [a]ck [t]hrow [f]ault [g]arbage [u]nplug/replug\n"
+    "      [m]anual roll  held: [h] apply [x] discard (oldest) [X] all  [q]uit"
 )
 
 
@@ -87,6 +88,7 @@ class Bench:
         self.controller: Service | None = None
         self._last_rolls: int | None = None
         self._last_hand: int | None = None
+        self.paused: str | None = None  # why the thrower waits (None: it throws)
 
     # wiring ---------------------------------------------------------------------------
     def start(self) -> Service:
@@ -145,6 +147,7 @@ class Bench:
             self.recent.pop()  # voided: it never counted
             self.session_rolls -= 1
         self._last_rolls = state.rolls
+        self._pause_thrower(published)
         settlement = published.last_settlement
         latest = self.settlements[-1] if self.settlements else None
         if latest is not None and settlement is not latest and settlement is self._before_latest:
@@ -172,6 +175,21 @@ class Bench:
                 amount = rules.min_wager + self.players.randint(0, steps) * rules.wager_increment
                 self.controller.post(Bet(seat, amount, actor="sim-player"))
         self.changed.set()
+
+    def _pause_thrower(self, published: Published) -> None:
+        """The shooter waits while the reader is in fault (the dealer keys the rolls: m)
+        and while held rolls wait for the dealer (h, x, X): a throw then would only be
+        held too (docs/bench.md)."""
+        held = len(published.state.held)
+        if published.mode == Mode.READER_FAULT:
+            why: str | None = "thrower waits: reader fault (key the rolls with m)"
+        elif held:
+            why = f"thrower waits: {count(held, 'held roll')} to decide (h, x, X)"
+        else:
+            why = None
+        if why != self.paused:
+            self.paused = why
+            self.device.pause_throws(why is not None)
 
     # the script ---------------------------------------------------------------------------
     def run_script(self) -> None:
@@ -241,6 +259,7 @@ class Bench:
                 return "the reader is unplugged: plug it back in (u) before a fault"
             # the toggle follows the reader itself, not a count of presses
             if c.status()["reader"]["fault"] is None:
+                self.device.pause_throws()  # before the fault: no throw slips in between
                 self.device.fault("CAMERA")
                 return "reader fault injected (CAMERA): manual rolls allowed (m)"
             self.device.clear_fault()
@@ -259,10 +278,24 @@ class Bench:
             if ch == "h":
                 return _said(c.submit(ApplyHeld(actor="sim-dealer")), "held roll applied")
             return _said(c.submit(DiscardHeld(actor="sim-dealer")), "held roll discarded")
+        if ch == "X":
+            return self.discard_all()
         if ch == "m":
             self.manual = ""
             return MANUAL_PROMPT
         return HELP
+
+    def discard_all(self) -> str:
+        """Discard every held roll, each journaled as the dealer's discard (``X``)."""
+        assert self.controller is not None
+        numbers = [h["number"] for h in self.controller.status()["held_rolls"]]
+        if not numbers:
+            return "no held rolls to discard"
+        for n in numbers:
+            reply = self.controller.submit(DiscardHeld(number=n, actor="sim-dealer"))
+            if not reply.get("ok"):
+                return f"refused: {reply.get('error')}"
+        return f"{count(len(numbers), 'held roll')} discarded"
 
     def manual_key(self, ch: str) -> str:
         """One key of a manual roll's entry; the roll goes in at its second die."""
@@ -284,10 +317,9 @@ class Bench:
 
 
 def _settlement_line(s: dict[str, Any]) -> str:
-    verdict = f"win {s['odds_to_one']} to 1" if s["result"] == "win" else "lose"
-    paid = paid_line(s)
-    points = f"{count(s['unique_points'], 'different point')} {s['points']}"
-    return f"hand {s['hand']}: {points} - {verdict} - {paid}"
+    """``hand 3: 2 different points (4, 6) - lose - #3 lost $5``: as the table shows it."""
+    hand = hand_line(s["hand"], s["unique_points"], s["points"], s["result"], s["odds_to_one"])
+    return f"{hand} - {paid_line(s)}"
 
 
 def _said(reply: dict[str, Any], done: str) -> str:

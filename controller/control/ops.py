@@ -92,8 +92,8 @@ OPS: dict[Op, OpSpec] = {
         OpSpec(Op.WHOAMI, Role.READER, Lane.BUILTIN, cli=("whoami",)),
         OpSpec(Op.STATUS, Role.READER, Lane.STATUS, cli=("status",)),
         OpSpec(
-            Op.HISTORY, Role.READER, Lane.READ, (Arg("hands", required=False),),
-            cli=("history",),
+            Op.HISTORY, Role.READER, Lane.READ,
+            (Arg("hands", required=False), Arg("detail", required=False)), cli=("history",),
         ),
         OpSpec(Op.ROLL, Role.DEALER, Lane.WRITE, (Arg("d1"), Arg("d2")), "roll", ("roll",)),
         OpSpec(Op.VOID, Role.DEALER, Lane.WRITE, (), "void", ("void",)),
@@ -113,7 +113,8 @@ OPS: dict[Op, OpSpec] = {
             "held_discard", ("held", "discard"),
         ),
         OpSpec(
-            Op.CLEAR_HALT, Role.TECHNICIAN, Lane.WRITE, (Arg("note", text=True, required=False),),
+            Op.CLEAR_HALT, Role.TECHNICIAN, Lane.WRITE,
+            (Arg("note", text=True, required=False), Arg("preview", required=False)),
             cli=("clear-halt",),
         ),
         OpSpec(Op.DIAGNOSTICS_ON, Role.TECHNICIAN, Lane.WRITE, cli=("diagnostics", "on")),

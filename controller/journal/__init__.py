@@ -22,7 +22,15 @@ from controller.journal.halt import Halt, describe_clear
 from controller.journal.journal import Journal, ReadOnly
 from controller.journal.recipe import RecordKind, canonical, iso
 from controller.journal.record import Record, parse_time
-from controller.journal.recovery import Recovered, VerifyReport, clear_halt, recover, verify
+from controller.journal.recovery import (
+    Recovered,
+    SetAside,
+    VerifyReport,
+    clear_halt,
+    preview_clear_halt,
+    recover,
+    verify,
+)
 from controller.journal.replay import Replay, Step
 
 __all__ = [
@@ -37,6 +45,7 @@ __all__ = [
     "RecordKind",
     "Recovered",
     "Replay",
+    "SetAside",
     "Step",
     "VerifyReport",
     "canonical",
@@ -46,6 +55,7 @@ __all__ = [
     "now_iso",
     "now_ms",
     "parse_time",
+    "preview_clear_halt",
     "recover",
     "verify",
 ]

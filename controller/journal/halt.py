@@ -28,6 +28,10 @@ class Halt:
     def describe(self) -> str:
         """One line for a technician."""
         where = f"record {self.record}: " if self.record is not None else ""
+        if self.reason.startswith(f"record {self.record} ") or self.reason.startswith(
+            f"record {self.record}:"
+        ):
+            where = ""  # the reason names the record itself: never "record 13: record 13"
         return f"{where}{self.reason}"
 
 

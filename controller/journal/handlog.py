@@ -11,8 +11,10 @@ records the hand spans, the record of its surveillance alert and of its settleme
 
 Actions say who did what and when (the event's actor and time, else the record's):
 ``bet``, ``cancel``, ``surrender``, ``ack``, ``manual_roll``, ``held_apply``,
-``held_discard``, ``void``, ``refused``, ``surveillance_confirmed``, ``rules`` (a change of
-rules, with what changed) and ``clear_halt``. A void takes its roll off again (a voided
+``held_discard``, ``held`` (a reader roll held for the dealer after manual entry),
+``reader_fault`` (the reader's fault, with its code), ``void``, ``refused``,
+``surveillance_confirmed``, ``rules`` (a change of rules, with what changed) and
+``clear_halt``. A void takes its roll off again (a voided
 seven-out gives the hand back and withdraws its settlement); a ``clear_halt`` that set
 records aside takes what they did off again (they were never part of the game).
 Pure: steps in, hand logs out.
@@ -30,10 +32,12 @@ from controller.core.events import (
     BetAccepted,
     BetCancelled,
     Event,
+    FaultRecorded,
     HeldRollApplied,
     HeldRollDiscarded,
     Refused,
     RollAccepted,
+    RollHeld,
     RollVoided,
     Settlement,
     Surrendered,
@@ -221,6 +225,13 @@ class HandLog:
             self._action(
                 step, touched, before.hand, what, e, number=e.number, seq=e.seq, dice=[e.d1, e.d2]
             )
+        elif isinstance(e, RollHeld):  # a reader roll after manual entry, for the dealer
+            self._action(
+                step, touched, before.hand, "held", e, number=e.number, seq=e.seq,
+                dice=[e.d1, e.d2],
+            )  # fmt: skip
+        elif isinstance(e, FaultRecorded):
+            self._action(step, touched, before.hand, "reader_fault", None, code=e.code)
         elif isinstance(e, Refused):
             self._action(
                 step, touched, before.hand, "refused", None, command=e.command, reason=e.reason

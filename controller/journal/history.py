@@ -110,9 +110,16 @@ class Recall:
         return self._replay.state if self._replay is not None else None
 
     def history(
-        self, db: sqlite3.Connection, hands: int, deadline: float = math.inf
+        self,
+        db: sqlite3.Connection,
+        hands: int,
+        deadline: float = math.inf,
+        *,
+        detail: bool = False,
     ) -> list[dict[str, Any]]:
-        """The last ``hands`` hands, oldest first; the hand in play last (``result`` null)."""
+        """The last ``hands`` hands, oldest first; the hand in play last (``result`` null).
+        Each has the keys of ``history --json``; ``detail`` adds its ``roll_log`` (each
+        roll's record, time, source and seq: what the text of ``history`` shows)."""
         if not 1 <= hands <= MAX_HANDS:
             raise UsageError(f"hands must be from 1 to {MAX_HANDS}, not {hands}")
         budget = _Budget(hands, deadline)
@@ -123,7 +130,7 @@ class Recall:
             origin = self._starts.get(first)
             if origin is None:
                 origin = self._origin(db, first)
-            return self._lines(db, origin, hands, budget)
+            return self._lines(db, origin, hands, budget, detail)
         finally:
             if db.in_transaction:
                 db.execute("ROLLBACK")
@@ -207,7 +214,12 @@ class Recall:
         return record, self._at(db, record)
 
     def _lines(
-        self, db: sqlite3.Connection, origin: tuple[int, Replay], hands: int, budget: _Budget
+        self,
+        db: sqlite3.Connection,
+        origin: tuple[int, Replay],
+        hands: int,
+        budget: _Budget,
+        detail: bool = False,
     ) -> list[dict[str, Any]]:
         record, start = origin
         replay = start.copy()
@@ -216,9 +228,12 @@ class Recall:
         self._fold(self._rows(db, record, self._seen, budget), replay, log, follow=False)
         log.begin(replay.state, self._seen)
         ordered = [log.hands[n] for n in sorted(log.hands)]
-        return [history_line(h) for h in ordered[-hands:]]
+        extra = ("roll_log", "wagers") if detail else ()
+        return [history_line(h) | {k: h[k] for k in extra} for h in ordered[-hands:]]
 
 
-def history(db: sqlite3.Connection, rules: FireBetRules, hands: int) -> list[dict[str, Any]]:
+def history(
+    db: sqlite3.Connection, rules: FireBetRules, hands: int, *, detail: bool = False
+) -> list[dict[str, Any]]:
     """The last ``hands`` hands of the journal on ``db`` (a one-off :class:`Recall`)."""
-    return Recall(rules).history(db, hands)
+    return Recall(rules).history(db, hands, detail=detail)

@@ -350,16 +350,19 @@ class Journal:
         self,
         actor: str,
         prove: Callable[[sqlite3.Connection, bytes, Halt, int], tuple[Any, dict[str, Any]]],
-    ) -> tuple[Any, Record] | None:
+        *,
+        write: bool = True,
+    ) -> tuple[Any, Record | None] | None:
         """Lift ``halted`` (journaled with who): the files opened again, ``prove`` (over one
         consistent view, with the halt and the highest record number ever written, stored
         or lost) gives what it proved and the ``clear_halt`` record's body, which is
         journaled with a snapshot of its ``resume_state``. None when the journal was not
-        halted."""
+        halted. ``write=False``: the same, but nothing is journaled and the halt stays (what
+        a clear-halt would do, shown before it is done; no record: None)."""
         with self._mutex:
             if self._halted is None:
                 return None
-            if self.read_only is ReadOnly.OPENED:
+            if write and self.read_only is ReadOnly.OPENED:
                 raise JournalWriteError(self.path, "opened read-only")
             halt = self._halted
             self._close_files()
@@ -386,6 +389,8 @@ class Journal:
                 proved, body = prove(db, self._key, halt, max(stored, lost))
             finally:
                 db.execute("ROLLBACK")
+            if not write:
+                return proved, None
             self._last = max(stored, lost, int(body["resume_from"]))
             resume = TableState.from_dict(body["resume_state"])
             written = self._write(RecordKind.CLEAR_HALT, actor, body, resume, True)

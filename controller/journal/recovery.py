@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from controller.core.config import FireBetRules
+from controller.core.events import BetAccepted, BetCancelled, RollVoided, Settlement
 from controller.core.state import TableState
 from controller.journal import store
 from controller.journal.halt import Halt, Resumption
+from controller.journal.handlog import Hand, HandLog
 from controller.journal.journal import Journal
 from controller.journal.parallel import counted, verify_segments
-from controller.journal.recipe import GENESIS
+from controller.journal.recipe import GENESIS, RecordKind
 from controller.journal.record import Record
-from controller.journal.replay import Replay
+from controller.journal.replay import RecordError, Replay
 from controller.journal.walk import Problem, Walk, start_at_anchor
 
 
@@ -145,6 +147,79 @@ def verify(
     return report
 
 
+@dataclass(frozen=True)
+class SetAside:
+    """What a clear-halt sets aside, besides the record numbers: the hands the records past
+    the verified prefix touched (as :mod:`controller.journal.handlog` shows a hand), the
+    fire bets they took and the payouts they settled, all of which come off the game,
+    ``history`` and the meters. Their seals are not checked (they are set aside because
+    the chain does not prove them): this is what they *say*, for the technician to weigh."""
+
+    body: dict[str, Any]  # the clear_halt record's body
+    hands: list[Hand] = field(default_factory=list)
+    wagered: int = 0  # fire bets taken in the records set aside (dollars)
+    paid: int = 0  # payouts settled in them
+    unreadable: int = 0  # records set aside whose meaning cannot be read
+
+    def to_dict(self) -> dict[str, Any]:
+        """The preview's JSON (the reply of ``clear-halt`` asked to preview)."""
+        return {
+            "resume_from": self.body["resume_from"],
+            "set_aside": self.body["set_aside"],
+            "hands": [{key: hand[key] for key in ("hand", *_ASIDE_KEYS)} for hand in self.hands],
+            "wagered": self.wagered,
+            "paid": self.paid,
+            "unreadable": self.unreadable,
+        }
+
+
+_ASIDE_KEYS = ("points", "unique_points", "result", "odds_to_one", "payouts", "wagers", "rolls")
+
+
+def _prove(
+    db: sqlite3.Connection, key: bytes, rules: FireBetRules, halt: Halt, last_known: int, note: str
+) -> tuple[Replay, SetAside]:
+    """The one walk of a clear-halt: from genesis, the longest verified prefix, what it
+    resumes on and what it sets aside (the records past the prefix replayed from its state,
+    seals unchecked, into hand logs: their hands, bets and payouts)."""
+    walk = Walk.start(key, rules)
+    walk.run(store.raw_rows(db), store.snapshots(db), stop_at_damage=False)
+    past = [n for n in store.anchors(db) if n > walk.good]
+    aside = tuple(sorted({*past, *walk.snapshots_aside}))
+    resumption = Resumption(walk.good, walk.state, max(last_known, walk.good), aside)
+    found = SetAside(resumption.payload(halt, note))
+    replay, log = walk.replay.copy(), HandLog()
+    log.begin(replay.state, walk.good)
+    wagered = paid = unreadable = 0
+    for row in store.rows(db, walk.good + 1):
+        if row.kind == RecordKind.CLEAR_HALT:
+            continue  # an earlier clear-halt past the prefix: it resumed on what is set aside
+        try:
+            step = replay.step(*row[:5])
+        except RecordError:
+            unreadable += 1
+            continue
+        log.take(step)
+        for event in step.events:
+            if isinstance(event, BetAccepted):
+                wagered += event.amount
+            elif isinstance(event, BetCancelled):
+                wagered -= event.amount
+            elif isinstance(event, Settlement):
+                paid += sum(event.payouts.values())
+            elif isinstance(event, RollVoided) and event.reversed_settlement is not None:
+                paid -= sum(event.reversed_settlement.payouts.values())
+    touched = [
+        h for n, h in sorted(log.hands.items())
+        if h["rolls"] or h["actions"] or h["result"] is not None
+    ]  # fmt: skip
+    if resumption.records_aside is None:
+        touched = []
+    return walk.replay, replace(
+        found, hands=touched, wagered=wagered, paid=paid, unreadable=unreadable
+    )
+
+
 def clear_halt(
     journal: Journal, rules: FireBetRules, actor: str, *, note: str = ""
 ) -> tuple[Replay, Record] | None:
@@ -157,15 +232,29 @@ def clear_halt(
     def prove(
         db: sqlite3.Connection, key: bytes, halt: Halt, last_known: int
     ) -> tuple[Replay, dict[str, object]]:
-        walk = Walk.start(key, rules)
-        walk.run(store.raw_rows(db), store.snapshots(db), stop_at_damage=False)
-        past = [n for n in store.anchors(db) if n > walk.good]
-        aside = tuple(sorted({*past, *walk.snapshots_aside}))
-        resumption = Resumption(walk.good, walk.state, max(last_known, walk.good), aside)
-        return walk.replay, resumption.payload(halt, note)
+        replay, aside = _prove(db, key, rules, halt, last_known, note)
+        return replay, aside.body
 
     done = journal.resume(actor, prove)
     if done is None:
         return None
     replay, record = done
+    assert record is not None
     return replay, record
+
+
+def preview_clear_halt(journal: Journal, rules: FireBetRules) -> SetAside | None:
+    """What :func:`clear_halt` would set aside, by the same walk, journaling nothing (the
+    halt stays); None when the journal is not halted."""
+    found: list[SetAside] = []
+
+    def prove(
+        db: sqlite3.Connection, key: bytes, halt: Halt, last_known: int
+    ) -> tuple[None, dict[str, Any]]:
+        _replay, aside = _prove(db, key, rules, halt, last_known, "")
+        found.append(aside)
+        return None, aside.body
+
+    if journal.resume("preview", prove, write=False) is None:
+        return None
+    return found[0]

@@ -26,9 +26,10 @@ from controller.core.events import Refused
 from controller.core.lamps import Mode
 from controller.journal import Journal
 from controller.service import bench
-from controller.service.jobs import Job
+from controller.service.jobs import Job, log_game_events
 from controller.service.recall import HistoryRecall
 from controller.service.requests import dealer_command
+from controller.service.status import Published
 from controller.service.table import Table
 from drivers.sim_reader import SimulatedReader
 
@@ -48,6 +49,8 @@ class Service(Protocol):
     def recall(self) -> HistoryRecall: ...
     @property
     def simulated_reader(self) -> SimulatedReader | None: ...
+    @property
+    def published(self) -> Published | None: ...
     def status(self) -> dict[str, Any]: ...
 
 
@@ -64,7 +67,7 @@ def on_request(
     if request.op == Op.STATUS:
         return service.status()
     if request.op == Op.SIM_READER:
-        return bench.act(service.simulated_reader, request.args)
+        return bench.act(service.simulated_reader, request.args, lambda: service.published)
     if request.op == Op.HISTORY:
         return service.recall.history(service.journal, request)
     if request.decided_at is not None:
@@ -120,6 +123,8 @@ def answer(service: Service, request: Request) -> dict[str, Any]:
     table = service.table
     assert table is not None
     op, args, actor = request.op, request.args, request.actor
+    if op == Op.CLEAR_HALT and args.get("preview"):
+        return table.preview_clear_halt()
     if op == Op.CLEAR_HALT:
         reply = table.clear_halt(actor, str(args.get("note", "")))
     elif op in (Op.DIAGNOSTICS_ON, Op.DIAGNOSTICS_OFF):
@@ -163,6 +168,7 @@ def reply_to(service: Service, command: Command) -> dict[str, Any]:
         }
     outcome = table.record(command)
     table.refresh()
+    log_game_events(log, outcome.events)
     refused = outcome.refused
     if isinstance(refused, Refused):
         return {"ok": False, "error": refused.reason}

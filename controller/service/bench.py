@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from controller.core.errors import UsageError
+from controller.core.lamps import Mode
+from controller.core.table import HeldRoll
+from controller.service.status import Published
 from drivers.sim_reader import SimulatedReader
 
 ACTIONS: dict[str, str] = {
@@ -58,7 +61,9 @@ def _die(args: Mapping[str, Any], name: str) -> int:
     return value
 
 
-def _throw(device: SimulatedReader, args: Mapping[str, Any]) -> dict[str, Any]:
+def _throw(
+    device: SimulatedReader, args: Mapping[str, Any], held: Callable[[], Sequence[HeldRoll]]
+) -> dict[str, Any]:
     if args.get("d1") is None and args.get("d2") is None:
         rng = random.Random()
         d1, d2 = rng.randint(1, 6), rng.randint(1, 6)
@@ -87,18 +92,54 @@ def _throw(device: SimulatedReader, args: Mapping[str, Any]) -> dict[str, Any]:
             why = "the reader still waits for the ACK of an earlier roll"
         return {"ok": True, "dice": [d1, d2], "seq": None, "acked": False, "said": f"{said}; {why}"}
     acked = device.wait_acked(seq, timeout=wait_s)
-    if acked:
+    # the snapshot is published before the ACK goes out: a roll held is in it by now
+    number = next((h.number for h in held() if (h.seq, h.d1, h.d2) == (seq, d1, d2)), None)
+    if acked and number is not None:
+        said += (
+            f" (seq {seq}): ACKed but HELD by the controller as held roll {number}, not "
+            f"counted: a roll was keyed by hand. firebet held apply {number} counts it, "
+            f"firebet held discard {number} drops it"
+        )
+    elif acked:
         said += f" (seq {seq}): ACKed by the controller"
     else:
         said += (
             f" (seq {seq}): not ACKed within {wait_s:g} s; the reader repeats it until it is "
             "(the controller does not ACK while halted or in diagnostics mode)"
         )
-    return {"ok": True, "dice": [d1, d2], "seq": seq, "acked": acked, "said": said}
+    return {
+        "ok": True, "dice": [d1, d2], "seq": seq, "acked": acked, "held": number, "said": said
+    }  # fmt: skip
 
 
-def act(device: SimulatedReader | None, args: Mapping[str, Any]) -> dict[str, Any]:
-    """Carry out one ``sim-reader`` request on the device; the reply says what happened."""
+def _until(done: Callable[[], bool], timeout: float) -> bool:
+    """Wait until ``done()`` (on the socket's lane thread, never the engine's); False at
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def act(
+    device: SimulatedReader | None,
+    args: Mapping[str, Any],
+    published: Callable[[], Published | None] = lambda: None,
+) -> dict[str, Any]:
+    """Carry out one ``sim-reader`` request on the device; the reply says what happened.
+    ``published``: the table's last snapshot (a throw it holds says so; a fault or its end
+    is waited for until the table shows it, so the next command finds the table there)."""
+
+    def held() -> Sequence[HeldRoll]:
+        now = published()
+        return now.state.held if now is not None else ()
+
+    def table_in_fault() -> bool | None:
+        now = published()
+        return None if now is None else now.mode == Mode.READER_FAULT
+
     if device is None:
         return {
             "ok": False,
@@ -110,14 +151,18 @@ def act(device: SimulatedReader | None, args: Mapping[str, Any]) -> dict[str, An
         known = ", ".join(ACTIONS)
         raise UsageError(f"unknown simulated reader action {action!r}; one of: {known}")
     if action == "throw":
-        return _throw(device, args)
+        return _throw(device, args, held)
     if action == "fault":
         code = _text(args, "code", "CAMERA")
         device.fault(code)
         said = f"reader fault {code} raised: manual rolls are taken (firebet roll D1 D2)"
+        if not _until(lambda: table_in_fault() is not False, ACK_WAIT_S):
+            said = f"reader fault {code} sent, but the table does not show it yet (status)"
     elif action == "ok":
         device.clear_fault()
         said = "reader fault cleared (OK frame sent)"
+        if not _until(lambda: table_in_fault() is not True, ACK_WAIT_S):
+            said += "; the table is still in reader fault (status says why)"
     elif action == "noroll":
         reason = _text(args, "reason", "COCKED")
         device.noroll(reason)

@@ -19,7 +19,17 @@ from typing import Any
 
 from controller.control.protocol import Request
 from controller.core.commands import Command, Roll
-from controller.core.events import Event, RollHeld, SeqConflict
+from controller.core.events import (
+    Acknowledged,
+    Event,
+    HandResult,
+    RollHeld,
+    RollVoided,
+    SeqConflict,
+    Settlement,
+    Surrendered,
+    SurveillanceAlert,
+)
 
 
 class Stop:
@@ -136,3 +146,58 @@ def log_reader_events(logger: logging.Logger, events: Sequence[Event]) -> None:
                 event.seq,
                 event.number,
             )
+
+
+def _dollars(amount: int) -> str:
+    return f"${amount:,}"
+
+
+def settlement_text(e: Settlement) -> str:
+    """``hand 3 settled: 4 different points (4, 5, 6, 8), win 24 to 1; #3 wins $120, #5
+    lost $2``: one settlement in a line of the log."""
+    made = ", ".join(map(str, e.points)) or "none"
+    points = f"{e.unique_points} different point{'' if e.unique_points == 1 else 's'} ({made})"
+    verdict = f"win {e.odds_to_one} to 1" if e.result == HandResult.WIN else "lose"
+    paid = [
+        f"#{p} wins {_dollars(won)}" if won else f"#{p} lost {_dollars(e.wagers.get(p, 0))}"
+        for p, won in sorted(e.payouts.items())
+    ]
+    when = " at the 6th point" if e.immediate else ""
+    return f"hand {e.hand} settled{when}: {points}, {verdict}; " + (", ".join(paid) or "no wagers")
+
+
+def log_game_events(logger: logging.Logger, events: Sequence[Event]) -> None:
+    """Log what the pit and surveillance look for in the service log: the surveillance
+    alert, each settlement (every wager's payout), a void (and a settlement it reversed),
+    a surrender, an acknowledgement. Called after the outputs and the ACK, never between
+    a roll's commit and its ACK."""
+    for e in events:
+        if isinstance(e, SurveillanceAlert):
+            logger.warning(
+                "SURVEILLANCE ALERT: hand %d made its %d different points; surveillance "
+                "confirms the fire bets and payouts (firebet ack when done)",
+                e.hand,
+                e.unique_points,
+            )
+        elif isinstance(e, Settlement):
+            logger.info("%s", settlement_text(e))
+        elif isinstance(e, RollVoided):
+            logger.warning("roll %d %d voided by %s", e.d1, e.d2, e.actor)
+            if e.reversed_settlement is not None:
+                logger.warning(
+                    "settlement of hand %d reversed by the void: the hand is back in play (%s)",
+                    e.reversed_settlement.hand,
+                    settlement_text(e.reversed_settlement),
+                )
+        elif isinstance(e, Surrendered):
+            logger.info(
+                "%s surrender by %s: shooter %d takes the dice; %s",
+                e.surrender,
+                e.actor,
+                e.shooter,
+                "the fire bets stay pending for the successor's loser 7"
+                if e.pending
+                else "no fire bets were riding",
+            )
+        elif isinstance(e, Acknowledged):
+            logger.info("surveillance alert acknowledged by %s", e.actor)

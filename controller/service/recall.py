@@ -53,11 +53,14 @@ class _Following:
         self.recall = Recall(rules)
         self.conn: sqlite3.Connection | None = None
         self.inode: tuple[int, int] | None = None
-        # the last answer, by (last record, hands): asked again with nothing new, it stands
-        self.cache: tuple[tuple[int, int], bytes] | None = None
+        # the last answer, by (last record, hands, detail): asked again with nothing new, it
+        # stands
+        self.cache: tuple[tuple[int, int, bool], bytes] | None = None
 
-    def answer(self, path: str, hands: int, deadline: float, last: int) -> bytes:
-        key = (last, hands)
+    def answer(
+        self, path: str, hands: int, deadline: float, last: int, detail: bool = False
+    ) -> bytes:
+        key = (last, hands, detail)
         if self.cache is not None and self.cache[0] == key:
             return self.cache[1]
         st = os.stat(path)
@@ -65,7 +68,7 @@ class _Following:
             self.close()
             self.conn = connect_read_only(path)
             self.inode = (st.st_dev, st.st_ino)
-        lines = self.recall.history(self.conn, hands, deadline)
+        lines = self.recall.history(self.conn, hands, deadline, detail=detail)
         body = json.dumps({"ok": True, "hands": lines}, separators=(",", ":")).encode()
         self.cache = (key, body)
         return body
@@ -81,14 +84,14 @@ _following: dict[tuple[str, str], _Following] = {}  # in the worker: by journal 
 
 
 def _answer(
-    path: str, rules: FireBetRules, hands: int, deadline: float, last: int
+    path: str, rules: FireBetRules, hands: int, deadline: float, last: int, detail: bool = False
 ) -> tuple[str, bytes | str]:
     """In the worker: ``("ok", reply without its id)``, or ``("usage" | "error", why)``."""
     following = _following.get((path, repr(rules)))
     if following is None:
         following = _following[(path, repr(rules))] = _Following(rules)
     try:
-        return "ok", following.answer(path, hands, deadline, last)
+        return "ok", following.answer(path, hands, deadline, last, detail)
     except UsageError as exc:
         return "usage", str(exc)
     except FirebetError as exc:
@@ -186,6 +189,7 @@ class HistoryRecall:
             hands,
             request.deadline,
             journal.last_record,
+            bool(int_arg(request.args, "detail", 0)),
         )
         late = f"the last {hands} hands took longer than the request's deadline to read"
         kind, value = self._ask(job, request.deadline, late + "; ask for fewer hands")

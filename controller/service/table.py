@@ -53,11 +53,17 @@ from controller.journal import (
     Replay,
     clear_halt,
     describe_clear,
+    preview_clear_halt,
     recover,
 )
 from controller.service import notify
 from controller.service.integrity import ProgramCheck
-from controller.service.jobs import RepeatedRefusals, log_reader_events, roll_key
+from controller.service.jobs import (
+    RepeatedRefusals,
+    log_game_events,
+    log_reader_events,
+    roll_key,
+)
 from controller.service.status import SEQ_CONFLICT, Published, ShownSettlement, status_line
 from drivers.lights import MarkerLights
 from drivers.reader import DiceReader
@@ -242,7 +248,8 @@ class Table:
         if isinstance(command, Roll) and command.seq is not None and recorded and self.reader:
             self.reader.ack(command.seq)  # only now: the roll is durable and the lamps show it
         self.announce()
-        log_reader_events(log, outcome.events)
+        log_reader_events(log, outcome.events)  # after the ACK: the reader never waits
+        log_game_events(log, outcome.events)
         return outcome
 
     def record(self, command: Command) -> Outcome:
@@ -277,8 +284,9 @@ class Table:
         return outcome
 
     # a technician's actions -----------------------------------------------------------------
-    def clear_halt(self, actor: str, note: str) -> dict[str, Any]:
-        """Lift ``halted``: the game resumes on the state the chain proves."""
+    def clear_halt(self, actor: str, note: str, *, check_only: bool = False) -> dict[str, Any]:
+        """Lift ``halted``: the game resumes on the state the chain proves (``check_only``:
+        only the refusals, when there is nothing to lift)."""
         halted = self.journal.halted
         if halted is None and self.program_problem is not None:
             return {
@@ -288,6 +296,8 @@ class Table:
             }
         if halted is None:
             return {"ok": False, "error": "the table is not halted: nothing to clear"}
+        if check_only:
+            return {"ok": True}
         done = clear_halt(self.journal, self.config.firebet, actor, note=note)
         if done is not None:
             self.replay = done[0]
@@ -299,6 +309,19 @@ class Table:
         self.refresh()
         resumed = describe_clear(done[1].data()) if done is not None else ""
         return {"ok": True, "cleared": halted.describe(), "resumed": resumed}
+
+    def preview_clear_halt(self) -> dict[str, Any]:
+        """What :meth:`clear_halt` would set aside (by the same walk), nothing changed: read
+        on a read-only view of the journal of its own, so the halted journal stays as it is."""
+        if self.journal.halted is None:
+            return self.clear_halt("preview", "", check_only=True)
+        view = Journal.open(self.journal.path.parent, self.config, read_only=True)
+        with view:
+            recover(view, self.config.firebet)
+            aside = preview_clear_halt(view, self.config.firebet)
+        if aside is None:  # halted in this process only (a file removed under the table)
+            return {"ok": True, "cleared": self.journal.halted.describe(), "preview": None}
+        return {"ok": True, "cleared": self.journal.halted.describe(), "preview": aside.to_dict()}
 
     def switch_diagnostics(self, on: bool, actor: str) -> dict[str, Any]:
         """Diagnostics mode on or off (journaled with who)."""

@@ -46,9 +46,9 @@ def test_sim_script_prints_a_reversed_settlement_once_and_counts_it_out(tmp_path
     assert proc.returncode == 0, proc.stderr
     hands = [line for line in proc.stdout.splitlines() if line.startswith("hand ")]
     assert hands == [
-        "hand 1: 0 different points [] - lose - #3 lost $5",
+        "hand 1: 0 different points (none) - lose - #3 lost $5",
         "hand 1: settlement reversed by a void; it plays on",
-        "hand 1: 1 different point [4] - lose - #3 lost $5",
+        "hand 1: 1 different point (4) - lose - #3 lost $5",
     ]
     assert "this session: 1 hand settled, 0 won" in proc.stdout
     assert "5 rolls in" in proc.stdout

@@ -122,7 +122,7 @@ def test_sim_publishes_with_broker_and_doctor_shows_the_cursor(
         "--state-dir", str(state), "--broker", mosquitto.url,
     )  # fmt: skip
     assert sim.returncode == 0, sim.stderr
-    assert f"floor: {mosquitto.url} connected" in sim.stdout
+    assert f"floor: {mosquitto.url}: published " in sim.stdout  # words, not "connected True"
     head = journal_head(state)
     wait_for(lambda: set(floor.records()) >= set(range(1, head + 1)), what="the sim's records")
     kinds = [m["kind"] for m in floor.on("firebet/CR-07/event")]

@@ -120,7 +120,9 @@ def test_a_dealer_acts_but_cannot_clear_a_halt_and_is_named_in_history(
     sock = str(top / "control.sock")
     bet = as_user(NOGROUP, "bet", "7", "5", "--socket", sock, config=top / "table.toml")
     assert bet.returncode == 0, bet.stderr
-    clear = as_user(NOGROUP, "clear-halt", "--socket", sock, config=top / "table.toml")
+    clear = as_user(
+        NOGROUP, "clear-halt", "--note", "x", "--yes", "--socket", sock, config=top / "table.toml"
+    )
     assert clear.returncode != 0 and "needed for clear-halt" in clear.stderr
     t.throw(2, 2)
     wait_for(lambda: t.status()["rolls"] == 1)

@@ -213,7 +213,7 @@ def test_a_program_that_differs_from_its_manifest_halts_the_table(
     wait_for(lambda: "roll not applied: the table is halted (program" in log.read_text())
     bet = service.cli("bet", "1", "5")
     assert bet.returncode == 4 and "program integrity" in bet.stderr  # halted: exit 4
-    cleared = service.cli("clear-halt")
+    cleared = service.cli("clear-halt", "--note", "tried", "--yes")
     assert cleared.returncode != 0 and "reinstall" in cleared.stderr
     assert seq not in service.device.acked
     assert service.status()["rolls"] == 0

@@ -37,7 +37,7 @@ def test_sim_script_throws_its_dice_through_the_reader(tmp_path: Path) -> None:
     )
     proc = firebet("sim", "--script", str(script), "--state-dir", str(tmp_path / "s"))
     assert proc.returncode == 0, proc.stderr
-    assert "hand 1: 4 different points [4, 5, 6, 8] - win 24 to 1 - #3 wins $120" in proc.stdout
+    assert "hand 1: 4 different points (4, 5, 6, 8) - WIN 24 to 1 - #3 wins $120" in proc.stdout
     assert "12: refused: position 99 is not on this layout" in proc.stderr
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.support import RunningTable, Tmux
+from tests.support import RunningTable, Tmux, wait_for
 
 pytestmark = [
     pytest.mark.slow,
@@ -118,3 +120,61 @@ def test_diag_buttons_on_mock_pins_are_pressed_from_the_keyboard(terminal: list[
     screen = tty.wait("EXIT=")
     assert "summary: void 1 pressed, 1 held, surrender 0 pressed, 0 held, ack 1 pressed" in screen
     assert "EXIT=0" in screen
+
+
+def _frames_ok(screen: str) -> int:
+    found = re.search(r"frames ok ([\d,]+)", screen)
+    return int(found.group(1).replace(",", "")) if found else -1
+
+
+def _rolls(screen: str) -> int:
+    found = re.search(r"([\d,]+) rolls?; last:", screen)
+    return int(found.group(1).replace(",", "")) if found else -1
+
+
+def _fits(screen: str) -> None:
+    rows = screen.rstrip("\n").splitlines()
+    assert len(rows) <= 24 and all(len(row) <= 80 for row in rows)
+    drawn = [row for row in rows if row.strip()]
+    assert drawn[0].startswith("╭") and drawn[-1].startswith("╰"), screen  # the whole border
+    assert sum("keys:" in row for row in rows) == 1, screen  # the keys drawn once
+
+
+def test_sim_thrower_waits_in_a_fault_and_held_rolls_go_at_once(
+    terminal: list[Tmux], tmp_path: Path
+) -> None:
+    cmd = (
+        f"{sys.executable} -m controller sim --seed 5 --interval 0.2 --no-bets "
+        f"--state-dir {tmp_path / 'var'}"
+    )
+    tty = Tmux("simheld", cmd)
+    terminal.append(tty)
+    wait_for(lambda: _rolls(tty.screen()) >= 3, what="the thrower throwing")
+    tty.keys("f")
+    tty.wait("thrower waits: reader fault")
+    rolls = _rolls(tty.wait("READER FAULT"))
+    # the reader keeps talking (heartbeats every 0.5 s): 8 more frames is seconds in which
+    # a thrower at 0.2 s would have thrown many times
+    frames = _frames_ok(tty.screen())
+    wait_for(lambda: _frames_ok(tty.screen()) >= frames + 8, what="the reader's heartbeats")
+    assert _rolls(tty.screen()) == rolls and "HELD" not in tty.screen()
+    tty.keys("m", "2", "2")
+    tty.wait("manual roll 2 2 entered")
+    tty.keys("f")  # the reader well again: its next throw is held (a roll was keyed)
+    tty.wait("reader fault cleared")
+    tty.wait("HELD READER ROLLS (1)")
+    tty.wait("thrower waits: 1 held roll to decide")
+    for n in range(2, 31):  # the dealer's own throws, held too: the list stays one row
+        tty.keys("t")
+        tty.wait(f"HELD READER ROLLS ({n})", timeout=60)
+    screen = tty.screen()
+    _fits(screen)
+    assert "and 27 more" in screen and screen.count("HELD READER ROLLS") == 1
+    tty.keys("X")
+    tty.wait("30 held rolls discarded", timeout=60)
+    wait_for(lambda: _rolls(tty.screen()) > rolls + 1, what="the thrower throwing again")
+    screen = tty.screen()
+    assert "HELD" not in screen and "thrower waits" not in screen
+    _fits(screen)
+    tty.keys("q")
+    assert "EXIT=0" in tty.wait("EXIT=")

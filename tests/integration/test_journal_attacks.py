@@ -279,7 +279,7 @@ def test_clear_halt_never_adopts_a_forged_snapshot(tmp_path: Path) -> None:
     reseal(path, 30, secrets.token_bytes(32))  # re-sealed, but not with the table's key
     assert "record 30" in halted(path)
 
-    done = firebet("clear-halt", "--state-dir", str(tmp_path), "--note", "forged snapshot")
+    done = firebet("clear-halt", "--state-dir", str(tmp_path), "--note", "forged snapshot", "--yes")
     assert done.returncode == 0, done.stderr
     assert "resumed from record 29" in done.stdout
     # 30..32 rolls, 33 the halt: nothing after the proven prefix is part of the game

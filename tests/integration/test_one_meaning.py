@@ -173,7 +173,9 @@ def test_clear_halt_after_a_forged_snapshot_resumes_on_every_acked_roll(tmp_path
         with PlayedJournal(state / "journal.db", snapshot_every=6) as journal:
             if journal.recover(ENGINE).halted is None:  # recovery read past it: the full
                 journal.halt(forged_at, "the snapshot disagrees")  # check halts, as a service's
-        done = run_firebet("clear-halt", "--state-dir", str(state), "--note", "forged snapshot")
+        done = run_firebet(
+            "clear-halt", "--state-dir", str(state), "--note", "forged snapshot", "--yes"
+        )
         assert done.returncode == 0, done.stderr
         assert "set aside no records" in done.stdout
         assert f"snapshot(s) at record {forged_at}" in done.stdout

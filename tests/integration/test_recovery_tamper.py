@@ -137,7 +137,9 @@ def test_tampered_record_is_caught_halts_and_clear_halt_lifts_it(tmp_path: Path,
             else:
                 assert len(halts) == 1
 
-    cleared = firebet("clear-halt", "--state-dir", str(tmp_path), "--note", "tech-tom checked")
+    cleared = firebet(
+        "clear-halt", "--state-dir", str(tmp_path), "--note", "tech-tom checked", "--yes"
+    )
     assert cleared.returncode == 0, cleared.stderr
     with Journal(path) as journal:
         recovered = journal.recover(ENGINE)
@@ -188,13 +190,15 @@ def test_unreadable_file_halts_persistently_even_without_writing(
             assert halted is not None and halted.record is None
     assert path.with_name("journal.db.halt").exists()
     # clear-halt refuses while the file is still unreadable
-    assert firebet("clear-halt", "--state-dir", str(tmp_path)).returncode == 4
+    assert (
+        firebet("clear-halt", "--state-dir", str(tmp_path), "--note", "x", "--yes").returncode == 4
+    )
     # the technician moves the damaged file aside: still halted, never a silent fresh game
     path.rename(tmp_path / "journal.db.damaged")
     with Journal(path) as journal:
         assert journal.recover(ENGINE).halted is not None
     assert not path.exists()
-    refused = firebet("clear-halt", "--state-dir", str(tmp_path), "--note", "moved aside")
+    refused = firebet("clear-halt", "--state-dir", str(tmp_path), "--note", "moved aside", "--yes")
     assert refused.returncode == 4 and "journal init" in refused.stderr, refused.stderr
     done = firebet("journal", "init", "--state-dir", str(tmp_path), "--reason", "disk replaced")
     assert done.returncode == 0, done.stderr
@@ -229,7 +233,7 @@ def test_offline_clear_halt_journals_the_os_user_not_free_text(tmp_path: Path) -
     env.pop("SUDO_UID", None)
     cleared = firebet(
         "clear-halt", "--state-dir", str(tmp_path), "--note", "alice-the-tech: disk swapped",
-        env=env,
+        "--yes", env=env,
     )  # fmt: skip
     assert cleared.returncode == 0, cleared.stderr
     assert f"halt cleared by {OS_ACTOR}" in cleared.stdout

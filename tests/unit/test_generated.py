@@ -73,3 +73,16 @@ def test_the_generator_prints_what_install_sh_writes(capsys: pytest.CaptureFixtu
     assert "complete -o bashdefault -F _shtab_firebet firebet" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["completion", "fish"])
+
+
+def test_man_page_usage_lines_stay_as_laid_out_and_it_has_examples() -> None:
+    page = man_page()
+    lines = page.splitlines()
+    usages = [i for i, line in enumerate(lines) if line.startswith("usage: firebet ")]
+    assert usages and all(lines[i - 1] == ".nf" for i in usages)  # never filled into prose
+    for i in usages:
+        j = i + 1
+        while lines[j].startswith(" "):
+            j += 1
+        assert lines[j] == ".fi", lines[i : j + 1]
+    assert '.SH "EXAMPLES"' in page and "firebet bet 3 5" in page

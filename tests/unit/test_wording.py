@@ -75,3 +75,35 @@ def test_doctor_asks_root_to_add_the_service_user_to_a_group(
 ) -> None:
     monkeypatch.setattr(doctor.os, "geteuid", lambda: 0)
     assert doctor._group_fix("gpio") == "sudo usermod -aG gpio firebet"
+
+
+def test_the_sim_footer_names_the_keys_once() -> None:
+    from types import SimpleNamespace
+
+    from controller.cli.sim import footer
+    from controller.cli.sim_bench import HELP
+
+    bench = SimpleNamespace(manual=None, paused=None)
+    assert footer(bench, HELP) == HELP  # an unknown key answers with the keys: once
+    bench.paused = "thrower waits: reader fault (key the rolls with m)"
+    assert footer(bench, "dice thrown").splitlines() == [
+        bench.paused,
+        "dice thrown",
+        *HELP.splitlines(),
+    ]
+    assert all(len(row) <= 76 for row in HELP.splitlines())  # inside the border on 80
+
+
+def test_money_has_a_thousands_separator() -> None:
+    from controller.cli.display import money
+
+    assert money(4995) == "$4,995" and money(7992) == "$7,992" and money(5) == "$5"
+    settlement = {"payouts": {"3": 4995}, "wagers": {"3": 5}}
+    assert paid_line(settlement) == "#3 wins $4,995"
+
+
+def test_a_halted_table_never_shows_betting_open() -> None:
+    text = screen(
+        {"mode": "halted", "halted": "record 13 does not match its seal", "betting_open": True}
+    )
+    assert "betting open" not in text and "betting closed: the table is halted" in text

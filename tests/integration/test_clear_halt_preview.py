@@ -1,0 +1,77 @@
+"""clear-halt shows what it will set aside and asks first (issue 25): one edited $5 bet
+sets aside the records after it, a 999-to-1 win among them, and the technician sees the
+hands, wagers and payouts that come off history and the meters before saying yes; a note
+is required; --yes is for scripts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from controller.core.commands import Bet, Roll
+from controller.core.engine import Engine
+from tests.support import PlayedJournal as Journal
+from tests.support import run_firebet as firebet
+from tests.support import table_running
+
+ENGINE = Engine()
+SIX_POINTS = [(2, 2), (2, 2), (2, 3), (2, 3), (3, 3), (3, 3), (4, 4), (4, 4), (4, 5), (4, 5)]
+
+
+def build(state: Path) -> Path:
+    """A $1 bet on 1, a $5 bet on 3, then all six points made and a seven-out: 999 to 1."""
+    path = state / "journal.db"
+    with Journal(path) as journal:
+        journal.recover(ENGINE)
+        journal.apply(ENGINE, Bet(1, 1, actor="alice"))
+        journal.apply(ENGINE, Bet(3, 5, actor="alice"))
+        for d1, d2 in [*SIX_POINTS, (5, 5), (5, 5), (2, 2), (3, 4)]:
+            journal.apply(ENGINE, Roll(d1, d2, actor="alice"))
+    data = bytearray(path.read_bytes())
+    at = data.index(b'"amount":5')
+    data[at + len(b'"amount":')] = ord("4")  # the $5 bet edited to $4: its seal breaks
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_clear_halt_shows_the_hands_wagers_and_payouts_it_sets_aside(tmp_path: Path) -> None:
+    build(tmp_path)
+    where = ("--state-dir", str(tmp_path))
+    assert firebet("journal", "verify", *where).returncode == 4
+    no_note = firebet("clear-halt", *where, input="yes\n")
+    assert no_note.returncode == 2 and "needs --note" in no_note.stderr
+
+    declined = firebet("clear-halt", *where, "--note", "edited bet found", input="no\n")
+    assert declined.returncode == 1, declined.stderr
+    out = declined.stdout
+    assert "set aside records" in out and "kept in the file, never replayed" in out
+    assert "hand 1: 6 different points (4, 5, 6, 8, 9, 10) - WIN 999 to 1" in out
+    assert "#1 wins $999" in out and "#3 wins $3,996" in out  # as the edited record says
+    assert "payouts $4,995; they come off history and the meters" in out
+    assert "Type yes to go on" in out and "not confirmed: the journal stays halted" in out
+    assert firebet("journal", "verify", *where).returncode == 4  # still halted, nothing done
+
+    done = firebet("clear-halt", *where, "--note", "edited bet found", input="yes\n")
+    assert done.returncode == 0, done.stderr
+    assert "halt cleared by" in done.stdout
+    assert firebet("journal", "verify", *where).returncode == 0
+    again = firebet("clear-halt", *where, "--note", "twice", "--yes")
+    assert again.returncode == 0 and "not halted: nothing to clear" in again.stdout
+
+
+def test_through_the_service_the_same_preview_then_the_clear(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    build(state)
+    sock = tmp_path / "c.sock"
+    with table_running(state, sock) as t:
+        assert t.status()["mode"] == "halted"
+        where = ("--socket", str(sock), "--state-dir", str(state))
+        declined = firebet("clear-halt", *where, "--note", "edited bet", input="\n")
+        assert declined.returncode == 1, declined.stderr
+        assert "firebet clear-halt would (through the service)" in declined.stdout
+        assert "payouts $4,995; they come off history and the meters" in declined.stdout
+        assert t.status()["mode"] == "halted"
+        done = firebet("clear-halt", *where, "--note", "edited bet", "--yes")
+        assert done.returncode == 0, done.stderr
+        assert "halt cleared through the service" in done.stdout
+        assert t.status()["mode"] == "running"

@@ -1,0 +1,73 @@
+"""What the service log says (issue 25): each surveillance alert, settlement (every
+wager's payout), void (and the settlement it reversed) and surrender, in words."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.core.events import Settlement
+from controller.service.jobs import settlement_text
+from tests.support import PROCESS_DEADLINE_S, ROOT, RunningTable, wait_for
+
+
+def _logged(caplog: pytest.LogCaptureFixture, text: str) -> None:
+    wait_for(
+        lambda: any(text in r.getMessage() for r in caplog.records),
+        what=f"{text!r} in the service log",
+    )
+
+
+def test_the_log_tells_each_alert_settlement_void_and_surrender(
+    running_table: RunningTable, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="firebet.service")
+    t = running_table
+    assert t.ask("bet", position=3, amount=5)["ok"]
+    assert t.ask("bet", position=5, amount=2)["ok"]
+    t.make(4, 5, 6, 8, 9)  # five different points: the alert
+    _logged(caplog, "SURVEILLANCE ALERT: hand 1 made its 5 different points")
+    assert t.ask("ack")["ok"]
+    _logged(caplog, "surveillance alert acknowledged by")
+    t.throw(2, 2)  # point 4
+    t.throw(3, 4)  # seven-out: 249 to 1
+    _logged(caplog, "hand 1 settled: 5 different points (4, 5, 6, 8, 9), win 249 to 1; ")
+    _logged(caplog, "#3 wins $1,245, #5 wins $498")
+    assert t.ask("void")["ok"]
+    _logged(caplog, "roll 3 4 voided by")
+    t.throw(2, 2)  # point made: no decision for the fire bets
+    _logged(caplog, "settlement of hand 1 reversed by the void: the hand is back in play")
+    assert t.ask("surrender")["ok"]
+    _logged(caplog, "voluntary surrender by")
+    _logged(caplog, "the fire bets stay pending for the successor's loser 7")
+
+
+def test_a_lost_wager_is_logged_with_what_was_lost() -> None:
+    lost = Settlement(1, (4,), 1, "lose", 0, 0, payouts={3: 0}, wagers={3: 5})
+    assert settlement_text(lost) == "hand 1 settled: 1 different point (4), lose; #3 lost $5"
+
+
+@pytest.mark.slow
+def test_a_service_that_starts_halted_says_halted_not_ready(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "journal.db").write_bytes(b"this is not a database" * 100)
+    log = tmp_path / "service.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "controller", "run", "--simulated-reader",
+             "--pin-factory", "mock", "--state-dir", str(state)],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+    try:
+        wait_for(lambda: "s: table " in log.read_text(), what="the start-up line")
+        text = log.read_text()
+        assert "ERROR firebet: HALTED in" in text
+        assert "ready in" not in text and "firebet clear-halt" in text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=PROCESS_DEADLINE_S)
