@@ -124,9 +124,10 @@ def command_for(frame: Frame, at: str = "") -> Command | None:
         d1, d2 = frame.dice
         return Roll(d1, d2, source=RollSource.READER, seq=frame.seq, actor=READER, at=at)
     if frame.name is FrameName.HELLO and frame.seq is not None:
-        return ReaderHello(seq=frame.seq, actor=READER, at=at)
+        model, firmware = frame.text(2), frame.text(3)
+        return ReaderHello(seq=frame.seq, model=model, firmware=firmware, actor=READER, at=at)
     if frame.name is FrameName.FAULT:
-        return ReaderFault(code=frame.text(2), actor=READER, at=at)
+        return ReaderFault(code=frame.text(2), reported=True, actor=READER, at=at)
     if frame.name is FrameName.OK:
         return ReaderOk(actor=READER, at=at)
     return None

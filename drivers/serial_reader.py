@@ -218,7 +218,7 @@ class SerialDiceReader(DiceReader):
         except Exception:  # the queue's problem must not end the reader
             log.exception("posting %r failed", command)
 
-    def _set_fault(self, code: str, reason: str | None = None) -> None:
+    def _set_fault(self, code: str, reason: str | None = None, *, reported: bool = False) -> None:
         with self._lock:
             self._reason = reason
             if self._fault == code:
@@ -228,7 +228,7 @@ class SerialDiceReader(DiceReader):
             log.warning("dice reader fault %s on %s: %s", code, self.port_url, reason)
         else:
             log.warning("dice reader fault %s on %s", code, self.port_url)
-        self._emit(ReaderFault(code=code, actor=READER, at=now_iso()))
+        self._emit(ReaderFault(code=code, reported=reported, actor=READER, at=now_iso()))
 
     def _clear_fault(self) -> None:
         with self._lock:
@@ -334,7 +334,12 @@ class SerialDiceReader(DiceReader):
         at = now_iso()
         if frame.name is FrameName.FAULT:
             code = frame.text(2) or "FAULT"
-            self._set_fault(code, f"the reader itself reports the fault {code}")
+            self._set_fault(
+                code,
+                f"the reader itself reports the fault {code}; its rolls are held for the "
+                "dealer until it says OK",
+                reported=True,
+            )
             return
         if frame.name is FrameName.OK:
             self._clear_fault()

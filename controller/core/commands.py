@@ -172,10 +172,13 @@ class DiscardHeld(Command):
 
 @dataclass(frozen=True)
 class ReaderHello(Command):
-    """The dice reader restarted: its sequence numbering starts again."""
+    """The dice reader restarted: its sequence numbering starts again. ``model`` and
+    ``firmware`` are what its HELLO said (journaled with it; empty in older records)."""
 
     name: ClassVar[str] = "reader_hello"
     seq: int = 0
+    model: str = ""
+    firmware: str = ""
 
 
 @dataclass(frozen=True)
@@ -188,10 +191,15 @@ class RecordFault(Command):
 
 @dataclass(frozen=True)
 class ReaderFault(Command):
-    """The dice reader is in fault: ``code`` is HEARTBEAT, PORT_LOST or the reader's FAULT code."""
+    """The dice reader is in fault: ``code`` is HEARTBEAT, PORT_LOST or the reader's FAULT code.
+
+    ``reported``: the reader itself reported it (a FAULT frame): its rolls are held until
+    it says OK (records written before this existed read as False).
+    """
 
     name: ClassVar[str] = "reader_fault"
     code: str = ReaderFaultCode.FAULT
+    reported: bool = False
 
 
 @dataclass(frozen=True)

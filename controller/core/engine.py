@@ -38,6 +38,8 @@ from controller.core.events import (
     FaultRecorded,
     HeldRollApplied,
     HeldRollDiscarded,
+    ReaderFaultHolds,
+    ReaderFaultOver,
     ReaderRestarted,
     Refused,
 )
@@ -154,10 +156,14 @@ class Engine:
         if isinstance(command, Confirm):
             return wagers.confirm(state, command)
         if isinstance(command, ReaderHello):
-            return [ReaderRestarted(command.seq)]
+            return [ReaderRestarted(command.seq, command.model, command.firmware)]
+        if isinstance(command, ReaderFault) and command.reported:
+            return [FaultRecorded(command.code), ReaderFaultHolds(command.code)]
         if isinstance(command, RecordFault | ReaderFault):
             return [FaultRecorded(command.code)]
         if isinstance(command, ReaderOk):
+            if state.reader_faulted:  # the reader's own FAULT is over: its rolls count again
+                return [ReaderFaultOver()]
             return []  # the reader's health is the service's business; the game is unchanged
         return [Refused(getattr(command, "name", "?"), f"unknown command {command!r}")]
 

@@ -56,18 +56,26 @@ class Refused(Event):
 
 @dataclass(frozen=True)
 class DuplicateRoll(Event):
-    """A copy of a roll already applied (same reader seq): ACK it again, change nothing."""
+    """A copy of a roll already applied (same reader seq): ACK it again, change nothing.
+
+    ``stale``: not the last roll's seq but one behind it (a copy that came late, or a
+    reordered one: SPEC section 4). Never journaled: the original is.
+    """
 
     name: ClassVar[str] = "duplicate_roll"
     seq: int
+    stale: bool = False
 
 
 @dataclass(frozen=True)
 class ReaderRestarted(Event):
-    """The reader said HELLO: the next frame numbers are new."""
+    """The reader said HELLO: the next frame numbers are new; ``model`` and ``firmware``
+    are what it said it is (empty from a record written before they were kept)."""
 
     name: ClassVar[str] = "reader_restarted"
     seq: int
+    model: str = ""
+    firmware: str = ""
 
 
 @dataclass(frozen=True, init=False)
@@ -319,6 +327,23 @@ class FaultRecorded(Event):
     code: str
 
 
+@dataclass(frozen=True)
+class ReaderFaultHolds(Event):
+    """The reader itself reports FAULT: its rolls are held for the dealer until it says OK
+    (or HELLO), as after a roll keyed by hand (SPEC section 4)."""
+
+    name: ClassVar[str] = "reader_fault_holds"
+    code: str
+
+
+@dataclass(frozen=True)
+class ReaderFaultOver(Event):
+    """The reader's own FAULT ended (OK): its next rolls count again (rolls held in the
+    fault stay held until the dealer has dealt with them)."""
+
+    name: ClassVar[str] = "reader_fault_over"
+
+
 EVENTS: dict[str, type[Event]] = {
     e.name: e
     for e in (
@@ -338,6 +363,8 @@ EVENTS: dict[str, type[Event]] = {
         BetCancelled,
         RollVoided,
         FaultRecorded,
+        ReaderFaultHolds,
+        ReaderFaultOver,
         SeqConflict,
         RollHeld,
         HeldRollApplied,

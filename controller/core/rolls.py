@@ -2,10 +2,13 @@
 
 **The rule** (:meth:`RollRule.decide`, the one an auditor reads). A roll of two dice is
 refused when a die does not show 1 to 6, when its source is not one a roll may come
-from, or when it comes from a reader in ``SEQ_CONFLICT``. A reader roll whose seq is the
-last one applied is a copy: a duplicate (ACKed again, nothing changes) when its dice are
-the same, a ``SEQ_CONFLICT`` when they differ. A reader roll after a roll keyed by hand
-is held for the dealer. Any other roll is accepted: the hand machine
+from, or when it comes from a reader in ``SEQ_CONFLICT``. A reader roll whose seq is not
+newer than the last one applied (modulo 65536: that seq and the 32,767 behind it) is a
+copy: a duplicate (ACKed again, nothing changes) when its dice are the ones applied at
+that seq, or when that seq is older than the last 64 remembered; a ``SEQ_CONFLICT`` when
+they differ. A reader
+roll after a roll keyed by hand, or while the reader itself reports FAULT, is held for
+the dealer. Any other roll is accepted: the hand machine
 (:mod:`controller.core.hand`) says what it does to the hand (natural, craps, point
 established or made, seven-out, no decision), and then
 
@@ -61,9 +64,19 @@ from controller.core.state import (
     rolled,
     settle_meters,
 )
+from controller.core.table import not_newer
 from controller.core.wagers import settle, settlement
 
 _is_int = wagers.is_int
+
+
+def recalled(state: TableState, seq: int) -> tuple[int, int] | None:
+    """The dice the reader's roll at ``seq`` had, when it is among the last
+    :data:`~controller.core.table.READER_WINDOW` applied or held (else None)."""
+    for known, d1, d2 in reversed(state.reader_recent):
+        if known == seq:
+            return (d1, d2)
+    return None
 
 
 # the rule's pieces --------------------------------------------------------------------------
@@ -121,12 +134,12 @@ class RollRule:
         if seq is not None:
             if not _is_int(seq) or not 0 <= seq <= 65535:
                 return (Refused("roll", f"reader sequence {seq!r} is not 0..65535"),)
-            if seq == state.reader_seq:
-                recorded = state.reader_dice
+            if not_newer(seq, state.reader_seq):  # a copy: the last roll's, or a stale one
+                recorded = state.reader_dice if seq == state.reader_seq else recalled(state, seq)
                 if recorded is None or recorded == (d1, d2):
-                    return (DuplicateRoll(seq),)
+                    return (DuplicateRoll(seq, stale=seq != state.reader_seq),)
                 return (SeqConflict(seq, recorded[0], recorded[1], d1, d2, at=c["at"]),)
-        if c["source"] == RollSource.READER and state.hold_reader:
+        if c["source"] == RollSource.READER and (state.hold_reader or state.reader_faulted):
             return (RollHeld(state.held_next, seq, d1, d2, at=c["at"]),)
         total, outcome, phase, point = rule
         accepted = RollAccepted(
@@ -233,12 +246,12 @@ class RollPaths:
         if move is None:
             return None
         if source == "reader":
-            if s["reader_conflict"] is not None or s["hold_reader"]:
+            if s["reader_conflict"] is not None or s["hold_reader"] or s["reader_faulted"]:
                 return None
         elif source not in _MOVE_SOURCES:
             return None
         if seq is not None and (
-            type(seq) is not int or not 0 <= seq <= 65535 or seq == s["reader_seq"]
+            type(seq) is not int or not 0 <= seq <= 65535 or not_newer(seq, s["reader_seq"])
         ):
             return None
         total, outcome, after, phase, next_point, dice, made, closes, known = move
@@ -281,7 +294,11 @@ class RollPaths:
         phase, point, points, open_ = s["phase"], s["point"], s["points"], s["betting_open"]
         rolls, made, last_roll = s["rolls"], 0, s["last_roll"]
         seq_now, dice_now = s["reader_seq"], s["reader_dice"]
-        reader_ok = s["reader_conflict"] is None and not s["hold_reader"]
+        reader_ok = (
+            s["reader_conflict"] is None and not s["hold_reader"] and not s["reader_faulted"]
+        )
+        seqs: list[tuple[int, int, int]] = []  # the reader rolls of the run, for the window
+        seqs_before = 0  # how many of them came before the run's last roll
         before: RunFields | None = None
         on_point, come_out = self._on_point, self._come_out
         rules, alert_raised, settled = self.rules, s["alert_raised"], s["settled"]
@@ -301,7 +318,7 @@ class RollPaths:
             if type(d1) is not int or type(d2) is not int:
                 break
             if seq is not None and (
-                type(seq) is not int or not 0 <= seq <= 65535 or seq == seq_now
+                type(seq) is not int or not 0 <= seq <= 65535 or not_newer(seq, seq_now)
             ):
                 break
             if phase is _POINT:
@@ -325,6 +342,7 @@ class RollPaths:
                 ):
                     break
             before = (phase, point, open_, rolls, made, last_roll, points, seq_now, dice_now)
+            seqs_before = len(seqs)
             points = lit
             phase, point, last_roll = move[3], move[4], move[5]
             rolls += 1
@@ -334,6 +352,7 @@ class RollPaths:
                 open_ = False
             if seq is not None:
                 seq_now, dice_now = seq, last_roll
+                seqs.append((seq, d1, d2))
             end += 1
             if seven_out:
                 break
@@ -341,15 +360,15 @@ class RollPaths:
             return state, start
         now = (phase, point, open_, rolls, made, last_roll, points, seq_now, dice_now)
         if not seven_out:
-            return after_rolls(state, now, before), end
+            return after_rolls(state, now, before, seqs=(seqs, seqs_before)), end
         # the seven-out's own events after its roll: the hand's settlement (unless paid at
         # the 6th point) and the new hand; the run never changes the hand, the shooter or
         # the wagers, so the state given holds them as they were at the seven-out
         new_hand = NewHand(s["hand"] + 1, s["shooter"] + 1)
         if s["settled"]:
-            return after_rolls(state, now, before, (new_hand,)), end
+            return after_rolls(state, now, before, (new_hand,), (seqs, seqs_before)), end
         paid = settlement(self._odds, state, points, immediate=False)
-        return after_rolls(state, now, before, (paid, new_hand)), end
+        return after_rolls(state, now, before, (paid, new_hand), (seqs, seqs_before)), end
 
 
 _PLAIN, _MADE, _LIT, _SEVEN = 0, 1, 2, 3  # what a step did besides moving the hand

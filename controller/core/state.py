@@ -26,6 +26,8 @@ from controller.core.events import (
     HeldRollDiscarded,
     NewDifferentPoint,
     NewHand,
+    ReaderFaultHolds,
+    ReaderFaultOver,
     ReaderRestarted,
     Refused,
     RollAccepted,
@@ -38,7 +40,15 @@ from controller.core.events import (
     SurveillanceAlert,
     SurveillanceConfirmed,
 )
-from controller.core.table import HeldRoll, Meters, Phase, TableState, TierMeter
+from controller.core.table import (
+    READER_WINDOW,
+    HeldRoll,
+    Meters,
+    Phase,
+    TableState,
+    TierMeter,
+    remember,
+)
 
 __all__ = [
     "HeldRoll",
@@ -140,6 +150,7 @@ def rolled(
     if seq is not None:
         new["reader_seq"] = seq
         new["reader_dice"] = dice
+        new["reader_recent"] = remember(f["reader_recent"], seq, dice[0], dice[1])
     if source == "manual":  # from now on the reader's rolls wait for the dealer
         new["hold_reader"] = True
     if made:
@@ -161,17 +172,26 @@ RunFields = tuple[
 
 
 def after_rolls(
-    state: TableState, now: RunFields, before: RunFields, tail: Sequence[Event] = ()
+    state: TableState,
+    now: RunFields,
+    before: RunFields,
+    tail: Sequence[Event] = (),
+    seqs: tuple[Sequence[tuple[int, int, int]], int] = ((), 0),
 ) -> TableState:
     """The state after a run of rolls that only moved the hand or lit markers (no manual
     roll, no alert, no pay at the 6th point): ``now``, the fields the run changed, after
     it; ``before``, the same before its last roll (the undo buffer); ``tail``, the events
     the last roll made besides its :class:`RollAccepted` (a seven-out's
-    :class:`Settlement` and :class:`NewHand`), folded by their rules after it."""
+    :class:`Settlement` and :class:`NewHand`), folded by their rules after it; ``seqs``,
+    the run's reader rolls as (seq, d1, d2) and how many of them came before its last
+    roll (the reader's window, :data:`~controller.core.table.READER_WINDOW`)."""
     meters = state.meters
+    run_seqs, seqs_before = seqs
 
-    def fields(run: RunFields) -> Fields:
+    def fields(run: RunFields, upto: int) -> Fields:
         f = state.__dict__.copy()
+        if upto:
+            f["reader_recent"] = (*f["reader_recent"], *run_seqs[:upto])[-READER_WINDOW:]
         f["phase"], f["point"], f["betting_open"], f["rolls"] = run[:4]
         f["last_roll"], f["points"] = run[5], run[6]
         f["reader_seq"], f["reader_dice"] = run[7], run[8]
@@ -180,9 +200,9 @@ def after_rolls(
         f["last_settlement"] = None
         return f
 
-    undo = fields(before)
+    undo = fields(before, seqs_before)
     undo["undo"] = None
-    new = fields(now)
+    new = fields(now, len(run_seqs))
     new["undo"] = _value(TableState, undo)
     for event in tail:
         _RULES[type(event)](new, event)
@@ -300,6 +320,10 @@ _READER_FIELDS = (
     "reader_dice",
     "reader_conflict",
     "hold_reader",
+    "reader_faulted",
+    "reader_recent",
+    "reader_model",
+    "reader_firmware",
     "held",
     "held_next",
 )
@@ -307,6 +331,18 @@ _READER_FIELDS = (
 
 def _reader_restarted(f: Fields, e: ReaderRestarted) -> None:
     f["reader_seq"] = f["reader_dice"] = f["reader_conflict"] = None
+    f["reader_recent"] = ()
+    f["reader_faulted"] = False
+    if e.model or e.firmware:  # (a record from before they were kept names neither)
+        f["reader_model"], f["reader_firmware"] = e.model, e.firmware
+
+
+def _reader_fault_holds(f: Fields, e: ReaderFaultHolds) -> None:
+    f["reader_faulted"] = True
+
+
+def _reader_fault_over(f: Fields, e: ReaderFaultOver) -> None:
+    f["reader_faulted"] = False
 
 
 def _seq_conflict(f: Fields, e: SeqConflict) -> None:
@@ -316,9 +352,11 @@ def _seq_conflict(f: Fields, e: SeqConflict) -> None:
 def _roll_held(f: Fields, e: RollHeld) -> None:
     f["held"] = (*f["held"], HeldRoll(e.number, e.seq, e.d1, e.d2, e.at))
     f["held_next"] = e.number + 1
+    f["hold_reader"] = True  # the reader's next rolls wait behind it (SPEC section 4)
     if e.seq is not None:
         f["reader_seq"] = e.seq
         f["reader_dice"] = (e.d1, e.d2)
+        f["reader_recent"] = remember(f["reader_recent"], e.seq, e.d1, e.d2)
 
 
 def _held_done(f: Fields, e: HeldRollApplied | HeldRollDiscarded) -> None:
@@ -336,6 +374,8 @@ _RULES: dict[type[Event], Callable[[Fields, Any], None]] = {
     RollAccepted: _roll,
     Refused: _unchanged,
     DuplicateRoll: _unchanged,
+    ReaderFaultHolds: _reader_fault_holds,
+    ReaderFaultOver: _reader_fault_over,
     BettingClosed: _betting_closed,
     NewDifferentPoint: _new_point,
     SurveillanceAlert: _alert,

@@ -19,6 +19,30 @@ from typing import Any
 
 from controller.core.events import Settlement, event_from_dict
 
+READER_WINDOW = 64
+"""How many of the reader's last applied (or held) rolls the state remembers with their
+dice: a stale copy of one of them with other dice is a ``SEQ_CONFLICT``."""
+SEQ_MODULO = 65536  # the reader's seq is 0..65535, wrapping
+SEQ_BEHIND = SEQ_MODULO // 2  # the 32,768 seqs at or behind the last one are "not newer"
+
+
+def not_newer(seq: int, last: int | None) -> bool:
+    """Whether a reader roll's ``seq`` is not newer than ``last``, the last applied one
+    (counted modulo 65536: ``last`` itself and the 32,767 before it): a stale copy."""
+    if last is None:
+        return False
+    behind = (seq - last) % SEQ_MODULO
+    return behind == 0 or behind >= SEQ_BEHIND
+
+
+def remember(
+    recent: tuple[tuple[int, int, int], ...], seq: int, d1: int, d2: int
+) -> tuple[tuple[int, int, int], ...]:
+    """``recent`` with the roll at ``seq`` added, at most :data:`READER_WINDOW` kept."""
+    if len(recent) >= READER_WINDOW:
+        return (*recent[1 - READER_WINDOW :], (seq, d1, d2))
+    return (*recent, (seq, d1, d2))
+
 
 class Phase(StrEnum):
     """Where the hand stands."""
@@ -139,6 +163,14 @@ class TableState:
     reader_dice: tuple[int, int] | None = field(default=None, compare=False)
     reader_conflict: int | None = field(default=None, compare=False)  # seq, until HELLO
     hold_reader: bool = field(default=False, compare=False)  # a roll was keyed by hand
+    # the reader itself reports FAULT (journaled): its rolls are held until it says OK
+    reader_faulted: bool = field(default=False, compare=False)
+    reader_model: str = field(default="", compare=False)  # what its last HELLO said
+    reader_firmware: str = field(default="", compare=False)
+    # the reader's last READER_WINDOW applied or held rolls, oldest first, as (seq, d1, d2):
+    # how a stale copy's dice are compared (rebuilt from the records a recovery replays,
+    # never in a snapshot: the last seq and its dice are, above)
+    reader_recent: tuple[tuple[int, int, int], ...] = field(default=(), compare=False, repr=False)
     held: tuple[HeldRoll, ...] = field(default=(), compare=False)
     held_next: int = field(default=1, compare=False)
     meters: Meters = field(default_factory=Meters, compare=False)
@@ -191,6 +223,11 @@ class TableState:
             out["reader_conflict"] = self.reader_conflict
         if self.hold_reader:
             out["hold_reader"] = True
+        if self.reader_faulted:
+            out["reader_faulted"] = True
+        if self.reader_model or self.reader_firmware:
+            out["reader_model"] = self.reader_model
+            out["reader_firmware"] = self.reader_firmware
         if self.held:
             out["held"] = [h.to_dict() for h in self.held]
         if self.held_next != 1:
@@ -223,6 +260,9 @@ class TableState:
             else None,
             reader_conflict=d.get("reader_conflict"),
             hold_reader=bool(d.get("hold_reader", False)),
+            reader_faulted=bool(d.get("reader_faulted", False)),
+            reader_model=str(d.get("reader_model", "")),
+            reader_firmware=str(d.get("reader_firmware", "")),
             held=tuple(HeldRoll.from_dict(h) for h in d.get("held", ())),
             held_next=d.get("held_next", 1),
             meters=Meters.from_dict(d["meters"]),
