@@ -54,6 +54,7 @@ class FrameName(StrEnum):
     FAULT = "FAULT"
     OK = "OK"
     ACK = "ACK"
+    NAK = "NAK"
 
 
 # frame name -> number of fields in its body, the name included (protocol 1; under
@@ -66,6 +67,29 @@ FIELD_COUNTS: dict[str, int] = {
     FrameName.FAULT: 3,  # FAULT,<seq>,<code>
     FrameName.OK: 2,  # OK,<seq>
     FrameName.ACK: 2,  # ACK,<seq>
+    FrameName.NAK: 3,  # NAK,<seq>,<reason>
+}
+
+# the frames only the controller sends: never answered with a NAK
+CONTROLLER_FRAMES = frozenset({FrameName.ACK, FrameName.NAK})
+
+
+class NakReason(StrEnum):
+    """Why the controller answers a frame with ``NAK,<seq>,<reason>`` (its text is the
+    frame's; ``docs/reader-protocol.md``, "NAK")."""
+
+    PROTOCOL = "PROTOCOL"
+    BAD_HELLO = "BAD_HELLO"
+    BAD_FRAME = "BAD_FRAME"
+    BAD_VALUE = "BAD_VALUE"
+
+
+NAK_WORDS: dict[NakReason, str] = {
+    NakReason.PROTOCOL: "a HELLO of another protocol than [reader] protocol",
+    NakReason.BAD_HELLO: "a HELLO of the wrong shape (fields, an empty model or firmware, "
+    "a seq outside 0..65535)",
+    NakReason.BAD_FRAME: "a frame with a good checksum but the wrong fields",
+    NakReason.BAD_VALUE: "a frame with a good checksum but a value out of range",
 }
 
 _DOLLAR = 0x24
@@ -191,6 +215,84 @@ def encode_ok(seq: int, protocol: int = DEFAULT_PROTOCOL) -> bytes:
 def encode_ack(seq: int, protocol: int = DEFAULT_PROTOCOL) -> bytes:
     """``ACK,<seq>``: the controller durably recorded the ROLL with this seq."""
     return encode(f"ACK,{_seq(seq)}", protocol)
+
+
+def encode_nak(seq: int, reason: str, protocol: int = DEFAULT_PROTOCOL) -> bytes:
+    """``NAK,<seq>,<reason>``: the controller cannot take the frame with this seq."""
+    return encode(f"NAK,{_seq(seq)},{reason}", protocol)
+
+
+@dataclass(frozen=True)
+class Nak:
+    """The controller's answer to a frame it cannot take: ``NAK,<seq>,<reason>`` framed
+    in ``protocol`` (the protocol the frame itself was framed in, so the reader can read
+    the answer)."""
+
+    seq: int
+    reason: NakReason
+    protocol: int
+
+    def frame(self) -> bytes:
+        """The NAK frame on the wire."""
+        return encode_nak(self.seq, self.reason, self.protocol)
+
+    def describe(self) -> str:
+        """``NAK,0,PROTOCOL (a HELLO of another protocol than [reader] protocol)``."""
+        return f"NAK,{self.seq},{self.reason} ({NAK_WORDS[self.reason]})"
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``nak`` of a ``diag reader --json`` line."""
+        return {"seq": self.seq, "reason": self.reason, "protocol": self.protocol}
+
+
+def sealed(raw: bytes, protocol: int) -> bool:
+    """Whether ``raw`` (one line from ``$``) ends in the right checksum of its body under
+    ``protocol``: the reader sent the frame as it is, whatever its fields."""
+    if not raw.endswith(b"\n"):  # cut short by the next ``$``: not as the reader sent it
+        return False
+    content = raw.rstrip(b"\r\n")
+    star = content.rfind(b"*")
+    if not content.startswith(b"$") or star < 0 or len(content) > MAX_FRAME:
+        return False
+    region, ck = content[1:star], content[star + 1 :]
+    if len(ck) != CHECKSUM_DIGITS[protocol] or not all(_printable(b) for b in region):
+        return False
+    return ck.decode("ascii", errors="replace").upper() == checksum(region, protocol)
+
+
+def nak_for(frame: Frame, protocol: int = DEFAULT_PROTOCOL) -> Nak | None:
+    """The NAK that answers ``frame`` under ``protocol``, or None (``docs/reader-protocol.md``).
+
+    Answered: a HELLO framed in the other protocol or claiming another protocol
+    (``PROTOCOL``), a sealed HELLO of the wrong shape (``BAD_HELLO``), and a sealed frame
+    of a known name with the wrong fields or a value out of range (``BAD_FRAME``,
+    ``BAD_VALUE``). Never a good frame (a ROLL it can take is ACKed, or left un-ACKed),
+    never line noise (a checksum that fails: the reader repeats a ROLL anyway), an
+    unknown frame (a newer reader's), nor the controller's own frames.
+    """
+    if frame.ok or frame.name is None or frame.name in CONTROLLER_FRAMES:
+        return None
+    said = _number(frame.text(1))
+    seq = said if said is not None and said <= MAX_SEQ else 0
+    if frame.verdict is Verdict.BAD_CHECKSUM:
+        other = 1 if protocol == 2 else 2
+        if frame.name is FrameName.HELLO and sealed(frame.raw, other):
+            return Nak(seq, NakReason.PROTOCOL, other)
+        return None
+    if frame.verdict not in (Verdict.BAD_FRAME, Verdict.BAD_VALUE) or not sealed(
+        frame.raw, protocol
+    ):
+        return None
+    if frame.name is FrameName.HELLO:
+        count = len(frame.fields)
+        claims = _number(frame.fields[-1]) if count == FIELD_COUNTS[FrameName.HELLO] + 1 else None
+        if (protocol >= 2 and claims is not None and claims != protocol) or (
+            protocol == 1 and claims is not None
+        ):
+            return Nak(seq, NakReason.PROTOCOL, protocol)
+        return Nak(seq, NakReason.BAD_HELLO, protocol)
+    reason = NakReason.BAD_VALUE if frame.verdict is Verdict.BAD_VALUE else NakReason.BAD_FRAME
+    return Nak(seq, reason, protocol)
 
 
 def _number(text: str) -> int | None:

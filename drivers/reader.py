@@ -72,7 +72,8 @@ class ReaderStatus:
     ``connected``: the port is open. ``fault``: the fault in force (a FAULT code,
     HEARTBEAT, PORT_LOST or DRIVER_ERROR) or None. ``counters``: frames seen per
     verdict. ``port``: the device path or URL. ``reason``: the fault in words, when
-    there is more to say than its code (the exception, the port's problem).
+    there is more to say than its code (the exception, the port's problem). ``naks``:
+    NAK frames sent, by reason; ``last_nak``: the last in words, with the frame it answered.
     """
 
     connected: bool
@@ -80,6 +81,8 @@ class ReaderStatus:
     counters: Mapping[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
     port: str = ""
     reason: str | None = None
+    naks: Mapping[str, int] = field(default_factory=dict)
+    last_nak: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, for ``status --json`` (``reader``)."""
@@ -89,6 +92,8 @@ class ReaderStatus:
             "counters": dict(self.counters),
             "port": self.port,
             "reason": self.reason,
+            "naks": dict(self.naks),
+            "last_nak": self.last_nak,
         }
 
 

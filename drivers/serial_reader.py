@@ -34,8 +34,11 @@ from drivers.codec import (
     Frame,
     FrameDecoder,
     FrameName,
+    Nak,
+    NakReason,
     check_protocol,
     encode_ack,
+    nak_for,
 )
 from drivers.reader import (
     DRIVER_ERROR,
@@ -153,6 +156,10 @@ class SerialDiceReader(DiceReader):
         self._last_good = time.monotonic()
         self.acks_sent = 0
         self.reopens = 0
+        self._naks: dict[str, int] = dict.fromkeys(NakReason, 0)  # NAKs sent, by reason
+        self._last_nak: str | None = None  # the last NAK in words, with the frame it answered
+        # (reason, when) of the last NAK logged: once a minute a reason
+        self._nak_logged: tuple[str | None, float] = (None, 0.0)
 
     # -- the contract -------------------------------------------------------------
 
@@ -166,6 +173,31 @@ class SerialDiceReader(DiceReader):
             target=self._supervise, name=f"dice-reader {self.port_url}", daemon=True
         )
         self._thread.start()
+
+    def nak(self, nak: Nak, frame: Frame) -> None:
+        """Answer ``frame`` with ``nak`` (on the reader thread): counted, and logged at most
+        once a minute for each reason; a lost port is only logged."""
+        data = nak.frame()
+        with self._lock:
+            self._naks[nak.reason] += 1
+            self._last_nak = f"{nak.describe()} for {frame.raw!r}"
+            port, fd = self._port, self._fd
+            if port is not None:
+                try:
+                    if fd is not None:
+                        os.write(fd, data)
+                    else:
+                        port.write(data)
+                        port.flush()
+                except Exception as exc:
+                    log.warning("NAK not sent on %s: %s", self.port_url, exc)
+        reason, when = self._nak_logged
+        now = time.monotonic()
+        if reason != nak.reason or now - when >= 60.0:
+            self._nak_logged = (nak.reason, now)
+            log.warning(
+                "dice reader on %s: answered %s with %s", self.port_url, frame.raw, nak.describe()
+            )
 
     def ack(self, seq: int) -> None:
         """Write ``ACK,<seq>``; a lost port is logged (the reader will repeat the ROLL)."""
@@ -205,6 +237,8 @@ class SerialDiceReader(DiceReader):
                 counters=dict(self._decoder.counters),
                 port=self.port_url,
                 reason=self._reason,
+                naks=dict(self._naks),
+                last_nak=self._last_nak,
             )
 
     # -- the reader thread ----------------------------------------------------------
@@ -329,6 +363,9 @@ class SerialDiceReader(DiceReader):
                 log.exception("on_frame failed for %r", frame)
         if not frame.ok:
             log.info("dice reader: %s frame %r", frame.verdict, frame.raw)
+            nak = nak_for(frame, self.protocol)
+            if nak is not None:
+                self.nak(nak, frame)
             return
         self._last_good = time.monotonic()
         at = now_iso()

@@ -103,6 +103,9 @@ class SimulatedReader:
         self._decoder = codec.FrameDecoder(protocol=protocol)
         self.acked: list[int] = []
         """Every ACK seq received, in order (including ACKs of copies)."""
+        self.naks: list[tuple[int, str]] = []
+        """Every NAK received, as (seq, reason), in order: a NAK changes nothing here (an
+        un-ACKed ROLL is repeated as ever); a reader shows it to its technician."""
         self.transmissions: dict[int, int] = {}
         """ROLL seq -> how many times it was sent (1 + retransmissions)."""
         self.sent: list[bytes] = []
@@ -303,6 +306,8 @@ class SimulatedReader:
         for frame in self._decoder.feed(data):
             if frame.ok and frame.name is codec.FrameName.ACK and frame.seq is not None:
                 self._on_ack(frame.seq)
+            elif frame.name is codec.FrameName.NAK:
+                self._on_nak(frame)
         with self._lock:
             now = time.monotonic()
             if not self._plugged or now < self._silent_until:
@@ -340,6 +345,25 @@ class SimulatedReader:
         else:
             return
         self._queue.append(_Roll(d1, d2))
+
+    def _on_nak(self, frame: codec.Frame) -> None:
+        """A NAK: in this reader's protocol, or (``PROTOCOL``) in the other one, which the
+        controller answers a HELLO of the other protocol in."""
+        if not frame.ok:
+            frame = codec.parse_line(frame.raw, 1 if self.protocol == 2 else 2)
+        if not frame.ok or frame.seq is None:
+            return
+        with self._acked_cv:
+            self.naks.append((frame.seq, frame.text(2)))
+            self._acked_cv.notify_all()
+        log.warning("simulated reader: the controller answered NAK,%d,%s", *self.naks[-1])
+
+    def wait_nak(self, reason: str, timeout: float = 30.0) -> bool:
+        """Wait until a NAK with ``reason`` arrived; False on timeout."""
+        with self._acked_cv:
+            return self._acked_cv.wait_for(
+                lambda: any(r == reason for _, r in self.naks), timeout=timeout
+            )
 
     def _on_ack(self, seq: int) -> None:
         with self._acked_cv:

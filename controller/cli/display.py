@@ -127,6 +127,23 @@ def betting_window(status: dict[str, Any]) -> str:
     return "betting open" if status.get("betting_open") else "betting closed"
 
 
+def reader_identity(reader: dict[str, Any]) -> str:
+    """`` (DR-7, firmware 2.1.0)``: what the reader's last HELLO said, when it said it."""
+    if not reader.get("model") and not reader.get("firmware"):
+        return ""
+    return f" ({reader.get('model') or '?'}, firmware {reader.get('firmware') or '?'})"
+
+
+def reader_answers(reader: dict[str, Any]) -> str:
+    """``; stale copies 2, NAKs 1``: copies not applied and NAKs sent, when any."""
+    stale = reader.get("copies", {}).get("stale", 0)
+    naks = sum(reader.get("naks", {}).values())
+    words = [f"stale copies {stale:,}"] if stale else []
+    if naks:
+        words.append(f"NAKs {naks:,}")
+    return "; " + ", ".join(words) if words else ""
+
+
 def render_status(
     status: dict[str, Any],
     recent_rolls: Sequence[Sequence[int]] = (),
@@ -216,8 +233,8 @@ def render_status(
     fault = f", fault {reader['fault']}" if reader.get("fault") else ""
     parts.append(
         Text(
-            f"reader {reader.get('port', '')}: {health}{fault}; frames ok "
-            f"{counters.get('ok', 0):,}, bad {bad:,}",
+            f"reader {reader.get('port', '')}{reader_identity(reader)}: {health}{fault}; "
+            f"frames ok {counters.get('ok', 0):,}, bad {bad:,}{reader_answers(reader)}",
             style="yellow" if reader.get("fault") else "dim",
         )
     )

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.cli import options as paths
+from controller.cli.display import reader_answers, reader_identity
 from controller.control.client import ControlClient
 from controller.control.ops import Op
 from controller.core.config import Config
@@ -236,8 +237,10 @@ class Doctor:
             self.add(
                 "serial",
                 ok,
-                f"{reader.get('port')}: the service reads it: connected {reader.get('connected')}, "
-                f"fault {reader.get('fault') or 'none'}; frames {_frames(counters)}",
+                f"{reader.get('port')}{reader_identity(reader)}: the service reads it: "
+                f"connected {reader.get('connected')}, fault {reader.get('fault') or 'none'}; "
+                f"frames {_frames(counters)}{reader_answers(reader)}"
+                + (f"; last NAK {reader['last_nak']}" if reader.get("last_nak") else ""),
                 "check the reader's cable and power; firebet diag reader (with the service "
                 "stopped) shows every frame",
             )

@@ -21,8 +21,11 @@ from controller.control.protocol import Request
 from controller.core.commands import Command, Roll
 from controller.core.events import (
     Acknowledged,
+    DuplicateRoll,
     Event,
     HandResult,
+    ReaderFaultHolds,
+    ReaderRestarted,
     RollHeld,
     RollVoided,
     SeqConflict,
@@ -139,12 +142,30 @@ def log_reader_events(logger: logging.Logger, events: Sequence[Event]) -> None:
             )
         elif isinstance(event, RollHeld):
             logger.warning(
-                "reader roll %d %d (seq %s) held as %d: a roll was entered by hand; "
-                "the dealer applies or discards it (firebet held)",
+                "reader roll %d %d (seq %s) held as %d: a roll was entered by hand, or the "
+                "reader reports a fault; the dealer applies or discards it (firebet held)",
                 event.d1,
                 event.d2,
                 event.seq,
                 event.number,
+            )
+        elif isinstance(event, DuplicateRoll) and event.stale:
+            logger.info(
+                "reader ROLL seq %d is older than the last roll applied: a stale copy, "
+                "ACKed, not applied",
+                event.seq,
+            )
+        elif isinstance(event, ReaderRestarted):
+            logger.info(
+                "dice reader said HELLO: model %s, firmware %s (journaled)",
+                event.model or "?",
+                event.firmware or "?",
+            )
+        elif isinstance(event, ReaderFaultHolds):
+            logger.warning(
+                "dice reader reports the fault %s: its rolls are held for the dealer until "
+                "it says OK",
+                event.code,
             )
 
 

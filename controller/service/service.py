@@ -291,6 +291,9 @@ class Service:
                 "port": "",
             }
         )
+        reader["copies"] = dict(table.copies)
+        reader["model"] = p.state.reader_model or None  # as its last HELLO said (journaled)
+        reader["firmware"] = p.state.reader_firmware or None
         link = self.parts.link
         return status_report(
             p,

@@ -107,6 +107,9 @@ class Table:
         self.settlements = ShownSettlement()
         self.published: Published | None = None  # the engine thread's last snapshot
         self.refusals = RepeatedRefusals(log)
+        # the reader's copies ACKed and not applied since this start: of the last roll
+        # (``repeated``) and of an older one (``stale``): status --json reader.copies
+        self.copies: dict[str, int] = {"repeated": 0, "stale": 0}
 
     # what the table is now ----------------------------------------------------------------
     @property
@@ -242,9 +245,13 @@ class Table:
         if not isinstance(command, ReaderFault | ReaderOk):
             self.refusals.flush()
         self.refresh(announce=False)
-        recorded = any(
-            isinstance(e, RollAccepted | DuplicateRoll | RollHeld) for e in outcome.events
-        )
+        recorded = False
+        for e in outcome.events:
+            if isinstance(e, DuplicateRoll):
+                self.copies["stale" if e.stale else "repeated"] += 1
+                recorded = True
+            elif isinstance(e, RollAccepted | RollHeld):
+                recorded = True
         if isinstance(command, Roll) and command.seq is not None and recorded and self.reader:
             self.reader.ack(command.seq)  # only now: the roll is durable and the lamps show it
         self.announce()

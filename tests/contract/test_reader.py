@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from controller.core.commands import Command, ReaderFault, ReaderHello, ReaderOk, Roll
+from drivers.codec import encode
 from drivers.reader import DiceReader, ReaderStatus
 from drivers.serial_reader import SerialDiceReader
 from drivers.sim_reader import SimulatedReader
@@ -163,6 +164,7 @@ class ReaderContract:
         sim.fault("CAMERA")
         fault = posted.next(ReaderFault)
         assert isinstance(fault, ReaderFault) and fault.code == "CAMERA"
+        assert fault.reported  # the reader's own: its rolls are held until OK (issue 23)
         assert reader.status().fault == "CAMERA"
         time.sleep(0.1)  # heartbeats keep flowing: the reader's fault stands until OK
         assert reader.status().fault == "CAMERA"
@@ -176,6 +178,17 @@ class ReaderContract:
         sim.hello()
         hello = posted.next(ReaderHello)
         assert isinstance(hello, ReaderHello) and hello.seq == 0
+        assert (hello.model, hello.firmware) == (sim.model, sim.firmware)
+
+    def test_a_wrong_hello_is_answered_with_a_nak(
+        self, sim: SimulatedReader, reader: SerialDiceReader, posted: Posted
+    ) -> None:
+        sim.send_raw(encode("HELLO,4,DR-7,,2"))  # an empty firmware
+        assert sim.wait_nak("BAD_HELLO", timeout=DEADLINE)
+        assert sim.naks == [(4, "BAD_HELLO")]
+        assert reader.status().naks["BAD_HELLO"] == 1
+        assert "HELLO,4,DR-7,,2" in (reader.status().last_nak or "")
+        assert not [c for c in posted.drain() if isinstance(c, ReaderHello)]
 
     def test_noroll_and_bad_frames_post_nothing(
         self, sim: SimulatedReader, reader: SerialDiceReader, posted: Posted
@@ -238,7 +251,9 @@ class ReaderContract:
         assert status.port == sim.port
         assert status.connected and status.fault is None
         assert status.counters["ok"] >= 1
-        assert set(status.to_dict()) == {"connected", "fault", "counters", "port", "reason"}
+        assert set(status.to_dict()) == {
+            "connected", "fault", "counters", "port", "reason", "naks", "last_nak"
+        }  # fmt: skip
 
     def test_stop_is_prompt_and_idempotent(
         self, sim: SimulatedReader, reader: SerialDiceReader, posted: Posted

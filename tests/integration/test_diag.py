@@ -96,8 +96,14 @@ def test_reader_json_names_every_verdict() -> None:
     assert proc.returncode == 0, err
     lines = [json.loads(x) for x in ("".join(seen) + out).splitlines()]
     frames, summary = lines[:-1], lines[-1]
-    for frame in frames:
-        assert list(frame) == ["verdict", "kind", "seq", "dice"]
+    for frame in frames:  # and the NAK the service answers a frame with (issue 23)
+        assert list(frame) in (
+            ["verdict", "kind", "seq", "dice"],
+            ["verdict", "kind", "seq", "dice", "nak"],
+        )
+    assert [f["nak"] for f in frames if "nak" in f] == [
+        {"seq": 5, "reason": "BAD_VALUE", "protocol": 2}
+    ]
     assert frames[0] == {"verdict": "ok", "kind": "HB", "seq": frames[0]["seq"], "dice": None}
     not_hb = [f for f in frames[1:] if f["kind"] != "HB" or f["verdict"] != "ok"]
     verdicts = [f["verdict"] for f in not_hb]

@@ -12,7 +12,21 @@ from typing import Any, TextIO
 
 from controller.cli import options
 from controller.cli.diag.terminal import emit, stop_on_sigterm
-from drivers.codec import DEFAULT_PROTOCOL, VERDICTS, Frame, FrameDecoder, FrameName, encode_ack
+from drivers.codec import (
+    DEFAULT_PROTOCOL,
+    VERDICTS,
+    Frame,
+    FrameDecoder,
+    FrameName,
+    Nak,
+    encode_ack,
+    nak_for,
+)
+
+
+def nak_words(nak: Nak, sent: bool) -> str:
+    """``  -> NAK,0,PROTOCOL (...)``: what the controller answers a frame it cannot take."""
+    return f"  -> {'answered' if sent else 'the service answers'} {nak.describe()}"
 
 
 def frame_line(frame: Frame) -> str:
@@ -40,7 +54,9 @@ def monitor_reader(
 ) -> tuple[dict[str, int], str | None]:
     """Print frames from an open ``port`` until ``count`` frames, ``stop`` or Ctrl-C.
 
-    Returns the counts per verdict and the error that ended it (a lost port), if any.
+    A frame the service would answer with a NAK is named with its NAK (``--ack``: and
+    answered). Returns the counts per verdict and the error that ended it (a lost port),
+    if any.
     """
     stop = stop if stop is not None else threading.Event()
     decoder = FrameDecoder(protocol=protocol)
@@ -57,7 +73,17 @@ def monitor_reader(
                 break
             for frame in decoder.feed(data):
                 seen += 1
-                emit(out, json.dumps(frame.to_json()) if as_json else frame_line(frame))
+                nak = nak_for(frame, protocol)
+                if nak is not None and ack:  # --ack answers as the service does
+                    with contextlib.suppress(OSError):
+                        port.write(nak.frame())
+                if as_json:
+                    line = frame.to_json()
+                    if nak is not None:
+                        line["nak"] = nak.to_json()
+                    emit(out, json.dumps(line))
+                else:
+                    emit(out, frame_line(frame) + (nak_words(nak, ack) if nak else ""))
                 if ack and frame.ok and frame.name is FrameName.ROLL and frame.seq is not None:
                     with contextlib.suppress(OSError):
                         port.write(encode_ack(frame.seq, protocol))

@@ -1,0 +1,88 @@
+"""The service with a reader on a pty, the reader protocol as a contract (issue 23): a stale
+copy is ACKed and never applied, a stale copy with other dice is a SEQ_CONFLICT, a ROLL in
+the reader's own FAULT is held and counts once, a wrong HELLO is answered with a NAK, and
+HELLO's model and firmware are journaled and shown."""
+
+from __future__ import annotations
+
+import json
+
+from drivers.codec import encode
+from tests.integration.test_reader_rolls_service import events_of, records
+from tests.support import RunningTable, wait_for
+
+
+def hello(t: RunningTable) -> None:
+    """The reader restarts (its HELLO at power-up may come before the port is open)."""
+    t.device.hello()
+    wait_for(lambda: t.status()["reader"]["model"] == t.device.model, what="the HELLO")
+
+
+def test_a_stale_copy_is_acked_never_applied(running_table: RunningTable) -> None:
+    t = running_table
+    hello(t)
+    first = t.throw(2, 2)  # point 4
+    t.throw(3, 3)
+    t.throw(5, 6)
+    assert t.status()["rolls"] == 3
+    acks = t.device.acked.count(first)
+    t.device.roll_frame(first, 2, 2)  # seq going backwards, without a HELLO: a late copy
+    wait_for(lambda: t.device.acked.count(first) > acks, what="the stale copy's ACK")
+    s = t.status()
+    assert s["rolls"] == 3 and s["mode"] == "running"
+    assert s["reader"]["copies"]["stale"] == 1
+    # with other dice, it contradicts what was applied at that seq: SEQ_CONFLICT
+    t.device.roll_frame(first, 6, 6)
+    wait_for(lambda: t.status()["mode"] == "reader_fault", what="the SEQ_CONFLICT")
+    assert t.status()["reader"]["fault"] == "SEQ_CONFLICT" and t.status()["rolls"] == 3
+    ((_, conflict),) = events_of(t, "seq_conflict")
+    assert (conflict["seq"], conflict["recorded_d1"], conflict["d1"]) == (first, 2, 6)
+    assert t.device.acked.count(first) == acks + 1  # the conflicting copy is not ACKed
+    hello(t)
+    wait_for(lambda: t.status()["mode"] == "running", what="the fault to end at HELLO")
+
+
+def test_a_roll_in_the_readers_own_fault_is_held_and_counts_once(
+    running_table: RunningTable,
+) -> None:
+    t = running_table
+    t.throw(4, 4)  # point 8
+    t.device.fault("CAMERA")
+    wait_for(lambda: t.status()["reader"]["fault"] == "CAMERA", what="the reader's FAULT")
+    seq = t.throw(5, 5)  # the faulted reader reports a throw: held, and ACKed (recorded)
+    s = t.status()
+    assert s["rolls"] == 1 and [h["seq"] for h in s["held_rolls"]] == [seq]
+    assert t.ask("roll", d1=5, d2=5)["ok"]  # the dealer keys the same throw by hand
+    assert t.ask("held-discard", number=1)["ok"]
+    t.device.clear_fault()
+    wait_for(lambda: t.status()["mode"] == "running", what="the OK")
+    s = t.status()
+    assert s["rolls"] == 2 and s["held_rolls"] == [] and not s["holding_reader_rolls"]
+    t.throw(1, 2)  # the reader's rolls count again
+    assert t.status()["rolls"] == 3
+
+
+def test_a_wrong_hello_is_answered_with_a_nak_and_counted(running_table: RunningTable) -> None:
+    t = running_table
+    t.device.send_raw(encode("HELLO,0,DR-7,2.1"))  # no protocol number: the wrong shape
+    assert t.device.wait_nak("BAD_HELLO", timeout=30)
+    t.device.send_raw(encode("HELLO,0,DR-1,0.9", protocol=1))  # an older reader's HELLO
+    assert t.device.wait_nak("PROTOCOL", timeout=30)
+    wait_for(lambda: sum(t.status()["reader"]["naks"].values()) == 2, what="the NAKs counted")
+    reader = t.status()["reader"]
+    assert reader["naks"]["BAD_HELLO"] == 1 and reader["naks"]["PROTOCOL"] == 1
+    assert "NAK,0,PROTOCOL" in reader["last_nak"] and "HELLO,0,DR-1" in reader["last_nak"]
+    # never a NAK for a ROLL it can ACK
+    t.throw(3, 4)
+    assert all(r != "BAD_FRAME" for _, r in t.device.naks)
+
+
+def test_hello_model_and_firmware_are_journaled_and_shown(running_table: RunningTable) -> None:
+    t = running_table
+    t.device.model, t.device.firmware = "DR-7", "2.1.0"
+    hello(t)
+    reader = t.status()["reader"]
+    assert (reader["model"], reader["firmware"]) == ("DR-7", "2.1.0")
+    said = [r for r in records(t) if r.get("command") == "reader_hello"]
+    assert said and (said[-1]["model"], said[-1]["firmware"]) == ("DR-7", "2.1.0")
+    assert json.dumps(reader)  # JSON-ready
