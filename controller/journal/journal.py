@@ -602,6 +602,15 @@ class Journal:
                 out.append((number, tag))
         return out
 
+    def checker_view(self) -> tuple[sqlite3.Connection, bytes]:
+        """A read-only connection of its own to the journal file, and the chain's key: for
+        a checking thread, which must never hold the engine thread's connection or lock
+        (the caller closes it)."""
+        with self._mutex:
+            self._require_db()
+            key = self._key
+        return store.connect(self.path, read_only=True), key
+
     @contextlib.contextmanager
     def view(self) -> Iterator[sqlite3.Connection]:
         """The journal's connection, under the journal's lock (a replay's reads:

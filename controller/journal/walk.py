@@ -330,3 +330,63 @@ def bad_seal(row: Row) -> str:
         f"record {row.record} does not match its seal "
         "(edited, torn, or written without the table's key)"
     )
+
+
+def screen_seals(db: sqlite3.Connection, key: bytes, first: int, last: int) -> int | None:
+    """The first of records ``first``..``last`` that is missing or whose seal does not check
+    with its stored MAC (and snapshot), else None: a cheap screen (no record is replayed)
+    for the running table's watch; :func:`damage_at` then names what is wrong in the
+    walk's own words. Call it inside a read transaction (one consistent view)."""
+    if first > last:
+        return None
+    before_row = store.before(db, first)
+    prev = before_row.mac if before_row is not None else GENESIS
+    snaps = dict(
+        db.execute(
+            "SELECT record, state FROM snapshots WHERE record BETWEEN ? AND ?", (first, last)
+        ).fetchall()
+    )
+    expect = first if before_row is None or before_row.record == first - 1 else None
+    if expect is None:
+        return first  # the record before ``first`` is missing: the gap starts here
+    for number, at, actor, kind, body, snap, mac in db.execute(
+        f"SELECT {store.COLUMNS} FROM records WHERE record BETWEEN ? AND ? ORDER BY record",
+        (first, last),
+    ):
+        if number != expect:
+            return expect
+        text = snaps.get(number) if snap else None
+        if (snap and text is None) or seal(key, prev, number, at, actor, kind, body, text) != mac:
+            return int(number)
+        prev, expect = mac, expect + 1
+    return None if expect > last else expect
+
+
+def damage_at(
+    db: sqlite3.Connection, key: bytes, rules: FireBetRules, number: int
+) -> Problem | None:
+    """What the walk finds at or before record ``number`` when it starts at the newest
+    snapshot before it (as recovery starts at the newest one): its first problem, in the
+    words recovery and ``journal verify`` use, or None when it finds nothing."""
+    anchor = next(store.anchors(db, before=number), 0)
+    walk, problem = start_at_anchor(db, key, rules, anchor)
+    if problem is not None:
+        return problem
+    walk.run(
+        db.execute(
+            f"SELECT {store.COLUMNS} FROM records WHERE record BETWEEN ? AND ? ORDER BY record",
+            (walk.expect, number),
+        ),
+        dict(
+            db.execute(
+                "SELECT record, state FROM snapshots WHERE record BETWEEN ? AND ?",
+                (walk.expect, number),
+            ).fetchall()
+        ),
+        stop_at_damage=True,
+    )
+    if walk.problems:
+        return walk.problems[0]
+    if walk.expect <= number:  # the walk ran out before it: records are missing
+        return (walk.expect, _gap(walk.expect, number))
+    return None

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import logging
 import shutil
+import sqlite3
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from controller.core.config import FireBetRules
+from controller.core.errors import JournalIntegrityError
 from controller.journal import Journal
-from controller.service.jobs import Checked
+from controller.journal.walk import damage_at, screen_seals
+from controller.service.jobs import Checked, Halt
 from controller.service.recall import verify_apart
 
 if TYPE_CHECKING:
@@ -26,6 +31,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("firebet.service")
 
 MIN_FREE_BYTES = 16 * 1024 * 1024  # below this the self-check warns: rolls may soon be refused
+
+WATCH_S = 2.0  # how often the running table's records are screened (docs/journal.md)
+WATCH_TAIL = 1000  # the newest records screened every time (at least what recovery reads)
+WATCH_ROUND = 1000  # older records screened every time, in rounds from the oldest
+WATCH_CHUNK = 128  # records screened between two yields of the interpreter lock
 
 
 def check_whole_journal(
@@ -51,3 +61,99 @@ def self_check(table: Table, state_dir: Path) -> None:
         return
     if free < MIN_FREE_BYTES:
         log.warning("only %d bytes free in %s", free, state_dir)
+
+
+class RecordWatch:
+    """While the table runs (a thread of its own): every :data:`WATCH_S` seconds, screen
+    the seals of the newest :data:`WATCH_TAIL` records and of the next
+    :data:`WATCH_ROUND` older ones (a round over the whole journal, after its newest
+    clear-halt), on a read-only connection of its own; a record changed, missing or
+    resealed without the key halts the table with the words recovery uses at start.
+
+    It only reads and posts: the halt goes to the engine thread as a
+    :class:`~controller.service.jobs.Halt` on the one queue, so nothing slow ever runs on
+    the engine thread, and it yields the interpreter lock every :data:`WATCH_CHUNK`
+    records so a roll never waits behind it. Nothing is screened while the table is halted.
+    """
+
+    def __init__(
+        self,
+        journal: Journal,
+        rules: FireBetRules,
+        post: Callable[[Halt], None],
+        stopping: threading.Event,
+    ) -> None:
+        self.journal = journal
+        self.rules = rules
+        self.post = post
+        self.stopping = stopping
+        self.floor: int | None = None  # the newest clear-halt (None: not read yet)
+        self.round_at = 0  # the last record the round screened
+        self.screened = 0  # records screened since start (for the tests)
+
+    def run(self) -> None:
+        """The thread: screen, wait, again, until the service stops."""
+        db: sqlite3.Connection | None = None
+        try:
+            while not self.stopping.wait(WATCH_S):
+                if self.journal.halted is not None:
+                    self.floor = None  # a clear-halt comes next: read the floor again
+                    continue
+                try:
+                    if db is None:
+                        db, key = self.journal.checker_view()
+                    problem = self.tick(db, key)
+                except (sqlite3.Error, JournalIntegrityError) as exc:
+                    log.warning("the journal watch could not read the journal: %s", exc)
+                    if db is not None:
+                        db.close()
+                    db = None
+                    continue
+                if problem is not None:
+                    self.post(Halt(*problem))
+                    self.floor = None
+        finally:
+            if db is not None:
+                db.close()
+
+    def tick(self, db: sqlite3.Connection, key: bytes) -> tuple[int | None, str] | None:
+        """One screening on ``db`` (one consistent view): the damage found, or None."""
+        known = self.journal.last_record  # before the view: the view may only be newer
+        db.execute("BEGIN")
+        try:
+            if self.floor is None:
+                (floor,) = db.execute(
+                    "SELECT coalesce(max(record), 0) FROM records WHERE kind = 'clear_halt'"
+                ).fetchone()
+                self.floor = self.round_at = int(floor)
+            (last,) = db.execute("SELECT coalesce(max(record), 0) FROM records").fetchone()
+            if last < known:  # newest records deleted under the table
+                return damage_at(db, key, self.rules, known) or (last + 1, _gone(last, known))
+            tail = max(self.floor + 1, last - WATCH_TAIL + 1)
+            if self.round_at + 1 >= tail:
+                self.round_at = self.floor  # the round is done: from the oldest again
+            ranges = [(tail, last)]
+            if self.round_at + 1 < tail:
+                end = min(tail - 1, self.round_at + WATCH_ROUND)
+                ranges.insert(0, (self.round_at + 1, end))
+                self.round_at = end
+            for first, upto in ranges:
+                for start in range(first, upto + 1, WATCH_CHUNK):
+                    bad = screen_seals(db, key, start, min(upto, start + WATCH_CHUNK - 1))
+                    self.screened += min(upto, start + WATCH_CHUNK - 1) - start + 1
+                    if bad is not None:
+                        problem = damage_at(db, key, self.rules, bad)
+                        if problem is not None:
+                            return problem
+                    time.sleep(0)  # let the engine thread have the interpreter lock
+            return None
+        finally:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+
+
+def _gone(last: int, known: int) -> str:
+    first = last + 1
+    if first == known:
+        return f"record {first} is missing"
+    return f"records {first}..{known} are missing"

@@ -93,6 +93,7 @@ class Service:
         self.ready_after_s: float | None = None
         self.recall = HistoryRecall(config.firebet, config.history_hands)  # the reading lane
         self._watchdog_s = notify.watchdog_interval()
+        self.record_watch: health.RecordWatch | None = None  # screens the records (after ready)
 
     def attach(self, parts: Parts) -> None:
         """The parts the composition root made (before :meth:`start`)."""
@@ -192,6 +193,10 @@ class Service:
             name="journal check",
             daemon=True,
         ).start()
+        self.record_watch = health.RecordWatch(
+            self.journal, self.config.firebet, self.queue.put, self.stopping
+        )
+        threading.Thread(target=self.record_watch.run, name="journal watch", daemon=True).start()
 
     def _request_tags(self) -> list[tuple[int, str]]:
         """The journaled requests a retry may come for; none from a journal that cannot be

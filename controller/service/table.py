@@ -342,9 +342,13 @@ class Table:
         return {"ok": True}
 
     def halt(self, record: int | None, reason: str) -> None:
-        """The background check found damage: halt (a removed file names itself first)."""
+        """The background check found damage: halt (a removed file names itself first),
+        in the words of the start-up check."""
+        if self.journal.halted is not None:
+            return
         if self.journal.watch() is None:
-            self.journal.halt(record, reason, actor="journal check")
+            halted = self.journal.halt(record, reason, actor="journal check")
+            log.error("journal halted: %s", halted.describe())
         self.refresh()
 
     def journal_checked(self, outcome: str, record: int | None, reason: str) -> None:
