@@ -36,6 +36,10 @@ def frame_line(frame: Frame) -> str:
         if frame.dice is not None:
             detail += f"  dice {frame.dice[0]} {frame.dice[1]}"
         rest = ",".join(frame.fields[2:]) if frame.name is not FrameName.ROLL else ""
+        if frame.name is FrameName.HELLO:  # what the reader says it is (status shows it too)
+            rest = f"model {frame.text(2)}  firmware {frame.text(3)}"
+            if len(frame.fields) > 4:
+                rest += f"  protocol {frame.text(4)}"
         if rest:
             detail += f"  {rest}"
         return f"{frame.verdict:<12} {frame.name or '?':<6} {detail}"
