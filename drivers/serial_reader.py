@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 
 OpenPort = Callable[..., Any]
 READ_CHUNK = 4096  # bytes taken from a device port at once
+NAK_PER_S = 4.0  # NAKs sent a second at most (a burst of 4): more are counted, not sent
 
 
 def device_fd(port: Any) -> int | None:
@@ -156,7 +157,10 @@ class SerialDiceReader(DiceReader):
         self._last_good = time.monotonic()
         self.acks_sent = 0
         self.reopens = 0
+        self._ok_seen = False  # an OK frame came since this start
         self._naks: dict[str, int] = dict.fromkeys(NakReason, 0)  # NAKs sent, by reason
+        self.naks_withheld = 0  # frames a NAK would answer beyond NAK_PER_S
+        self._nak_budget, self._nak_at = float(NAK_PER_S), time.monotonic()
         self._last_nak: str | None = None  # the last NAK in words, with the frame it answered
         # (reason, when) of the last NAK logged: once a minute a reason
         self._nak_logged: tuple[str | None, float] = (None, 0.0)
@@ -178,17 +182,27 @@ class SerialDiceReader(DiceReader):
         """Answer ``frame`` with ``nak`` (on the reader thread): counted, and logged at most
         once a minute for each reason; a lost port is only logged."""
         data = nak.frame()
+        now = time.monotonic()
         with self._lock:
+            self._nak_budget = min(NAK_PER_S, self._nak_budget + (now - self._nak_at) * NAK_PER_S)
+            self._nak_at = now
+            if self._nak_budget < 1.0:  # a flood: counted, not answered (the line is the ACKs')
+                self.naks_withheld += 1
+                return
+            self._nak_budget -= 1.0
             self._naks[nak.reason] += 1
             self._last_nak = f"{nak.describe()} for {frame.raw!r}"
             port, fd = self._port, self._fd
             if port is not None:
                 try:
+                    sent = 0
                     if fd is not None:
-                        os.write(fd, data)
-                    else:
-                        port.write(data)
-                        port.flush()
+                        with contextlib.suppress(BlockingIOError):  # the output buffer is full
+                            sent = os.write(fd, data)
+                    if sent < len(data):
+                        port.write(data[sent:])
+                        if fd is None:
+                            port.flush()
                 except Exception as exc:
                     log.warning("NAK not sent on %s: %s", self.port_url, exc)
         reason, when = self._nak_logged
@@ -237,7 +251,7 @@ class SerialDiceReader(DiceReader):
                 counters=dict(self._decoder.counters),
                 port=self.port_url,
                 reason=self._reason,
-                naks=dict(self._naks),
+                naks=dict(self._naks) | {"withheld": self.naks_withheld},
                 last_nak=self._last_nak,
             )
 
@@ -379,6 +393,10 @@ class SerialDiceReader(DiceReader):
             )
             return
         if frame.name is FrameName.OK:
+            if self._fault is None and not self._ok_seen:
+                # the first OK since this start ends a FAULT the journal holds from before it
+                self._emit(ReaderOk(actor=READER, at=at))
+            self._ok_seen = True
             self._clear_fault()
             return
         fault = self._fault

@@ -137,7 +137,7 @@ def reader_identity(reader: dict[str, Any]) -> str:
 def reader_answers(reader: dict[str, Any]) -> str:
     """``; stale copies 2, NAKs 1``: copies not applied and NAKs sent, when any."""
     stale = reader.get("copies", {}).get("stale", 0)
-    naks = sum(reader.get("naks", {}).values())
+    naks = sum(n for reason, n in reader.get("naks", {}).items() if reason != "withheld")
     words = [f"stale copies {stale:,}"] if stale else []
     if naks:
         words.append(f"NAKs {naks:,}")

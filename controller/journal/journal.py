@@ -110,6 +110,7 @@ class Journal:
         self.durable = durable
         self._db: sqlite3.Connection | None = None
         self._key = b""
+        self.clears = 0  # clear-halts journaled through this object (the watch's cue)
         self._lock_fd: int | None = None
         self._head: F.HeadWriter | None = None
         self._checkpointer: store.Checkpointer | None = None
@@ -395,6 +396,7 @@ class Journal:
             resume = TableState.from_dict(body["resume_state"])
             written = self._write(RecordKind.CLEAR_HALT, actor, body, resume, True)
             self._halted = None
+            self.clears += 1
             self.marker.unlink(missing_ok=True)
             F.fsync_dir(self.path.parent)
             self._start_writer()

@@ -88,6 +88,7 @@ class RecordWatch:
         self.post = post
         self.stopping = stopping
         self.floor: int | None = None  # the newest clear-halt (None: not read yet)
+        self.clears = journal.clears  # the journal's clear-halts when the floor was read
         self.round_at = 0  # the last record the round screened
         self.screened = 0  # records screened since start (for the tests)
 
@@ -97,8 +98,9 @@ class RecordWatch:
         try:
             while not self.stopping.wait(WATCH_S):
                 if self.journal.halted is not None:
-                    self.floor = None  # a clear-halt comes next: read the floor again
                     continue
+                if self.journal.clears != self.clears:  # a clear-halt: the floor moved
+                    self.clears, self.floor = self.journal.clears, None
                 try:
                     if db is None:
                         db, key = self.journal.checker_view()
@@ -111,7 +113,6 @@ class RecordWatch:
                     continue
                 if problem is not None:
                     self.post(Halt(*problem))
-                    self.floor = None
         finally:
             if db is not None:
                 db.close()

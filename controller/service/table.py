@@ -136,11 +136,14 @@ class Table:
 
     @property
     def reader_fault_code(self) -> str | None:
-        """The reader fault in force: the driver's, or a journaled SEQ_CONFLICT (until HELLO)."""
+        """The reader fault in force: the driver's, a journaled SEQ_CONFLICT (until HELLO),
+        or the reader's own FAULT journaled before this start (until its OK or HELLO)."""
         if self.reader_fault is not None:
             return self.reader_fault
         if self.state.reader_conflict is not None:
             return SEQ_CONFLICT
+        if self.state.reader_faulted:  # journaled before a restart, until its OK or HELLO
+            return ReaderFaultCode.FAULT
         return None
 
     # start-up -----------------------------------------------------------------------------

@@ -190,6 +190,18 @@ class ReaderContract:
         assert "HELLO,4,DR-7,,2" in (reader.status().last_nak or "")
         assert not [c for c in posted.drain() if isinstance(c, ReaderHello)]
 
+    def test_a_flood_of_wrong_frames_is_counted_not_all_answered(
+        self, sim: SimulatedReader, reader: SerialDiceReader, posted: Posted
+    ) -> None:
+        sim.send_raw(encode("ROLL,9,7,1") * 100)  # 100 sealed frames with a die 7
+        wait_for(
+            lambda: reader.status().naks["BAD_VALUE"] + reader.status().naks["withheld"] == 100,
+            what="every frame judged",
+        )
+        naks = reader.status().naks
+        assert naks["withheld"] > 0 and naks["BAD_VALUE"] >= 1  # at most 4 a second answered
+        wait_for(lambda: len(sim.naks) == naks["BAD_VALUE"], what="the NAKs sent to arrive")
+
     def test_noroll_and_bad_frames_post_nothing(
         self, sim: SimulatedReader, reader: SerialDiceReader, posted: Posted
     ) -> None:

@@ -6,10 +6,11 @@ HELLO's model and firmware are journaled and shown."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from drivers.codec import encode
 from tests.integration.test_reader_rolls_service import events_of, records
-from tests.support import RunningTable, wait_for
+from tests.support import RunningTable, table_running, wait_for
 
 
 def hello(t: RunningTable) -> None:
@@ -86,3 +87,18 @@ def test_hello_model_and_firmware_are_journaled_and_shown(running_table: Running
     said = [r for r in records(t) if r.get("command") == "reader_hello"]
     assert said and (said[-1]["model"], said[-1]["firmware"]) == ("DR-7", "2.1.0")
     assert json.dumps(reader)  # JSON-ready
+
+
+def test_the_readers_own_fault_holds_its_rolls_across_a_restart(tmp_path: Path) -> None:
+    state, sock = tmp_path / "state", tmp_path / "control.sock"
+    with table_running(state, sock) as t:
+        t.device.fault("CAMERA")
+        wait_for(lambda: t.status()["reader"]["fault"] == "CAMERA", what="the reader's FAULT")
+    with table_running(state, sock) as t:  # the reader is still in fault: it says no more
+        assert t.status()["mode"] == "reader_fault"
+        seq = t.throw(6, 5)
+        assert [h["seq"] for h in t.status()["held_rolls"]] == [seq]
+        t.device.clear_fault()  # its OK, the first since this start, ends the fault
+        wait_for(lambda: t.status()["mode"] == "running", what="the OK")
+        assert t.ask("held-apply", number=1)["ok"]
+        assert t.status()["rolls"] == 1
