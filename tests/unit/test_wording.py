@@ -107,3 +107,16 @@ def test_a_halted_table_never_shows_betting_open() -> None:
         {"mode": "halted", "halted": "record 13 does not match its seal", "betting_open": True}
     )
     assert "betting open" not in text and "betting closed: the table is halted" in text
+
+
+def test_status_names_the_readers_model_firmware_stale_copies_and_naks() -> None:
+    reader = {
+        "port": "/dev/ttyUSB0", "connected": True, "fault": None, "counters": {"ok": 9},
+        "model": "DR-7", "firmware": "2.1.0", "copies": {"repeated": 3, "stale": 2},
+        "naks": {"BAD_HELLO": 1, "PROTOCOL": 0, "withheld": 5},
+    }  # fmt: skip
+    table = " ".join(screen({"reader": reader}).replace("│", " ").split())  # lines joined
+    assert "reader /dev/ttyUSB0 (DR-7, firmware 2.1.0): connected" in table
+    assert "stale copies 2, NAKs 1" in table
+    plain = screen({"reader": {"port": "p", "connected": True, "counters": {}}})
+    assert "reader p: connected" in plain and "NAK" not in plain
