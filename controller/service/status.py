@@ -101,7 +101,7 @@ def status_report(
             {"hand": s.alert_hand, "by": s.confirmed_by} if s.confirmed_by is not None else None
         ),
         "held_rolls": [h.to_dict() for h in s.held],
-        "holding_reader_rolls": s.hold_reader,
+        "holding_reader_rolls": s.hold_reader or s.reader_faulted,
         "markers": marker_report(p.view, p.outputs),
         "reader": reader,
         "meters": s.meters.to_dict(s.rolls),
