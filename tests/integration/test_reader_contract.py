@@ -6,6 +6,7 @@ HELLO's model and firmware are journaled and shown."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 from drivers.codec import encode
@@ -102,3 +103,28 @@ def test_the_readers_own_fault_holds_its_rolls_across_a_restart(tmp_path: Path) 
         wait_for(lambda: t.status()["mode"] == "running", what="the OK")
         assert t.ask("held-apply", number=1)["ok"]
         assert t.status()["rolls"] == 1
+
+
+def test_rolls_across_the_wrap_with_late_copies_are_applied_once(
+    running_table: RunningTable,
+) -> None:
+    t = running_table
+    hello(t)
+    rng = random.Random(23)
+    throws = [((65530 + 3 * i) % 65536, rng.randint(1, 6), rng.randint(1, 6)) for i in range(8)]
+    late = 0
+    for i, (seq, d1, d2) in enumerate(throws):
+        t.device.roll_frame(seq, d1, d2)
+        assert t.device.wait_acked(seq, timeout=30)
+        for _ in range(rng.randint(0, 2)):  # a bridge delivers an earlier copy late
+            old, o1, o2 = throws[rng.randint(0, i)]
+            before = t.device.acked.count(old)
+            t.device.roll_frame(old, o1, o2)
+            wait_for(lambda o=old, b=before: t.device.acked.count(o) > b, what="the copy's ACK")
+            late += 1
+    s = t.status()
+    assert s["rolls"] == len(throws) and s["mode"] == "running"
+    copies = s["reader"]["copies"]
+    assert copies["stale"] + copies["repeated"] == late
+    applied = [(e["seq"], e["d1"], e["d2"]) for _, e in events_of(t, "roll")]
+    assert applied == throws
