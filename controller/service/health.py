@@ -91,6 +91,7 @@ class RecordWatch:
         self.clears = journal.clears  # the journal's clear-halts when the floor was read
         self.round_at = 0  # the last record the round screened
         self.screened = 0  # records screened since start (for the tests)
+        self.trouble = ""  # why the journal could not be read, last time it could not
 
     def run(self) -> None:
         """The thread: screen, wait, again, until the service stops."""
@@ -106,7 +107,9 @@ class RecordWatch:
                         db, key = self.journal.checker_view()
                     problem = self.tick(db, key)
                 except (sqlite3.Error, JournalIntegrityError) as exc:
-                    log.warning("the journal watch could not read the journal: %s", exc)
+                    if str(exc) != self.trouble:  # once a cause, not every 2 s
+                        log.warning("the journal watch could not read the journal: %s", exc)
+                    self.trouble = str(exc)
                     if db is not None:
                         db.close()
                     db = None
