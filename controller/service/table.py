@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -43,7 +44,9 @@ from controller.core.errors import FirebetError, TableHalted
 from controller.core.events import DuplicateRoll, RollAccepted, RollHeld
 from controller.core.lamps import Mode, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
+from controller.core.rolls import recalled
 from controller.core.state import TableState
+from controller.core.table import READER_WINDOW
 from controller.journal import (
     Journal,
     JournalHalted,
@@ -110,6 +113,7 @@ class Table:
         # the reader's copies ACKed and not applied since this start: of the last roll
         # (``repeated``) and of an older one (``stale``): status --json reader.copies
         self.copies: dict[str, int] = {"repeated": 0, "stale": 0}
+        self._far_logged = -60.0  # when a ROLL far behind was last logged (monotonic)
 
     # what the table is now ----------------------------------------------------------------
     @property
@@ -253,6 +257,8 @@ class Table:
             if isinstance(e, DuplicateRoll):
                 self.copies["stale" if e.stale else "repeated"] += 1
                 recorded = True
+                if e.stale and recalled(self.state, e.seq) is None:
+                    self._far_behind(e.seq)
             elif isinstance(e, RollAccepted | RollHeld):
                 recorded = True
         if isinstance(command, Roll) and command.seq is not None and recorded and self.reader:
@@ -261,6 +267,23 @@ class Table:
         log_reader_events(log, outcome.events)  # after the ACK: the reader never waits
         log_game_events(log, outcome.events)
         return outcome
+
+    def _far_behind(self, seq: int) -> None:
+        """A ROLL behind the last applied one and older than the rolls remembered: a very
+        late copy, or a reader whose numbering ran on past half the ring without a HELLO
+        (docs/reader-protocol.md, "Sequencing"): said loudly, once a minute at most."""
+        now = time.monotonic()
+        if now - self._far_logged < 60.0:
+            return
+        self._far_logged = now
+        log.warning(
+            "reader ROLL seq %d is behind the last roll applied (seq %s) and older than the "
+            "last %d remembered: taken as a stale copy, ACKed, not applied; if the reader "
+            "ran on without a HELLO while the service was stopped, restart the reader",
+            seq,
+            self.state.reader_seq,
+            READER_WINDOW,
+        )
 
     def record(self, command: Command) -> Outcome:
         """Decide and journal ``command`` durably; raises when it cannot be recorded. A

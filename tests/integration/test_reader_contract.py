@@ -6,8 +6,11 @@ HELLO's model and firmware are journaled and shown."""
 from __future__ import annotations
 
 import json
+import logging
 import random
 from pathlib import Path
+
+import pytest
 
 from drivers.codec import encode
 from tests.integration.test_reader_rolls_service import events_of, records
@@ -128,3 +131,20 @@ def test_rolls_across_the_wrap_with_late_copies_are_applied_once(
     assert copies["stale"] + copies["repeated"] == late
     applied = [(e["seq"], e["d1"], e["d2"]) for _, e in events_of(t, "roll")]
     assert applied == throws
+
+
+def test_a_roll_far_behind_is_not_applied_and_said_loudly(
+    running_table: RunningTable, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="firebet.service")
+    t = running_table
+    hello(t)
+    seq = t.throw(2, 2)
+    far = (seq - 20_000) % 65536  # a numbering that ran on past half the ring, or a relic
+    t.device.roll_frame(far, 3, 4)
+    assert t.device.wait_acked(far, timeout=30)
+    assert t.status()["rolls"] == 1 and t.status()["reader"]["copies"]["stale"] == 1
+    wait_for(
+        lambda: any("restart the reader" in r.getMessage() for r in caplog.records),
+        what="the warning",
+    )
