@@ -5,14 +5,17 @@ HELLO's model and firmware are journaled and shown."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import random
 from pathlib import Path
 
 import pytest
+import serial
 
-from drivers.codec import encode
+from controller.cli.diag.reader import monitor_reader
+from drivers.codec import encode, encode_hello
 from tests.integration.test_reader_rolls_service import events_of, records
 from tests.support import RunningTable, table_running, wait_for
 
@@ -148,3 +151,17 @@ def test_a_roll_far_behind_is_not_applied_and_said_loudly(
         lambda: any("restart the reader" in r.getMessage() for r in caplog.records),
         what="the warning",
     )
+
+
+def test_diag_reader_names_a_wrong_hello_and_its_nak() -> None:
+    port = serial.serial_for_url("loop://", timeout=0.1)
+    try:
+        port.write(encode_hello(0, "DR-1", "0.9", protocol=1) + encode_hello(0, "DR-7", "2.1"))
+        out = io.StringIO()
+        counters, error = monitor_reader(port, out, count=2)
+    finally:
+        port.close()
+    wrong, good = out.getvalue().splitlines()
+    assert error is None and counters["bad_checksum"] == 1 and counters["ok"] == 1
+    assert "HELLO" in wrong and "the service answers NAK,0,PROTOCOL" in wrong
+    assert "model DR-7  firmware 2.1  protocol 2" in good and "NAK" not in good
