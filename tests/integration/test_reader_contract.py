@@ -5,6 +5,7 @@ HELLO's model and firmware are journaled and shown."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import logging
@@ -15,9 +16,10 @@ import pytest
 import serial
 
 from controller.cli.diag.reader import monitor_reader
+from controller.cli.doctor import Doctor
 from drivers.codec import encode, encode_hello
 from tests.integration.test_reader_rolls_service import events_of, records
-from tests.support import RunningTable, table_running, wait_for
+from tests.support import RunningTable, table_config, table_running, wait_for
 
 
 def hello(t: RunningTable) -> None:
@@ -165,3 +167,14 @@ def test_diag_reader_names_a_wrong_hello_and_its_nak() -> None:
     assert error is None and counters["bad_checksum"] == 1 and counters["ok"] == 1
     assert "HELLO" in wrong and "the service answers NAK,0,PROTOCOL" in wrong
     assert "model DR-7  firmware 2.1  protocol 2" in good and "NAK" not in good
+
+
+def test_doctor_names_the_reader_that_said_hello(running_table: RunningTable) -> None:
+    t = running_table
+    t.device.model, t.device.firmware = "DR-7", "2.1.0"
+    hello(t)
+    check = Doctor(argparse.Namespace(serial=None))
+    check.config, check.service = table_config(), t.status()
+    check.check_serial()
+    (serial_check,) = check.checks
+    assert serial_check.ok and "(DR-7, firmware 2.1.0): the service reads it" in serial_check.detail
