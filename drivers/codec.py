@@ -85,7 +85,7 @@ class NakReason(StrEnum):
 
 
 NAK_WORDS: dict[NakReason, str] = {
-    NakReason.PROTOCOL: "a HELLO of another protocol than [reader] protocol",
+    NakReason.PROTOCOL: "a frame or HELLO of another protocol than [reader] protocol",
     NakReason.BAD_HELLO: "a HELLO of the wrong shape (fields, an empty model or firmware, "
     "a seq outside 0..65535)",
     NakReason.BAD_FRAME: "a frame with a good checksum but the wrong fields",
@@ -263,7 +263,7 @@ def sealed(raw: bytes, protocol: int) -> bool:
 def nak_for(frame: Frame, protocol: int = DEFAULT_PROTOCOL) -> Nak | None:
     """The NAK that answers ``frame`` under ``protocol``, or None (``docs/reader-protocol.md``).
 
-    Answered: a HELLO framed in the other protocol or claiming another protocol
+    Answered: a frame framed in the other protocol, or a HELLO claiming another protocol
     (``PROTOCOL``), a sealed HELLO of the wrong shape (``BAD_HELLO``), and a sealed frame
     of a known name with the wrong fields or a value out of range (``BAD_FRAME``,
     ``BAD_VALUE``). Never a good frame (a ROLL it can take is ACKed, or left un-ACKed),
@@ -276,8 +276,8 @@ def nak_for(frame: Frame, protocol: int = DEFAULT_PROTOCOL) -> Nak | None:
     seq = said if said is not None and said <= MAX_SEQ else 0
     if frame.verdict is Verdict.BAD_CHECKSUM:
         other = 1 if protocol == 2 else 2
-        if frame.name is FrameName.HELLO and sealed(frame.raw, other):
-            return Nak(seq, NakReason.PROTOCOL, other)
+        if sealed(frame.raw, other):  # a reader of the other protocol (never line noise:
+            return Nak(seq, NakReason.PROTOCOL, other)  # the other's CK has other digits)
         return None
     if frame.verdict not in (Verdict.BAD_FRAME, Verdict.BAD_VALUE) or not sealed(
         frame.raw, protocol

@@ -33,6 +33,10 @@ def test_a_hello_of_the_other_protocol_is_answered_in_its_own() -> None:
     # the NAK is a frame the reader of that protocol reads
     back = parse_line(Nak(0, NakReason.PROTOCOL, 1).frame(), 1)
     assert back.ok and back.fields == ("NAK", "0", "PROTOCOL")
+    # any frame of the other protocol: the reader is told, whatever it sends
+    assert nak_for(frame_of(encode_roll(7, 3, 4, protocol=1), 2), 2) == Nak(
+        7, NakReason.PROTOCOL, 1
+    )
     # a HELLO that claims another protocol than it is framed in
     assert nak_for(frame_of(encode("HELLO,0,DR-7,2.1,1")), 2) == Nak(0, NakReason.PROTOCOL, 2)
 
