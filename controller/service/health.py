@@ -33,9 +33,9 @@ log = logging.getLogger("firebet.service")
 MIN_FREE_BYTES = 16 * 1024 * 1024  # below this the self-check warns: rolls may soon be refused
 
 WATCH_S = 2.0  # how often the running table's records are screened (docs/journal.md)
-WATCH_TAIL = 1000  # the newest records screened every time (at least what recovery reads)
-WATCH_ROUND = 1000  # older records screened every time, in rounds from the oldest
-WATCH_CHUNK = 128  # records screened between two yields of the interpreter lock
+WATCH_TAIL = 256  # the newest records screened every time
+WATCH_ROUND = 256  # older records screened every time, in rounds from the oldest
+WATCH_CHUNK = 64  # records screened between two yields of the interpreter lock
 
 
 def check_whole_journal(
@@ -126,8 +126,9 @@ class RecordWatch:
         db.execute("BEGIN")
         try:
             if self.floor is None:
-                (floor,) = db.execute(
-                    "SELECT coalesce(max(record), 0) FROM records WHERE kind = 'clear_halt'"
+                (floor,) = db.execute(  # (the kind IN ... lets SQLite use records_halts)
+                    "SELECT coalesce(max(record), 0) FROM records "
+                    "WHERE kind IN ('halt', 'clear_halt') AND kind = 'clear_halt'"
                 ).fetchone()
                 self.floor = self.round_at = int(floor)
             (last,) = db.execute("SELECT coalesce(max(record), 0) FROM records").fetchone()
