@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from controller.core.config import FireBetRules
 from controller.core.errors import JournalIntegrityError
 from controller.journal import Journal
-from controller.journal.walk import damage_at, screen_seals
+from controller.journal.walk import Problem, damage_at, screen_seals
 from controller.service.jobs import Checked, Halt
 from controller.service.recall import verify_apart
 
@@ -64,7 +64,7 @@ def self_check(table: Table, state_dir: Path) -> None:
 
 
 class RecordWatch:
-    """While the table runs (a thread of its own): every :data:`WATCH_S` seconds, screen
+    """While the table runs (a thread of its own): in every :data:`WATCH_S` seconds, screen
     the seals of the newest :data:`WATCH_TAIL` records and of the next
     :data:`WATCH_ROUND` older ones (a round over the whole journal, after its newest
     clear-halt), on a read-only connection of its own; a record changed, missing or
@@ -72,8 +72,9 @@ class RecordWatch:
 
     It only reads and posts: the halt goes to the engine thread as a
     :class:`~controller.service.jobs.Halt` on the one queue, so nothing slow ever runs on
-    the engine thread, and it yields the interpreter lock every :data:`WATCH_CHUNK`
-    records so a roll never waits behind it. Nothing is screened while the table is halted.
+    the engine thread, and its work comes in chunks of :data:`WATCH_CHUNK` records spread
+    over the interval, so a roll never waits behind a burst of it. Nothing is screened
+    while the table is halted.
     """
 
     def __init__(
@@ -94,18 +95,19 @@ class RecordWatch:
         self.trouble = ""  # why the journal could not be read, last time it could not
 
     def run(self) -> None:
-        """The thread: screen, wait, again, until the service stops."""
+        """The thread: screen (spread over :data:`WATCH_S`), again, until the service stops."""
         db: sqlite3.Connection | None = None
         try:
-            while not self.stopping.wait(WATCH_S):
+            while not self.stopping.is_set():
                 if self.journal.halted is not None:
+                    self.stopping.wait(WATCH_S)
                     continue
                 if self.journal.clears != self.clears:  # a clear-halt: the floor moved
                     self.clears, self.floor = self.journal.clears, None
                 try:
                     if db is None:
                         db, key = self.journal.checker_view()
-                    problem = self.tick(db, key)
+                    problem = self.tick(db, key, spread_s=WATCH_S)
                 except (sqlite3.Error, JournalIntegrityError) as exc:
                     if str(exc) != self.trouble:  # once a cause, not every 2 s
                         log.warning("the journal watch could not read the journal: %s", exc)
@@ -113,15 +115,17 @@ class RecordWatch:
                     if db is not None:
                         db.close()
                     db = None
+                    self.stopping.wait(WATCH_S)
                     continue
                 if problem is not None:
                     self.post(Halt(*problem))
+                    self.stopping.wait(WATCH_S)  # the engine thread halts meanwhile
         finally:
             if db is not None:
                 db.close()
 
-    def tick(self, db: sqlite3.Connection, key: bytes) -> tuple[int | None, str] | None:
-        """One screening on ``db`` (one consistent view): the damage found, or None."""
+    def _plan(self, db: sqlite3.Connection, key: bytes) -> tuple[list[range], Problem | None]:
+        """What to screen this time (chunks of records) or the newest records gone."""
         known = self.journal.last_record  # before the view: the view may only be newer
         db.execute("BEGIN")
         try:
@@ -133,28 +137,53 @@ class RecordWatch:
                 self.floor = self.round_at = int(floor)
             (last,) = db.execute("SELECT coalesce(max(record), 0) FROM records").fetchone()
             if last < known:  # newest records deleted under the table
-                return damage_at(db, key, self.rules, known) or (last + 1, _gone(last, known))
-            tail = max(self.floor + 1, last - WATCH_TAIL + 1)
-            if self.round_at + 1 >= tail:
-                self.round_at = self.floor  # the round is done: from the oldest again
-            ranges = [(tail, last)]
-            if self.round_at + 1 < tail:
-                end = min(tail - 1, self.round_at + WATCH_ROUND)
-                ranges.insert(0, (self.round_at + 1, end))
-                self.round_at = end
-            for first, upto in ranges:
-                for start in range(first, upto + 1, WATCH_CHUNK):
-                    bad = screen_seals(db, key, start, min(upto, start + WATCH_CHUNK - 1))
-                    self.screened += min(upto, start + WATCH_CHUNK - 1) - start + 1
-                    if bad is not None:
-                        problem = damage_at(db, key, self.rules, bad)
-                        if problem is not None:
-                            return problem
-                    time.sleep(0)  # let the engine thread have the interpreter lock
-            return None
+                gone = damage_at(db, key, self.rules, known) or (last + 1, _gone(last, known))
+                return [], gone
         finally:
             if db.in_transaction:
                 db.execute("ROLLBACK")
+        tail = max(self.floor + 1, last - WATCH_TAIL + 1)
+        if self.round_at + 1 >= tail:
+            self.round_at = self.floor  # the round is done: from the oldest again
+        ranges = [(tail, last)]
+        if self.round_at + 1 < tail:
+            end = min(tail - 1, self.round_at + WATCH_ROUND)
+            ranges.insert(0, (self.round_at + 1, end))
+            self.round_at = end
+        chunks = [
+            range(start, min(upto, start + WATCH_CHUNK - 1) + 1)
+            for first, upto in ranges
+            for start in range(first, upto + 1, WATCH_CHUNK)
+        ]
+        return chunks, None
+
+    def tick(self, db: sqlite3.Connection, key: bytes, spread_s: float = 0.0) -> Problem | None:
+        """One screening on ``db``: the damage found, or None. Each chunk of
+        :data:`WATCH_CHUNK` records is screened on a view of its own, the chunks spread over
+        ``spread_s`` seconds (so no burst of work ever stands in a roll's way)."""
+        chunks, gone = self._plan(db, key)
+        if gone is not None:
+            return gone
+        gap = spread_s / len(chunks) if chunks else spread_s
+        if not chunks and gap:
+            self.stopping.wait(gap)
+        for chunk in chunks:
+            db.execute("BEGIN")
+            try:
+                bad = screen_seals(db, key, chunk.start, chunk.stop - 1)
+                self.screened += len(chunk)
+                problem = damage_at(db, key, self.rules, bad) if bad is not None else None
+            finally:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+            if problem is not None:
+                return problem
+            if gap:
+                if self.stopping.wait(gap):
+                    return None
+            else:
+                time.sleep(0)  # let the engine thread have the interpreter lock
+        return None
 
 
 def _gone(last: int, known: int) -> str:
