@@ -121,9 +121,8 @@ class Console:
 
     def __init__(self, service: FloorService) -> None:
         self.service = service
-        settings = getattr(service, "settings", None)
-        self.positions: dict[str, tuple[int, int]] = getattr(settings, "positions", {}) or {}
-        self.env = _env(floor_zone(getattr(settings, "time_zone", "") or ""))
+        self.positions = service.settings.positions
+        self.env = _env(floor_zone(service.settings.time_zone))
         self._subscribers: set[Subscriber] = set()
         self._lock = threading.Lock()
         self._mapped: frozenset[str] = frozenset()

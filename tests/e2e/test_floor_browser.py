@@ -185,6 +185,8 @@ def test_thirty_tables_fit_a_wall_screen_with_the_alerts_in_sight(
         assert [a["table"] for a in api[:1]] == ["CR-05"]  # the flood did not push it off
         (flood_entry,) = [a for a in api if a["table"] == "CR-30"]
         assert flood_entry["flood"]["count"] == 130
+        for asked in ("9", "0", "x" * 20):  # a page past the end, or no page: the last, the first
+            assert 'data-page="1"' in floor.page(f"/alerts?page={asked}")
     finally:
         floor.stop()
 
