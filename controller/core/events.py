@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from controller.core.errors import Refusal
+
 
 class RollOutcome(StrEnum):
     """What the hand machine did: what an accepted roll did to the hand, or a surrender
@@ -47,11 +49,13 @@ class Event:
 
 @dataclass(frozen=True)
 class Refused(Event):
-    """A command was not applied; ``reason`` says why in a dealer's words."""
+    """A command was not applied; ``reason`` says why in a dealer's words, ``code`` as a
+    stable :class:`~controller.core.errors.Refusal` code."""
 
     name: ClassVar[str] = "refused"
     command: str
     reason: str
+    code: str = Refusal.FAILED
 
 
 @dataclass(frozen=True)

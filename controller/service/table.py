@@ -39,7 +39,7 @@ from controller.core.commands import (
 )
 from controller.core.config import Config, rules_settings
 from controller.core.engine import Outcome
-from controller.core.errors import FirebetError, TableHalted
+from controller.core.errors import FirebetError, Refusal, TableHalted
 from controller.core.events import DuplicateRoll, RollAccepted, RollHeld
 from controller.core.lamps import Mode, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
@@ -293,9 +293,15 @@ class Table:
                 "ok": False,
                 "error": f"{self.program_problem}: clear-halt cannot lift this; "
                 "reinstall firebet (systemd/install.sh) and restart the service",
+                "code": Refusal.HALTED,
+                "exit": 4,
             }
         if halted is None:
-            return {"ok": False, "error": "the table is not halted: nothing to clear"}
+            return {
+                "ok": False,
+                "error": "the table is not halted: nothing to clear",
+                "code": Refusal.NOT_HALTED,
+            }
         if check_only:
             return {"ok": True}
         done = clear_halt(self.journal, self.config.firebet, actor, note=note)
@@ -326,7 +332,11 @@ class Table:
     def switch_diagnostics(self, on: bool, actor: str) -> dict[str, Any]:
         """Diagnostics mode on or off (journaled with who)."""
         if on == self.diagnostics:
-            return {"ok": False, "error": f"diagnostics mode is already {'on' if on else 'off'}"}
+            return {
+                "ok": False,
+                "error": f"diagnostics mode is already {'on' if on else 'off'}",
+                "code": Refusal.DIAGNOSTICS,
+            }
         self.journal.append_system(
             RecordKind.MODE, actor=actor, state=self.state, payload={"diagnostics": on}
         )
