@@ -248,7 +248,10 @@ class BetCancelled(Event):
 
 @dataclass(frozen=True)
 class RollVoided(Event):
-    """The last roll was voided; the state is as before it (settlement reversed too)."""
+    """The last roll was voided; the state is as before it (settlement reversed too).
+
+    ``d1``, ``d2``: the roll it undid; ``record``: that roll's journal record, filled in
+    by whoever knows the records (the floor link); None from the engine alone."""
 
     name: ClassVar[str] = "void"
     d1: int
@@ -256,6 +259,7 @@ class RollVoided(Event):
     reversed_settlement: Settlement | None = None
     actor: str = "dealer"
     at: str = ""
+    record: int | None = None
 
 
 @dataclass(frozen=True)

@@ -144,7 +144,7 @@ def test_a_gap_is_filled_by_a_resend(
         row(page, "CR-07").locator(f".records:text-is('{len(records)}')").wait_for()
         assert row(page, "CR-07").locator(".b-gap").count() == 0
         assert page.evaluate("window.sameDocument") is True
-        assert sum(c == {"op": "resend", "from": 3} for c in table.commands) >= 2
+        assert sum(c == {"op": "resend", "from": 3, "v": 1} for c in table.commands) >= 2
     finally:
         table.close()
         journal.close()
