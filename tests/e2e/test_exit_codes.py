@@ -129,3 +129,22 @@ def test_no_journal_is_a_failure_for_each_reader_of_it(tmp_path: Path) -> None:
         assert "there is no journal at" in proc.stderr and proc.stdout == ""
     verify = run_firebet("journal", "verify", "--json", *where)
     assert verify.returncode == 1 and _json(verify)["code"] == "failed"
+
+
+def test_a_request_id_is_answered_once_across_a_restart(tmp_path: Path) -> None:
+    """A script whose reply was lost sends the same action with the same id again after
+    the service restarted: it is answered with what was decided, not done again."""
+    state = tmp_path / "bench"
+    ask = ("bet", "4", "5", "--json", "--request-id", "shift-7/bet-1")
+    with bench(state) as where:
+        first = run_firebet(*ask, *where)
+        assert first.returncode == 0, first.stderr
+    with bench(state) as where:
+        again = run_firebet(*ask, *where)
+        assert again.returncode == 0, again.stderr
+        body = _json(again)
+        assert "before the service restarted; not done again" in str(body["repeated"])
+        status = json.loads(run_firebet("status", "--json", *where).stdout)
+        assert status["bets"] == {"4": 5}
+        other = run_firebet("bet", "4", "10", "--json", "--request-id", "shift-7/bet-1", *where)
+        assert other.returncode == 1 and _json(other)["code"] == "request_id_reused"
