@@ -174,6 +174,10 @@ def test_a_message_of_a_version_the_floor_does_not_know_is_counted_with_the_reas
     assert live.last_bad == "event: an event of version 2: this end reads version 1 " + (
         "(docs/floor.md, Versions)"
     )
+    from controller.floor.summary import table_summary
+
+    shown = table_summary(floor.ingest.store, live)
+    assert shown["bad"] == 1 and "of version 2" in str(shown["last_bad"])  # /api/tables
     floor.ingest.handle([Message("firebet/T1/event", event_bytes(records[0]))])
     assert len(floor.stored()) == 1  # the version it knows: taken
 
