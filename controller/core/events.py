@@ -251,7 +251,7 @@ class RollVoided(Event):
     """The last roll was voided; the state is as before it (settlement reversed too).
 
     ``d1``, ``d2``: the roll it undid; ``record``: that roll's journal record, filled in
-    by whoever knows the records (the floor link); None from the engine alone."""
+    by whoever knows the records (the service, the floor link); None from the engine alone."""
 
     name: ClassVar[str] = "void"
     d1: int

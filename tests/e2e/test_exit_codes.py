@@ -96,6 +96,15 @@ def test_a_running_table_answers_each_case_with_its_code(tmp_path: Path) -> None
         assert status["bets"] == {"3": 5}  # not $10: the retry was not done again
         other = run_firebet("bet", "3", "10", "--json", "--request-id", "shift-7", *where)
         assert other.returncode == 1 and _json(other)["code"] == "request_id_reused"
+        # a void names the record of the roll it undid
+        assert run_firebet("sim-reader", "throw", "2", "2", *where).returncode == 0
+        export = run_firebet("export", "--format", "jsonl", *where).stdout.splitlines()
+        (thrown,) = [r for r in map(json.loads, export) if r["payload"].get("d1") == 2]
+        undone = run_firebet("void", "--json", *where)
+        assert undone.returncode == 0, undone.stderr
+        (event,) = _json(undone)["events"]  # type: ignore[misc]
+        assert event["event"] == "void" and (event["d1"], event["d2"]) == (2, 2)
+        assert event["record"] == thrown["record"]
     # no service: 3, with the code under --json
     gone = run_firebet("void", "--json", *where)
     assert gone.returncode == 3 and _json(gone)["code"] == "no_service"
