@@ -75,4 +75,5 @@ def table_summary(store: FloorStore, live: TableLive) -> dict[str, Any]:
         "rules_record": live.audit.rules_record,
         "program": live.row.program,
         "bad": live.bad,
+        "last_bad": live.last_bad or None,  # why the last bad message was not taken
     }

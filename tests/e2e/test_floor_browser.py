@@ -375,7 +375,7 @@ def test_a_gap_is_filled_by_a_resend(
         tile(page, "CR-07").locator(".words:has-text('no alert')").wait_for()
         assert tile(page, "CR-07").get_attribute("data-record") == str(len(records))
         assert page.evaluate("window.sameDocument") is True
-        assert sum(c == {"op": "resend", "from": 3} for c in table.commands) >= 2
+        assert sum(c == {"op": "resend", "from": 3, "v": 1} for c in table.commands) >= 2
     finally:
         table.close()
         journal.close()

@@ -35,7 +35,7 @@ def test_records_arrive_once_gaps_close_and_a_restart_loses_nothing(
         table.online(record=0)
         table.publish(records[:6], skip=[3, 4])
         wait_for(lambda: (floor.table("CR-07") or {}).get("record") == 6, what="the resend")
-        assert any(c == {"op": "resend", "from": 3} for c in table.commands)
+        assert any(c == {"op": "resend", "from": 3, "v": 1} for c in table.commands)
         assert floor.stop() == 0
         table.publish(records[6:])  # while the floor is down: the broker keeps them
         floor = FloorProcess(tmp_path / "floor", mosquitto)
