@@ -26,6 +26,12 @@ sim: $(STAMP)
 floor-demo: $(STAMP)
 	$(BIN)/python bench/floor_demo.py
 
+# the console's pictures in docs/floor.md, made by its browser tests (headless Chromium)
+.PHONY: screenshots
+screenshots: $(STAMP)
+	FIREBET_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q -p no:logging \
+		tests/e2e/test_floor_browser.py -k "thirty_tables or table_s_page"
+
 # first the packages the suite needs (mosquitto, chromium, tmux): on a fresh box this installs
 # them (as root or through sudo) or stops at once with the command to run
 test: setup-test $(STAMP) lint typecheck

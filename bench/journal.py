@@ -67,16 +67,16 @@ for i in range(int(sys.argv[3])):
 checkpoints = journal.checkpoints
 journal.close()
 from controller.journal.parallel import workers
-verify = {}
+seconds = {}
 for processes in (1, workers()):
     t = time.perf_counter()
     with Journal(sys.argv[1], read_only=True) as reader:
         recover(reader, rules)
         report = verify(reader, rules, processes=processes)
-    verify[processes] = time.perf_counter() - t
+    seconds[processes] = time.perf_counter() - t
     assert report.ok, report.problems[:3]
 print(json.dumps({"ready": ready, "lat": lat, "head": head, "checkpoints": checkpoints,
-                  "verify1": verify[1], "verify": verify[workers()], "cores": workers(),
+                  "verify1": seconds[1], "verify": seconds[workers()], "cores": workers(),
                   "records": report.records}))
 """
 

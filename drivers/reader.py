@@ -17,7 +17,9 @@ A driver MUST:
     ``Roll(d1, d2, source="reader", seq=seq, actor="reader")``: the engine
     recognises a repeated seq and the controller ACKs each copy, so a driver
     never drops a copy silently;
-  - HELLO as ``ReaderHello(seq=seq)``;
+  - HELLO as ``ReaderHello(seq=seq, model=..., firmware=...)``; the seq of the first
+    good frame after the port opened (unless a HELLO) as ``ReaderSync(seq=seq)``, before
+    that frame's own command (a HELLO sent while the port was closed is never read);
   - a reader fault as ``ReaderFault(code=...)``: the reader's FAULT code,
     ``"HEARTBEAT"`` when no good frame came for the heartbeat timeout,
     ``"PORT_LOST"`` when the port cannot be read or opened, ``"DRIVER_ERROR"``

@@ -27,7 +27,7 @@ from typing import Any
 import serial
 
 from controller.clock import now_iso
-from controller.core.commands import Command, ReaderFault, ReaderOk
+from controller.core.commands import Command, ReaderFault, ReaderOk, ReaderSync
 from controller.core.errors import HardwareError
 from drivers.codec import (
     DEFAULT_PROTOCOL,
@@ -158,6 +158,7 @@ class SerialDiceReader(DiceReader):
         self.acks_sent = 0
         self.reopens = 0
         self._ok_seen = False  # an OK frame came since this start
+        self._synced = False  # a good frame came since the port opened
         self._naks: dict[str, int] = dict.fromkeys(NakReason, 0)  # NAKs sent, by reason
         self.naks_withheld = 0  # frames a NAK would answer beyond NAK_PER_S
         self._nak_budget, self._nak_at = float(NAK_PER_S), time.monotonic()
@@ -302,6 +303,7 @@ class SerialDiceReader(DiceReader):
                 port = open_port(self.port_url, self.baud, self.read_timeout_s, self._open_fn)
                 opened = True
                 self._decoder.reset()
+                self._synced = False  # a new session: the reader's numbering is told again
                 fd = device_fd(port)
                 with self._lock:
                     self._port, self._fd = port, fd
@@ -383,6 +385,10 @@ class SerialDiceReader(DiceReader):
             return
         self._last_good = time.monotonic()
         at = now_iso()
+        if not self._synced:  # the first good frame since the port opened: where it counts
+            self._synced = True
+            if frame.name is not FrameName.HELLO and frame.seq is not None:
+                self._emit(ReaderSync(seq=frame.seq, actor=READER, at=at))
         if frame.name is FrameName.FAULT:
             code = frame.text(2) or "FAULT"
             self._set_fault(

@@ -228,3 +228,26 @@ def login(url: str, user: str, password: str) -> str:
     status, cookie, body = post_form(url, "/login", {"user": user, "password": password})
     assert status == 303, body
     return cookie.split(";")[0]
+
+
+# --- a floor filled without a broker (the console's browser tests and screenshots) ---------
+def fill_floor(
+    db: Path, tables: dict[str, list[FloorRecord]], *, modes: dict[str, str] | None = None
+) -> None:
+    """Store each table's records (with its ``online`` and, when given, its mode) in the
+    floor database ``db`` through the floor's own ingest, as if it had heard them."""
+    from controller.floor.ingest import Ingest, Message
+    from controller.floor.store import FloorStore
+
+    store = FloorStore(db)
+    try:
+        ingest = Ingest(store, "firebet", lambda _t, _p: None)
+        for name, records in tables.items():
+            presence = {"online": True, "program": "test-program", "record": len(records)}
+            batch = [Message(f"firebet/{name}/online", json.dumps(presence).encode())]
+            mode = (modes or {}).get(name, "running")
+            batch.append(Message(f"firebet/{name}/state", json.dumps({"mode": mode}).encode()))
+            batch += [Message(f"firebet/{name}/event", event_bytes(r), qos=1) for r in records]
+            ingest.handle(batch)
+    finally:
+        store.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import json
 import os
 import select
 import sys
@@ -160,6 +161,10 @@ def _main(argv: Sequence[str] | None) -> int:
         return code
     except FirebetError as exc:
         print(f"firebet: {exc}", file=sys.stderr)
+        if getattr(args, "json", False) and getattr(args, "_json_refusal", False):
+            from controller.cli.dealer import refusal_json
+
+            print(json.dumps(refusal_json(exc)))  # the code and words, for a script
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -16,13 +16,15 @@ from typing import Any, TextIO
 
 from controller.cli import journal_init, progress
 from controller.cli import options as paths
-from controller.cli.dealer import call
+from controller.cli.dealer import call, refusal, refusal_json
 from controller.cli.display import count, hand_line, money, paid_line
 from controller.control.ops import Op
 from controller.core.config import FireBetRules
 from controller.core.errors import (
     FirebetError,
     JournalIntegrityError,
+    Refusal,
+    RequestRefused,
     ServiceUnreachable,
     UsageError,
 )
@@ -64,7 +66,27 @@ def run_verify(args: argparse.Namespace) -> int:
         report = verify(journal, rules, processes=workers(), progress=bar.update)
     if not report.ok:
         record, reason = report.problems[0]
-        raise JournalIntegrityError(record, reason)
+        damage = JournalIntegrityError(record, reason)
+        if args.json:  # the first problem's record and words beside the code
+            print(json.dumps({**refusal_json(damage), "record": record, "reason": reason}))
+            print(f"firebet: {damage}", file=sys.stderr)
+            return damage.exit_code
+        raise damage
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "ok": True,
+                    "records": report.records,
+                    "snapshots": report.snapshots,
+                    "chain_head": report.last_hash,
+                    "set_aside": len(report.acknowledged),
+                    "halted": report.halted.describe() if report.halted is not None else None,
+                    "summary": report.summary(),
+                }
+            )
+        )
+        return 0
     print(report.summary())
     return 0
 
@@ -144,15 +166,15 @@ def run_history(args: argparse.Namespace) -> int:
     """The last hands, oldest first, one JSON object a line with --json."""
     config = paths.load(args)
     hands = args.hands if args.hands is not None else config.history_hands
-    if hands < 1:
-        raise UsageError(f"--hands must be at least 1, not {hands}")
+    if not 1 <= hands <= MAX_HANDS:
+        raise UsageError(f"--hands must be from 1 to {MAX_HANDS:,}, not {hands}")
     # the text leaves an empty hand in play uncounted: one hand more is asked for
     asked = hands if args.json else min(hands + 1, MAX_HANDS)
     detail = 0 if args.json else 1
     reply = _service(args, Op.HISTORY, hands=asked, detail=detail)
     if reply is not None:
         if not reply.get("ok"):
-            raise FirebetError(str(reply.get("error")))
+            raise refusal(reply)
         lines: list[dict[str, Any]] = reply["hands"]
     else:
         journal, rules = _open(args)
@@ -205,14 +227,16 @@ def run_export(args: argparse.Namespace) -> int:
         if args.format == "csv":
             writer = csv.writer(out, lineterminator="\n")
             writer.writerow(EXPORT_FIELDS)
-        for done, r in enumerate(journal.records(args.since), 1):
-            if args.format == "csv":
+        for done, (r, rules) in enumerate(journal.records_decided(args.since), 1):
+            if args.format == "csv":  # its columns are a contract (docs/cli.md): as they were
                 snap = r.snapshot or ""
                 writer.writerow(
                     (r.record, r.at, r.actor, r.kind, r.payload, snap, r.prev_hash, r.hash)
                 )
             else:
-                print(json.dumps(r.to_dict(), sort_keys=True), file=out)
+                # decided_under: the rules record this record means what it means under
+                line = {**r.to_dict(), "decided_under": rules}
+                print(json.dumps(line, sort_keys=True), file=out)
             if shown and done % 1024 == 0:
                 bar.update(r.record, total)
     return 0
@@ -273,7 +297,7 @@ def run_clear_halt(args: argparse.Namespace) -> int:
     preview = _service(args, Op.CLEAR_HALT, preview=1)
     if preview is not None:
         if not preview.get("ok"):
-            raise FirebetError(str(preview.get("error")))
+            raise refusal(preview)  # not halted: 1, as offline
         print(f"the table is halted: {preview.get('cleared')}")
         print("firebet clear-halt would (through the service):")
         print("\n".join(describe_aside(preview.get("preview"))))
@@ -284,7 +308,7 @@ def run_clear_halt(args: argparse.Namespace) -> int:
         if reply is None:
             raise ServiceUnreachable("the service stopped before the clear-halt: ask again")
         if not reply.get("ok"):
-            raise FirebetError(str(reply.get("error")))
+            raise refusal(reply)
         print(f"halt cleared through the service; was: {reply.get('cleared')}")
         print(f"    {reply.get('resumed')}")
         return 0
@@ -294,8 +318,9 @@ def run_clear_halt(args: argparse.Namespace) -> int:
         recover(view, config.firebet)
         aside = preview_clear_halt(view, config.firebet)
         if aside is None:
-            print(f"the journal {view.path} is not halted: nothing to clear")
-            return 0
+            raise RequestRefused(
+                f"the journal {view.path} is not halted: nothing to clear", Refusal.NOT_HALTED
+            )
         halted = view.halted
         print(f"the journal is halted: {halted.describe() if halted else '?'}")
     print("firebet clear-halt would (offline, no service running):")
@@ -308,8 +333,9 @@ def run_clear_halt(args: argparse.Namespace) -> int:
     with journal:
         recovered = recover(journal, config.firebet)
         if recovered.halted is None:
-            print(f"the journal {journal.path} is not halted: nothing to clear")
-            return 0
+            raise RequestRefused(
+                f"the journal {journal.path} is not halted: nothing to clear", Refusal.NOT_HALTED
+            )
         done = clear_halt(journal, config.firebet, actor, note=note)
         assert done is not None
         record = done[1]
@@ -329,8 +355,13 @@ def register(subparsers: Any) -> None:
     journal = subparsers.add_parser("journal", help="journal tools (verify, init, migrate)")
     tools = journal.add_subparsers(dest="journal_command", metavar="TOOL", required=True)
     verify = tools.add_parser("verify", help="check the whole hash chain from genesis")
+    verify.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object: the counts and chain head, or the damage's code and words",
+    )
     _common(verify)
-    verify.set_defaults(func=run_verify)
+    verify.set_defaults(func=run_verify, _json_refusal=True)
     journal_init.register(tools, _common)
 
     history = subparsers.add_parser("history", help="last hands: rolls, points, settlement")

@@ -4,20 +4,20 @@ The service must run with ``firebet run --simulated-reader`` (see
 ``docs/bench.md``); the actions go through the control socket (technician) to
 the fake reader device, whose frames then reach the real driver, engine and
 journal as a real reader's would. Exit 0 when done, 1 when the service refused
-(it reads a real reader, say), 2 for bad usage, 3 when no service answers.
+(it reads a real reader, say) or a throw was not ACKed (a halted table), 2 for bad
+usage, 3 when no service answers.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from controller.cli import options as paths
-from controller.cli.dealer import call
+from controller.cli.dealer import call, refusal, refusal_json
 from controller.control.ops import Op
-from controller.core.errors import UsageError
+from controller.core.errors import Refusal, RequestRefused, UsageError
 
 _DICE_HELP = "the dice the reader reads (default: random)"
 
@@ -27,14 +27,26 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "throw" and (args.d1 is None) != (args.d2 is None):
         raise UsageError("throw takes two dice (D1 D2) or none (random dice)")
     fields: dict[str, Any] = {"action": args.action}
-    for name in ("d1", "d2", "wait", "code", "reason", "size", "seconds"):
+    for name in ("d1", "d2", "code", "reason", "size"):
         value = getattr(args, name, None)
         if value is not None:
             fields[name] = value
+    for name in ("wait", "seconds"):  # the socket takes whole numbers: 0.5 s goes as 500 ms
+        time_s: float | None = getattr(args, name, None)
+        if time_s is not None and time_s.is_integer():
+            fields[name] = int(time_s)
+        elif time_s is not None:
+            fields[f"{name}_ms"] = round(time_s * 1000)
     reply = call(args, Op.SIM_READER, **fields)
     if not reply.get("ok"):
-        print(f"firebet: {reply.get('error', 'refused')}", file=sys.stderr)
-        return 1
+        raise refusal(reply)
+    if args.action == "throw" and reply.get("acked") is False:
+        # the table did not take the throw (halted, in diagnostics, ...): not done, exit 1
+        refused = RequestRefused(str(reply.get("said", "not ACKed")), Refusal.NOT_ACKED)
+        if args.json:
+            print(json.dumps({**refusal_json(refused), "said": reply.get("said")}))
+            return refused.exit_code
+        raise refused
     if args.json:
         reply.pop("ok", None)
         print(json.dumps(reply))
@@ -85,7 +97,7 @@ def register(subparsers: Any) -> None:
         a: argparse.ArgumentParser = actions.add_parser(name, help=help_text, description=help_text)
         paths.add_location_options(a)
         a.add_argument("--json", action="store_true", help="the service's reply as JSON")
-        a.set_defaults(func=run)
+        a.set_defaults(func=run, _json_refusal=True)
         return a
 
     a = action("throw", "the reader reads a throw; waits for the controller's ACK")

@@ -4,8 +4,13 @@
 ``bet POS AMOUNT``, ``cancel POS``, ``ack``, ``held`` (reader rolls held after
 manual entry: ``held`` lists them, ``held apply N`` / ``held discard N`` decides
 one), and the technician's ``diagnostics on|off``. Exit 0 when done, 1 when the
-service refused (the reason on stderr), 2 for bad usage, 3 when the service
-cannot be reached.
+service refused (the reason on stderr), 2 for bad usage or input (a position not on
+the layout), 3 when the service cannot be reached, 4 when the table is halted.
+
+Every dealer action takes ``--json`` (one JSON object: what was done, or the refusal's
+stable code and words) and ``--request-id ID`` (a script's own id: the same action sent
+again with the same id, after a lost reply or a restart, is answered with what was
+decided and never done twice).
 """
 
 from __future__ import annotations
@@ -20,8 +25,12 @@ from controller.cli.display import hand_line, paid_line, render_status
 from controller.cli.watch import watch
 from controller.control.client import ControlClient
 from controller.control.ops import ROLES, Op, Role, op_of
+from controller.control.protocol import MAX_ID
 from controller.core.commands import SurrenderHow
-from controller.core.errors import UsageError
+from controller.core.errors import FirebetError, Refusal, RequestRefused, UsageError
+
+# the dealer's actions: each takes --json and --request-id
+_ACTIONS = ("roll", "void", "surrender", "bet", "cancel", "ack", "held", "diagnostics")
 
 
 def client_for(args: argparse.Namespace) -> ControlClient:
@@ -37,21 +46,49 @@ def call(args: argparse.Namespace, op: str, **fields: Any) -> dict[str, Any]:
     """One request to the service; raises ServiceUnreachable (exit 3) when it is not there."""
     client = client_for(args)
     try:
-        return client.request(op, **fields)
+        return client.request(op, request_id=getattr(args, "request_id", None), **fields)
     finally:
         client.close()
 
 
+def refusal(reply: dict[str, Any]) -> RequestRefused:
+    """The refusal a service's reply (``ok`` false) says, with its stable code: the code's
+    exit (2 bad input, 4 halted, else 1), or the service's own exit 2 or 4."""
+    refused = RequestRefused(str(reply.get("error", "refused")), Refusal.of(reply.get("code")))
+    given = reply.get("exit")
+    if "code" not in reply and given in (2, 4):
+        refused.exit_code = given
+    return refused
+
+
 def refused_exit(reply: dict[str, Any]) -> int:
-    """The exit code of a refused request: the service's (2 bad input, 4 halted), else 1."""
-    code = reply.get("exit")
-    return code if code in (2, 4) else 1
+    """The exit code of a refused request (:func:`refusal`)."""
+    return refusal(reply).exit_code
 
 
-def _finish(reply: dict[str, Any], done: str) -> int:
+def refusal_json(exc: FirebetError) -> dict[str, Any]:
+    """What ``--json`` prints for a request that was not done: its stable code and words."""
+    reason = exc.reason if isinstance(exc, RequestRefused) else str(exc)
+    return {"ok": False, "code": str(exc.code), "error": reason, "exit": exc.exit_code}
+
+
+def _finish(reply: dict[str, Any], done: str, args: argparse.Namespace | None = None) -> int:
     if not reply.get("ok"):
-        print(f"firebet: {reply.get('error', 'refused')}", file=sys.stderr)
-        return refused_exit(reply)
+        raise refusal(reply)  # the words on stderr; with --json the code too (cli.main)
+    if args is not None and getattr(args, "json", False):
+        print(
+            json.dumps(
+                {
+                    "ok": True,
+                    "said": done,
+                    "request_id": getattr(args, "request_id", None),
+                    "repeated": reply.get("repeated"),
+                    "events": reply.get("events", []),
+                    "status": reply.get("status"),
+                }
+            )
+        )
+        return 0
     print(done)
     if reply.get("repeated"):  # a retry after a restart: the first reply was lost
         print(f"(the same request was {reply['repeated']})")
@@ -107,33 +144,35 @@ def whoami(args: argparse.Namespace) -> int:
 
 
 def roll(args: argparse.Namespace) -> int:
-    return _finish(call(args, Op.ROLL, d1=args.d1, d2=args.d2), f"roll {args.d1} {args.d2} entered")
+    return _finish(
+        call(args, Op.ROLL, d1=args.d1, d2=args.d2), f"roll {args.d1} {args.d2} entered", args
+    )
 
 
 def void(args: argparse.Namespace) -> int:
-    return _finish(call(args, Op.VOID), "last roll voided")
+    return _finish(call(args, Op.VOID), "last roll voided", args)
 
 
 def surrender(args: argparse.Namespace) -> int:
     how = SurrenderHow.COMPULSORY if args.compulsory else SurrenderHow.VOLUNTARY
-    return _finish(call(args, Op.SURRENDER, kind=how), f"{how} surrender: new shooter")
+    return _finish(call(args, Op.SURRENDER, kind=how), f"{how} surrender: new shooter", args)
 
 
 def bet(args: argparse.Namespace) -> int:
     reply = call(args, Op.BET, position=args.position, amount=args.amount)
     riding = reply.get("status", {}).get("bets", {}).get(str(args.position), args.amount)
     added = "taken" if riding == args.amount else f"added: ${riding} riding"
-    return _finish(reply, f"position {args.position}: ${args.amount} fire bet {added}")
+    return _finish(reply, f"position {args.position}: ${args.amount} fire bet {added}", args)
 
 
 def cancel(args: argparse.Namespace) -> int:
     return _finish(
-        call(args, Op.CANCEL, position=args.position), f"position {args.position} cancelled"
+        call(args, Op.CANCEL, position=args.position), f"position {args.position} cancelled", args
     )
 
 
 def ack(args: argparse.Namespace) -> int:
-    return _finish(call(args, Op.ACK), "surveillance alert acknowledged")
+    return _finish(call(args, Op.ACK), "surveillance alert acknowledged", args)
 
 
 def held(args: argparse.Namespace) -> int:
@@ -144,6 +183,9 @@ def held(args: argparse.Namespace) -> int:
             print(f"firebet: {reply.get('error', 'no status from the service')}", file=sys.stderr)
             return 1
         rolls = reply["held_rolls"]
+        if args.json:
+            print(json.dumps({"ok": True, "held_rolls": rolls}))
+            return 0
         if not rolls:
             print("no reader roll is held")
             return 0
@@ -160,7 +202,7 @@ def held(args: argparse.Namespace) -> int:
         if args.action == "apply"
         else f"held roll {args.number} discarded: it does not count"
     )
-    return _finish(call(args, op, number=args.number), done)
+    return _finish(call(args, op, number=args.number), done, args)
 
 
 def diagnostics(args: argparse.Namespace) -> int:
@@ -170,7 +212,7 @@ def diagnostics(args: argparse.Namespace) -> int:
         if args.switch == "on"
         else "diagnostics mode off: every output back to the game's state"
     )
-    return _finish(call(args, op), done)
+    return _finish(call(args, op), done, args)
 
 
 def _die(text: str) -> int:
@@ -197,6 +239,32 @@ def _held_number(text: str) -> int:
     return int(text)
 
 
+def add_action_options(p: argparse.ArgumentParser) -> None:
+    """``--json`` and ``--request-id ID``: what every dealer action takes."""
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object: what was done, or the refusal's code and words",
+    )
+    p.add_argument(
+        "--request-id",
+        type=request_id,
+        metavar="ID",
+        help="your own id for this request: sent again with the same id, it is never "
+        "done twice (the answer is what was decided)",
+    )
+    p.set_defaults(_json_refusal=True)
+
+
+def request_id(text: str) -> str:
+    """argparse type: a request id, 1 to 128 printable ASCII characters."""
+    if not 1 <= len(text) <= MAX_ID or not (text.isascii() and text.isprintable()):
+        raise argparse.ArgumentTypeError(
+            f"a request id is 1 to {MAX_ID} printable ASCII characters, not {text!r}"
+        )
+    return text
+
+
 def register(subparsers: Any) -> None:
     def add(name: str, func: Any, help_text: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = subparsers.add_parser(
@@ -204,6 +272,8 @@ def register(subparsers: Any) -> None:
         )
         paths.add_location_options(p)
         p.set_defaults(func=func)
+        if name in _ACTIONS:
+            add_action_options(p)
         return p
 
     p = add("status", status, "current state of the table, from the running service")

@@ -23,8 +23,9 @@ from controller.cli import build_parser
 SHELLS = ("bash", "zsh", "tcsh")
 
 MAN_EXTRA = {
-    "EXIT STATUS": "0 ok, 1 failure or refused, 2 bad usage, input or configuration, "
-    "3 service not reachable, 4 journal integrity failure.",
+    "EXIT STATUS": "0 ok, 1 refused or failed, 2 bad usage, input or configuration (a "
+    "position not on the layout too), 3 service not reachable, 4 journal integrity "
+    "failure. With --json a refusal also prints its stable code (docs/cli.md).",
     "ENVIRONMENT": "FIREBET_CONFIG: the configuration file when --config is not given "
     "(then /etc/firebet/table.toml, then the defaults). FIREBET_STATE_DIR: the state "
     "directory when --state-dir is not given (then /var/lib/firebet for an installed "

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.control.protocol import identify
 from controller.core.config import Config, load_config
 from controller.core.config.model import INSTALLED_STATE_DIR
 from controller.core.errors import ConfigError
@@ -222,6 +221,10 @@ def seconds(text: str) -> float:
 def os_actor() -> str:
     """Who runs this command, from the kernel's user id (never from the environment):
     ``"alice(1001)"``, or ``"root(0) via sudo from alice(1001)"`` under sudo."""
+    # imported here: the socket's peer identification is for the commands that journal
+    # who ran them; replay, odds and the other pure commands start without it
+    from controller.control.protocol import identify
+
     actor = identify(os.getuid(), os.getgid()).actor
     sudo_uid = os.environ.get("SUDO_UID", "")
     if os.getuid() == 0 and sudo_uid.isascii() and sudo_uid.isdigit():

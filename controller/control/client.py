@@ -103,13 +103,16 @@ class ControlClient:
         self._sock = sock
         self._file = sock.makefile("rb")
 
-    def request(self, op: str, **args: Any) -> dict[str, Any]:
+    def request(self, op: str, *, request_id: str | None = None, **args: Any) -> dict[str, Any]:
         """Send one request and return the service's reply (``ok`` false included).
 
-        Raises :class:`ServiceUnreachable` (exit 3) when there is no service or it
-        did not answer in time, :class:`FirebetError` (exit 1) when it stayed busy.
+        ``request_id``: the caller's own id (``--request-id``), so that a script sending
+        the same request again is answered with what was decided, never doing it twice;
+        else a fresh one. Raises :class:`ServiceUnreachable` (exit 3) when there is no
+        service or it did not answer in time, :class:`FirebetError` (exit 1) when it
+        stayed busy.
         """
-        request_id = uuid.uuid4().hex
+        request_id = request_id or uuid.uuid4().hex
         deadline_ms = max(1, round(self.timeout * 1000))
         data = encode({"op": op, "args": args, "id": request_id, "deadline_ms": deadline_ms})
         start = time.monotonic()

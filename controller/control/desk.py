@@ -190,7 +190,7 @@ class RequestDesk:
         if not role.permits(needed):
             error = permission_error(who, op, needed, self.groups)
             log.warning("%s refused %s: %s", who.actor, op, error)
-            send(conn, {"ok": False, "error": error}, rid)
+            send(conn, {"ok": False, "error": error, "code": "not_permitted"}, rid)
             return
         if op in BUILTIN_OPS:  # answered here, the handler never sees them
             send(conn, _builtin(op, who, role), rid)
@@ -210,7 +210,7 @@ class RequestDesk:
             if seen is not None:
                 if (seen.op, seen.args) != (op, message.args):
                     error = f"id {clip(str(rid))} was already used for another request"
-                    send(conn, {"ok": False, "error": error}, rid)
+                    send(conn, {"ok": False, "error": error, "code": "request_id_reused"}, rid)
                 elif seen.line is not None:
                     log.info("%s repeated %s (id %s): sent the first reply", who.actor, op, rid)
                     self.wire.send_line(conn, seen.line)
@@ -223,7 +223,7 @@ class RequestDesk:
                 digest, record = journaled
                 if digest != request_digest(op, message.args):
                     error = f"id {clip(str(rid))} was already used for another request"
-                    send(conn, {"ok": False, "error": error}, rid)
+                    send(conn, {"ok": False, "error": error, "code": "request_id_reused"}, rid)
                     return
                 # decided before the service restarted: the handler answers from the record
                 log.info("%s repeated %s (id %s) from before a restart", who.actor, op, rid)

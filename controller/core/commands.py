@@ -182,6 +182,17 @@ class ReaderHello(Command):
 
 
 @dataclass(frozen=True)
+class ReaderSync(Command):
+    """The seq of the first good frame (not a HELLO) the driver read after opening the
+    port: when it is behind the last roll applied (not newer, and not that roll's own seq,
+    which a reader repeats when its ACK was lost), the reader's numbering restarted with
+    no HELLO seen (it came while the port was closed): it counts as one."""
+
+    name: ClassVar[str] = "reader_sync"
+    seq: int = 0
+
+
+@dataclass(frozen=True)
 class RecordFault(Command):
     """A fault worth a meter tick (reader fault, disk full, ...)."""
 
@@ -222,6 +233,7 @@ COMMANDS: dict[str, type[Command]] = {
         ApplyHeld,
         DiscardHeld,
         ReaderHello,
+        ReaderSync,
         RecordFault,
         ReaderFault,
         ReaderOk,

@@ -25,6 +25,7 @@ from controller.core.commands import (
     ReaderFault,
     ReaderHello,
     ReaderOk,
+    ReaderSync,
     RecordFault,
     Roll,
     RollSource,
@@ -32,6 +33,7 @@ from controller.core.commands import (
     Void,
 )
 from controller.core.config import FireBetRules
+from controller.core.errors import Refusal
 from controller.core.events import (
     Acknowledged,
     Event,
@@ -56,6 +58,7 @@ from controller.core.outcome import Outcome
 from controller.core.outcome import outcome as _outcome
 from controller.core.rolls import LineSweep, Paid, RollPaths, RollRule
 from controller.core.state import HeldRoll, TableState, fold_all
+from controller.core.table import not_newer
 
 __all__ = [
     "CRAPS",
@@ -151,10 +154,19 @@ class Engine:
             return self._resolve_held(state, command)
         if isinstance(command, Ack):
             if not state.surveillance_alert:
-                return [Refused("ack", "there is no surveillance alert to acknowledge")]
+                return [
+                    Refused(
+                        "ack", "there is no surveillance alert to acknowledge", Refusal.NO_ALERT
+                    )
+                ]
             return [Acknowledged(actor=command.actor, at=command.at)]
         if isinstance(command, Confirm):
             return wagers.confirm(state, command)
+        if isinstance(command, ReaderSync):
+            seq, last = command.seq, state.reader_seq
+            if isinstance(seq, int) and seq != last and not_newer(seq, last):
+                return [ReaderRestarted(seq)]  # behind the last roll: a HELLO never seen
+            return []
         if isinstance(command, ReaderHello):
             return [ReaderRestarted(command.seq, command.model, command.firmware)]
         if isinstance(command, ReaderFault) and command.reported:
@@ -163,9 +175,13 @@ class Engine:
             return [FaultRecorded(command.code)]
         if isinstance(command, ReaderOk):
             if state.reader_faulted:  # the reader's own FAULT is over: its rolls count again
-                return [ReaderFaultOver()]
+                return [ReaderFaultOver(at=command.at)]
             return []  # the reader's health is the service's business; the game is unchanged
-        return [Refused(getattr(command, "name", "?"), f"unknown command {command!r}")]
+        return [
+            Refused(
+                getattr(command, "name", "?"), f"unknown command {command!r}", Refusal.BAD_COMMAND
+            )
+        ]
 
     def betting_closed_reason(self, state: TableState) -> str:
         """Why betting is closed, in a dealer's words."""
@@ -176,13 +192,21 @@ class Engine:
         """Apply (as a roll, now) or discard one held reader roll; the dealer decides."""
         verb = "apply" if isinstance(cmd, ApplyHeld) else "discard"
         if not state.held:
-            return [Refused(cmd.name, f"no reader roll is held: nothing to {verb}")]
+            return [
+                Refused(
+                    cmd.name, f"no reader roll is held: nothing to {verb}", Refusal.NO_HELD_ROLL
+                )
+            ]
         held: HeldRoll | None = state.held[0]
         if cmd.number is not None:
             held = next((h for h in state.held if h.number == cmd.number), None)
         if held is None:
             waiting = ", ".join(str(h.number) for h in state.held)
-            return [Refused(cmd.name, f"no held roll {cmd.number!r} (held: {waiting})")]
+            return [
+                Refused(
+                    cmd.name, f"no held roll {cmd.number!r} (held: {waiting})", Refusal.NO_HELD_ROLL
+                )
+            ]
         n, seq, d1, d2 = held.number, held.seq, held.d1, held.d2
         if isinstance(cmd, DiscardHeld):
             return [HeldRollDiscarded(n, seq, d1, d2, actor=cmd.actor, at=cmd.at)]

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from controller.core.errors import Refusal
+
 
 class RollOutcome(StrEnum):
     """What the hand machine did: what an accepted roll did to the hand, or a surrender
@@ -47,11 +49,13 @@ class Event:
 
 @dataclass(frozen=True)
 class Refused(Event):
-    """A command was not applied; ``reason`` says why in a dealer's words."""
+    """A command was not applied; ``reason`` says why in a dealer's words, ``code`` as a
+    stable :class:`~controller.core.errors.Refusal` code."""
 
     name: ClassVar[str] = "refused"
     command: str
     reason: str
+    code: str = Refusal.FAILED
 
 
 @dataclass(frozen=True)
@@ -252,7 +256,10 @@ class BetCancelled(Event):
 
 @dataclass(frozen=True)
 class RollVoided(Event):
-    """The last roll was voided; the state is as before it (settlement reversed too)."""
+    """The last roll was voided; the state is as before it (settlement reversed too).
+
+    ``d1``, ``d2``: the roll it undid; ``record``: that roll's journal record, filled in
+    by whoever knows the records (the service, the floor link); None from the engine alone."""
 
     name: ClassVar[str] = "void"
     d1: int
@@ -260,6 +267,7 @@ class RollVoided(Event):
     reversed_settlement: Settlement | None = None
     actor: str = "dealer"
     at: str = ""
+    record: int | None = None
 
 
 @dataclass(frozen=True)
@@ -342,6 +350,7 @@ class ReaderFaultOver(Event):
     fault stay held until the dealer has dealt with them)."""
 
     name: ClassVar[str] = "reader_fault_over"
+    at: str = ""
 
 
 EVENTS: dict[str, type[Event]] = {

@@ -39,6 +39,7 @@ from typing import Any
 from controller.core import wagers
 from controller.core.commands import ROLL_SOURCES, Command, Roll, RollSource
 from controller.core.config import FireBetRules
+from controller.core.errors import Refusal
 from controller.core.events import (
     BettingClosed,
     DuplicateRoll,
@@ -120,20 +121,27 @@ class RollRule:
         rule = self.dice.get((state.phase, state.point, d1, d2)) if whole else None
         if rule is None:
             label, die = ("die 1", d1) if not (_is_int(d1) and 1 <= d1 <= 6) else ("die 2", d2)
-            return (Refused("roll", f"{label} shows {die!r}: a die shows 1 to 6"),)
+            return (
+                Refused("roll", f"{label} shows {die!r}: a die shows 1 to 6", Refusal.BAD_DICE),
+            )
         if c["source"] not in sources:
-            return (Refused("roll", f"unknown roll source {c['source']!r}"),)
+            return (Refused("roll", f"unknown roll source {c['source']!r}", Refusal.BAD_COMMAND),)
         if c["source"] == RollSource.READER and state.reader_conflict is not None:
             return (
                 Refused(
                     "roll",
                     f"the dice reader is in fault (SEQ_CONFLICT at seq {state.reader_conflict}): "
                     "its rolls are refused until it restarts (HELLO); enter rolls by hand",
+                    Refusal.READER_CONFLICT,
                 ),
             )
         if seq is not None:
             if not _is_int(seq) or not 0 <= seq <= 65535:
-                return (Refused("roll", f"reader sequence {seq!r} is not 0..65535"),)
+                return (
+                    Refused(
+                        "roll", f"reader sequence {seq!r} is not 0..65535", Refusal.BAD_COMMAND
+                    ),
+                )
             if not_newer(seq, state.reader_seq):  # a copy: the last roll's, or a stale one
                 recorded = state.reader_dice if seq == state.reader_seq else recalled(state, seq)
                 if recorded is None or recorded == (d1, d2):

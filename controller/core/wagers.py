@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from controller.core.commands import SURRENDER_KINDS, Bet, Cancel, Confirm, Surrender, Void
 from controller.core.config import FireBetRules
+from controller.core.errors import Refusal
 from controller.core.events import (
     BetAccepted,
     BetCancelled,
@@ -87,24 +88,40 @@ def bet(rules: FireBetRules, state: TableState, cmd: Bet) -> list[Event]:
     """A wager placed or raised at a position, within the limits, while betting is open."""
     problem = _position_problem(rules, cmd.position)
     if problem:
-        return [Refused("bet", problem)]
+        return [Refused("bet", problem, Refusal.NO_SUCH_POSITION)]
     if not is_int(cmd.amount) or cmd.amount <= 0:
-        return [Refused("bet", f"position {cmd.position}: {cmd.amount!r} is not a dollar amount")]
+        return [
+            Refused(
+                "bet",
+                f"position {cmd.position}: {cmd.amount!r} is not a dollar amount",
+                Refusal.NOT_AN_AMOUNT,
+            )
+        ]
     if not state.betting_open:
-        return [Refused("bet", f"position {cmd.position}: {betting_closed_reason(rules, state)}")]
+        return [
+            Refused(
+                "bet",
+                f"position {cmd.position}: {betting_closed_reason(rules, state)}",
+                Refusal.BETTING_CLOSED,
+            )
+        ]
     have = state.bets.get(cmd.position, 0)
     total = have + cmd.amount
     what = f"${total}" if not have else f"${cmd.amount} more makes ${total}, which"
     if total > rules.max_wager:
         return [
             Refused(
-                "bet", f"position {cmd.position}: {what} is over the ${rules.max_wager} maximum"
+                "bet",
+                f"position {cmd.position}: {what} is over the ${rules.max_wager} maximum",
+                Refusal.OVER_MAXIMUM,
             )
         ]
     if total < rules.min_wager:
         return [
             Refused(
-                "bet", f"position {cmd.position}: {what} is under the ${rules.min_wager} minimum"
+                "bet",
+                f"position {cmd.position}: {what} is under the ${rules.min_wager} minimum",
+                Refusal.UNDER_MINIMUM,
             )
         ]
     if total % rules.wager_increment:
@@ -112,6 +129,7 @@ def bet(rules: FireBetRules, state: TableState, cmd: Bet) -> list[Event]:
             Refused(
                 "bet",
                 f"position {cmd.position}: {what} is not in ${rules.wager_increment} increments",
+                Refusal.NOT_IN_INCREMENTS,
             )
         ]
     return [BetAccepted(cmd.position, cmd.amount, total, actor=cmd.actor, at=cmd.at)]
@@ -121,33 +139,37 @@ def cancel(rules: FireBetRules, state: TableState, cmd: Cancel) -> list[Event]:
     """A position's wager called off, only while betting is open."""
     problem = _position_problem(rules, cmd.position)
     if problem:
-        return [Refused("cancel", problem)]
+        return [Refused("cancel", problem, Refusal.NO_SUCH_POSITION)]
     if not state.betting_open:
         return [
             Refused(
                 "cancel",
                 f"position {cmd.position}: a fire bet cannot be called off: "
                 + betting_closed_reason(rules, state),
+                Refusal.BETTING_CLOSED,
             )
         ]
     amount = state.bets.get(cmd.position)
     if amount is None:
-        return [Refused("cancel", f"position {cmd.position} has no wager")]
+        return [Refused("cancel", f"position {cmd.position} has no wager", Refusal.NO_WAGER)]
     return [BetCancelled(cmd.position, amount, actor=cmd.actor, at=cmd.at)]
 
 
 def confirm(state: TableState, cmd: Confirm) -> list[Event]:
     """Surveillance confirms the alerted hand: refused unless hand and alert match."""
     if not is_int(cmd.hand):
-        return [Refused("confirm", f"{cmd.hand!r} is not a hand number")]
+        return [Refused("confirm", f"{cmd.hand!r} is not a hand number", Refusal.BAD_COMMAND)]
     if not isinstance(cmd.by, str) or not cmd.by.strip():
-        return [Refused("confirm", "a confirmation must name who confirmed (by)")]
+        return [
+            Refused("confirm", "a confirmation must name who confirmed (by)", Refusal.BAD_COMMAND)
+        ]
     if state.alert_hand is None:
         return [
             Refused(
                 "confirm",
                 f"hand {cmd.hand} has no surveillance alert to confirm "
                 "(no alert was raised at this table)",
+                Refusal.NO_ALERT,
             )
         ]
     if cmd.hand != state.alert_hand:
@@ -156,11 +178,16 @@ def confirm(state: TableState, cmd: Confirm) -> list[Event]:
                 "confirm",
                 f"hand {cmd.hand} has no surveillance alert to confirm "
                 f"(the alert is for hand {state.alert_hand})",
+                Refusal.NO_ALERT,
             )
         ]
     if state.confirmed_by is not None:
         return [
-            Refused("confirm", f"hand {cmd.hand} was already confirmed by {state.confirmed_by}")
+            Refused(
+                "confirm",
+                f"hand {cmd.hand} was already confirmed by {state.confirmed_by}",
+                Refusal.ALREADY_CONFIRMED,
+            )
         ]
     return [SurveillanceConfirmed(cmd.hand, cmd.by, str(cmd.id), actor=cmd.actor, at=cmd.at)]
 
@@ -168,7 +195,13 @@ def confirm(state: TableState, cmd: Confirm) -> list[Event]:
 def surrender(rules: FireBetRules, state: TableState, cmd: Surrender) -> list[Event]:
     """The shooter gives up the dice; what happens to the fire bets (SPEC §2)."""
     if cmd.kind not in SURRENDER_KINDS:
-        return [Refused("surrender", f"a surrender is voluntary or compulsory, not {cmd.kind!r}")]
+        return [
+            Refused(
+                "surrender",
+                f"a surrender is voluntary or compulsory, not {cmd.kind!r}",
+                Refusal.BAD_COMMAND,
+            )
+        ]
     # with wagers riding and betting closed the hand waits for the successor's loser 7;
     # with betting still open the window stays as it was (SPEC §2, settled questions)
     pending = bool(state.bets) and not state.betting_open
@@ -195,6 +228,7 @@ def void(state: TableState, cmd: Void) -> list[Event]:
             Refused(
                 "void",
                 "nothing to void: no roll was accepted since the last void, wager or surrender",
+                Refusal.NOTHING_TO_VOID,
             )
         ]
     d1, d2 = state.last_roll

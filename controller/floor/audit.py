@@ -27,6 +27,7 @@ Pure: records in, findings out; the caller stores them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,6 +35,7 @@ from controller.core.config import FireBetRules
 from controller.core.events import (
     Event,
     Refused,
+    RollVoided,
     SurveillanceAlert,
     SurveillanceConfirmed,
     event_from_dict,
@@ -250,7 +252,9 @@ class TableAudit:
                 found.discrepancies.append(Discrepancy(rec.record, state.hand, "unreadable", words))
                 self._not_checked(state.hand, rec.record, found, words)
                 recorded = None
-        if recorded is not None and expected != recorded:  # as values: every field, in order
+        # as values: every field, in order (a void's record names the roll it undid: the
+        # table's pointer, not a decision of the rules)
+        if recorded is not None and expected != _unpointed(recorded):
             for what, words in describe(expected, recorded):
                 found.discrepancies.append(Discrepancy(rec.record, state.hand, what, words))
                 self._touch(state.hand, rec.record, found)["problems"].append(
@@ -290,6 +294,11 @@ class TableAudit:
                         ident if isinstance(ident, str) else None,
                     )
                 )  # fmt: skip
+
+
+def _unpointed(events: list[Event]) -> list[Event]:
+    """``events`` with each void's ``record`` (what the link adds) left out."""
+    return [dataclasses.replace(e, record=None) if isinstance(e, RollVoided) else e for e in events]
 
 
 def _text(payload: Any) -> str:

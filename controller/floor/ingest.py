@@ -31,6 +31,7 @@ from controller.clock import now_iso
 from controller.floor.audit import TableAudit
 from controller.floor.findings import Findings
 from controller.floor.live import Changes, TableLive
+from controller.floor.queue import confirm_problem
 from controller.floor.store import Alert, FloorStore, TableRow
 from controller.floor.summary import table_summary
 from controller.wire.messages import (
@@ -304,6 +305,9 @@ class Ingest:
             raise LookupError(f"no surveillance alert {alert_id}")
         if alert.status == "confirmed":
             return alert
+        problem = confirm_problem(alert, self.summaries.get(alert.table))
+        if problem is not None:
+            raise ValueError(f"cannot confirm: {problem}; clear the alert with a note instead")
         assert alert.hand is not None
         self.send(
             topic(self.prefix, alert.table, "command"),
@@ -316,19 +320,35 @@ class Ingest:
         assert sent is not None
         return sent
 
-    def clear(self, alert_id: int, user: str, note: str = "") -> Alert:
-        """A person clears an integrity, audit or offline alert (kept, marked cleared)."""
+    def clear(self, alert_id: int, user: str, note: str = "", *, flood: bool = False) -> Alert:
+        """A person clears an integrity, audit or offline alert (kept, marked cleared);
+        ``flood``: with every open alert of its kind at its table up to it. A surveillance
+        alert is cleared only when the table cannot confirm it (refused, or superseded)."""
         alert = self.store.alert(alert_id)
         if alert is None:
             raise LookupError(f"no alert {alert_id}")
-        if alert.kind == "surveillance" and alert.status != "refused":
+        if alert.kind == "surveillance" and (
+            alert.status == "confirmed"
+            or (
+                alert.status != "refused"
+                and confirm_problem(alert, self.summaries.get(alert.table)) is None
+            )
+        ):
             raise LookupError(
                 "a surveillance alert is confirmed, not cleared "
-                "(unless the table refused the confirmation)"
+                "(unless the table refused the confirmation or cannot take it)"
             )
+        ids = [alert.id]
+        if flood and alert.kind != "surveillance":
+            ids = self.store.open_ids(alert.table, alert.kind, upto=alert.id) or ids
         with self.store.transaction():
-            detail = {**alert.detail, "note": note} if note else None
-            self.store.set_alert(alert.id, "cleared", now_iso(), user, detail=detail)
+            at = now_iso()
+            for number in ids:
+                one = alert if number == alert.id else self.store.alert(number)
+                if one is None:
+                    continue
+                detail = {**one.detail, "note": note} if note else None
+                self.store.set_alert(number, "cleared", at, user, detail=detail)
         self._publish({alert.table}, Changes(alerts=True))
         cleared = self.store.alert(alert.id)
         assert cleared is not None

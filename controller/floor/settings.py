@@ -12,6 +12,10 @@ http = "127.0.0.1:8080"            # the console (--http overrides)
 database = "floor.db"              # relative to the state directory
 gap_grace_s = 1.0                  # a gap open this long asks the table to resend
 resend_every_s = 5.0               # and asks again this often while it stays open
+time_zone = ""                     # the console's clock (IANA name); "" = the machine's
+
+[tables.CR-07]                     # where a table stands on the floor map (optional)
+position = [1, 3]                  # [row, column], from 1; tables without one fill in after
 
 [users]                            # surveillance logins: name = "scrypt$..." hash
 alice = "scrypt$16384$8$1$..."     # make one with: firebet floor passwd alice
@@ -24,6 +28,7 @@ naming the file, the key and the reason (exit 2).
 from __future__ import annotations
 
 import re
+import zoneinfo
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +48,8 @@ from controller.floor.passwords import hash_problem
 from controller.wire.mqtt import read_password
 
 USER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+MAP_SIZE = 100  # rows and columns of the floor map, at most
 
 
 @dataclass(frozen=True)
@@ -59,7 +66,9 @@ class FloorSettings:
     database: str = "floor.db"
     gap_grace_s: float = 1.0
     resend_every_s: float = 5.0
+    time_zone: str = ""
     users: dict[str, str] = field(default_factory=dict)
+    positions: dict[str, tuple[int, int]] = field(default_factory=dict)  # table -> (row, col)
     source: str = "defaults"
 
     def endpoint(self) -> Broker:
@@ -84,6 +93,17 @@ def http_problem(value: str) -> str | None:
     return "must be HOST:PORT (port 0..65535)"
 
 
+def time_zone_problem(value: str) -> str | None:
+    """Why ``value`` is not an IANA time zone name (None: it is, or empty: the machine's)."""
+    if not value:
+        return None
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return f"is not a time zone name like Europe/Paris or America/New_York (got {value!r})"
+    return None
+
+
 FLOOR_KEYS: dict[str, Key] = {
     key.name: key
     for key in (
@@ -97,6 +117,13 @@ FLOOR_KEYS: dict[str, Key] = {
         Key("floor", "database", "str", "relative to the state directory", file_name),
         Key("floor", "gap_grace_s", "float", "a gap open this long asks for a resend", positive),
         Key("floor", "resend_every_s", "float", "and asks again this often", positive),
+        Key(
+            "floor",
+            "time_zone",
+            "str",
+            "the console's clock ('' = the machine's)",
+            time_zone_problem,
+        ),
     )
 }
 """The ``[floor]`` keys, checked by the table configuration's own machinery."""
@@ -119,9 +146,44 @@ def parse_http(value: str, source: str = "--http", key: str = "floor.http") -> t
     return host.strip("[]"), int(port)
 
 
+def _positions(tables: dict[str, Any], source: str) -> dict[str, tuple[int, int]]:
+    """``[tables.<id>] position = [row, col]``: where each table stands on the floor map."""
+    out: dict[str, tuple[int, int]] = {}
+    taken: dict[tuple[int, int], str] = {}
+    for name, body in tables.items():
+        key = f"tables.{name}"
+        if not TABLE_NAME.fullmatch(name):
+            raise ConfigError(source, key, "a table id is letters, digits, _ . - (1 to 64)")
+        if not isinstance(body, dict):
+            raise ConfigError(source, key, "must be a [tables.<id>] table")
+        for k in body:
+            if k != "position":
+                raise ConfigError(source, f"{key}.{k}", "unknown key (known: position)")
+        if "position" not in body:
+            continue
+        where = body["position"]
+        if (
+            not isinstance(where, list)
+            or len(where) != 2
+            or not all(type(n) is int and 1 <= n <= MAP_SIZE for n in where)
+        ):
+            raise ConfigError(
+                source, f"{key}.position",
+                f"must be [row, column], each a whole number 1..{MAP_SIZE} (got {where!r})",
+            )  # fmt: skip
+        spot = (where[0], where[1])
+        if spot in taken:
+            raise ConfigError(
+                source, f"{key}.position", f"{list(spot)} is already where {taken[spot]} stands"
+            )
+        taken[spot] = name
+        out[name] = spot
+    return out
+
+
 def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
     """Validate a parsed ``floor.toml``."""
-    checked = check_sections(data, {"floor": FLOOR_KEYS}, source, free=("users",))
+    checked = check_sections(data, {"floor": FLOOR_KEYS}, source, free=("tables", "users"))
     users: dict[str, str] = {}
     for name, encoded in checked.get("users", {}).items():
         if not USER_NAME.fullmatch(name):
@@ -136,7 +198,10 @@ def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
         if problem:
             raise ConfigError(source, f"users.{name}", problem)
         users[name] = encoded
-    settings = FloorSettings(**checked.get("floor", {}), users=users, source=source)
+    positions = _positions(checked.get("tables", {}), source)
+    settings = FloorSettings(
+        **checked.get("floor", {}), users=users, positions=positions, source=source
+    )
     if settings.tls_ca and not settings.endpoint().tls:
         raise ConfigError(
             source, "floor.tls_ca", "is for an mqtts:// broker; floor.broker is mqtt://"

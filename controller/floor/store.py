@@ -93,6 +93,17 @@ class Alert:
     command_id: str | None
 
 
+@dataclass(frozen=True)
+class AlertGroup:
+    """The open alerts of one kind at one table: the newest, and how many there are."""
+
+    newest: Alert
+    count: int
+    first_record: int | None
+    last_record: int | None
+    whats: dict[str, int]  # for more than one: how many of each ``detail.what``
+
+
 _ALERT_COLUMNS = (
     "id, table_id, kind, hand, record, raised_at, detail, status, status_at, status_by, command_id"
 )
@@ -350,6 +361,54 @@ class FloorStore:
                 f"SELECT {_ALERT_COLUMNS} FROM alerts ORDER BY id DESC LIMIT ?", (limit,)
             )
         return [_alert(r) for r in rows]
+
+    def open_surveillance(
+        self, *, limit: int = 1000, db: sqlite3.Connection | None = None
+    ) -> list[Alert]:
+        """Every open surveillance alert (up to ``limit``), newest first."""
+        rows = (db or self.reader()).execute(
+            f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE kind = 'surveillance' AND status IN "
+            f"({', '.join('?' * len(OPEN))}) ORDER BY id DESC LIMIT ?",
+            (*OPEN, limit),
+        )
+        return [_alert(r) for r in rows]
+
+    def open_groups(self, *, db: sqlite3.Connection | None = None) -> list[AlertGroup]:
+        """The other open alerts, one group per table and kind: its newest alert, how many,
+        the records they span and how many of each ``what``."""
+        con = db or self.reader()
+        marks = ", ".join("?" * len(OPEN))
+        rows = con.execute(
+            f"SELECT MAX(id), COUNT(*), MIN(record), MAX(record) FROM alerts "
+            f"WHERE kind != 'surveillance' AND status IN ({marks}) GROUP BY table_id, kind",
+            OPEN,
+        ).fetchall()
+        out: list[AlertGroup] = []
+        for newest, count, first, last in rows:
+            alert = self.alert(int(newest), db=con)
+            if alert is None:
+                continue
+            whats: dict[str, int] = {}
+            if count > 1:
+                for what, n in con.execute(
+                    f"SELECT json_extract(detail, '$.what'), COUNT(*) FROM alerts "
+                    f"WHERE table_id = ? AND kind = ? AND status IN ({marks}) GROUP BY 1",
+                    (alert.table, alert.kind, *OPEN),
+                ):
+                    whats[str(what)] = int(n)
+            out.append(AlertGroup(alert, int(count), first, last, whats))
+        return out
+
+    def open_ids(
+        self, table: str, kind: str, *, upto: int, db: sqlite3.Connection | None = None
+    ) -> list[int]:
+        """The open alerts of ``kind`` at ``table`` up to id ``upto`` (a flood, cleared whole)."""
+        rows = (db or self._db).execute(
+            f"SELECT id FROM alerts WHERE table_id = ? AND kind = ? AND id <= ? AND status IN "
+            f"({', '.join('?' * len(OPEN))}) ORDER BY id",
+            (table, kind, upto, *OPEN),
+        )
+        return [int(r[0]) for r in rows]
 
     def counts(self) -> dict[str, int]:
         """Records stored, distinct (table, record) pairs and tables: for the benchmark."""

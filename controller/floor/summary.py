@@ -56,6 +56,8 @@ def table_summary(store: FloorStore, live: TableLive) -> dict[str, Any]:
         "wagers_text": money(sum(state.bets.values())) if state.bets else "",
         "positions": len(state.bets),
         "surveillance_alert": state.surveillance_alert,
+        "alert_hand": state.alert_hand,  # the only hand the table would take a confirm for
+        "confirmed_by": state.confirmed_by,
         "surveillance": (
             {"status": surveillance[0], "by": surveillance[1]} if surveillance else None
         ),
@@ -73,4 +75,5 @@ def table_summary(store: FloorStore, live: TableLive) -> dict[str, Any]:
         "rules_record": live.audit.rules_record,
         "program": live.row.program,
         "bad": live.bad,
+        "last_bad": live.last_bad or None,  # why the last bad message was not taken
     }

@@ -18,8 +18,10 @@ import logging
 import threading
 import time
 import uuid
+import zoneinfo
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -37,8 +39,26 @@ from starlette.responses import (
 from starlette.routing import Route
 
 from controller.floor.findings import money
+from controller.floor.layout import (
+    FloorMap,
+    boxes,
+    clock,
+    place,
+    tile_alert,
+    timeline,
+    wagers_words,
+)
 from controller.floor.live import Changes
 from controller.floor.passwords import Sessions, verify_password
+from controller.floor.queue import (
+    KIND_WORDS,
+    SHOWN,
+    WHAT_WORDS,
+    Item,
+    confirm_problem,
+    counts,
+    queue,
+)
 from controller.floor.server import FloorService
 from controller.floor.store import Alert
 from controller.floor.summary import pays_at
@@ -51,7 +71,7 @@ KEEPALIVE_S = 15.0
 SUBSCRIBER_BACKLOG = 2000
 
 
-def _env() -> Environment:
+def _env(zone: tzinfo | None) -> Environment:
     env = Environment(
         loader=PackageLoader("controller.floor", "templates"),
         autoescape=select_autoescape(["html"]),
@@ -60,6 +80,11 @@ def _env() -> Environment:
     )
     env.filters["money"] = money
     env.filters["ordinal"] = ordinal
+    env.filters["clock"] = lambda value: clock(value, zone)
+    env.globals["KIND_WORDS"] = KIND_WORDS
+    env.globals["WHAT_WORDS"] = WHAT_WORDS
+    env.globals["timeline"] = timeline
+    env.globals["zone_name"] = zone_name(zone)
     return env
 
 
@@ -69,9 +94,21 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+def floor_zone(name: str) -> tzinfo | None:
+    """The console's time zone: ``name`` (IANA), or the machine's for an empty one."""
+    return zoneinfo.ZoneInfo(name) if name else None
+
+
+def zone_name(zone: tzinfo | None) -> str:
+    """What the console calls its time zone."""
+    if zone is not None:
+        return str(zone)
+    return datetime.now().astimezone().tzname() or "local time"
+
+
 @dataclass(eq=False)
 class Subscriber:
-    """One browser's event stream."""
+    """One browser's event stream (``table``: a table's page, which hears only that table)."""
 
     loop: asyncio.AbstractEventLoop
     table: str | None
@@ -84,9 +121,11 @@ class Console:
 
     def __init__(self, service: FloorService) -> None:
         self.service = service
-        self.env = _env()
+        self.positions = service.settings.positions
+        self.env = _env(floor_zone(service.settings.time_zone))
         self._subscribers: set[Subscriber] = set()
         self._lock = threading.Lock()
+        self._mapped: frozenset[str] = frozenset()
         self.closing = False
 
     # data for the templates ------------------------------------------------------------
@@ -94,25 +133,62 @@ class Console:
         current = self.service.ingest.summaries
         return [current[t] for t in sorted(current)]
 
+    def floor_map(self) -> FloorMap:
+        return place(self.service.ingest.summaries, self.positions)
+
     def alert_view(self, alert: Alert) -> dict[str, Any]:
-        """An alert with what surveillance needs to judge it (the hand, its wagers, pays)."""
-        view: dict[str, Any] = {"alert": alert, "hand": None, "pays_at": {}}
+        """An alert with what surveillance needs to judge it: the hand, its wagers, what
+        they would be paid or (a settled hand) what was paid, and what can be done now."""
+        view: dict[str, Any] = {
+            "alert": alert, "hand": None, "pays_at": {}, "settled": False, "paid": 0,
+            "problem": None, "can_confirm": False, "can_clear": alert.kind != "surveillance",
+        }  # fmt: skip
         if alert.hand is not None:
             hand = self.service.store.hand(alert.table, alert.hand)
             view["hand"] = hand
             if alert.kind == "surveillance" and hand is not None:
                 view["pays_at"] = pays_at(alert.detail.get("pays", {}), hand.get("wagers", {}))
+                view["settled"] = hand.get("result") is not None
+                view["paid"] = sum(int(v) for v in (hand.get("payouts") or {}).values())
+        if alert.kind == "surveillance" and alert.status != "confirmed":
+            problem = confirm_problem(alert, self.service.ingest.summaries.get(alert.table))
+            view["problem"] = problem
+            view["can_confirm"] = problem is None
+            view["can_clear"] = problem is not None or alert.status == "refused"
         return view
 
-    def open_alerts(self) -> list[dict[str, Any]]:
-        return [self.alert_view(a) for a in self.service.store.alerts(open_only=True)]
+    def item_view(self, item: Item) -> dict[str, Any]:
+        return {**self.alert_view(item.alert), "item": item}
+
+    def queue_view(self, table: str | None = None, page: int = 1) -> dict[str, Any]:
+        """One page of the queue, with the counts of everything open."""
+        items = queue(self.service.store, table=table)
+        pages = max(1, -(-len(items) // SHOWN))
+        page = min(max(page, 1), pages)
+        shown = items[(page - 1) * SHOWN : page * SHOWN]
+        by_kind = counts(items)
+        return {
+            "entries": [self.item_view(i) for i in shown], "counts": by_kind,
+            "open": sum(by_kind.values()), "page": page, "pages": pages, "total": len(items),
+            "table": table,
+        }  # fmt: skip
 
     # fragments -------------------------------------------------------------------------
-    def table_row(self, summary: dict[str, Any]) -> str:
-        return self.env.get_template("_table_row.html").render(t=summary)
+    def tile(self, summary: dict[str, Any], spot: tuple[int, int] | None = None) -> str:
+        colour, words = tile_alert(summary)
+        return self.env.get_template("_tile.html").render(
+            t=summary, spot=spot, boxes=boxes(summary), colour=colour, words=words,
+            wagers=wagers_words(summary),
+        )  # fmt: skip
 
-    def alert_queue(self) -> str:
-        return self.env.get_template("_alerts.html").render(alerts=self.open_alerts())
+    def map_html(self) -> str:
+        fm = self.floor_map()
+        summaries = self.service.ingest.summaries
+        tiles = [self.tile(summaries[t], fm.spots[t]) for t in sorted(summaries)]
+        return self.env.get_template("_map.html").render(map=fm, tiles=tiles)
+
+    def alert_queue(self, table: str | None = None) -> str:
+        return self.env.get_template("_alerts.html").render(q=self.queue_view(table))
 
     def hands(self, table: str) -> str:
         return self.env.get_template("_hands.html").render(
@@ -135,45 +211,80 @@ class Console:
         with self._lock:
             self._subscribers.discard(sub)
 
+    def _alerts_event(self, table: str | None) -> bytes:
+        view = self.queue_view(table)
+        html = self.env.get_template("_alerts.html").render(q=view)
+        return sse("alerts", {"html": html, "open": view["open"]})
+
+    def _tile_event(self, table: str, *, spot: bool) -> bytes | None:
+        summary = self.service.ingest.summaries.get(table)
+        if summary is None:
+            return None
+        where = self.floor_map().spots.get(table) if spot else None
+        return sse(
+            "table",
+            {"table": table, "record": summary["record"], "html": self.tile(summary, where)},
+        )
+
     def snapshot(self, table: str | None) -> bytes:
         """Everything a page shows, as events: sent first on every new stream, so nothing
-        that changed between the page's rendering and the stream's start is missed."""
-        events = [
-            sse("table", {"table": s["table"], "record": s["record"], "html": self.table_row(s)})
-            for s in self.summaries()
-        ]
-        events.append(sse("alerts", {"html": self.alert_queue()}))
-        if table is not None:
-            events.append(sse("hands", {"table": table, "html": self.hands(table)}))
-        return b"".join(events)
+        that changed between the page's rendering and the stream's start is missed. A
+        table's page hears only that table."""
+        if table is None:
+            self._mapped = frozenset(self.service.ingest.summaries)
+            return sse("map", {"html": self.map_html()}) + self._alerts_event(None)
+        events = [self._tile_event(table, spot=False), self._alerts_event(table)]
+        events.append(sse("hands", {"table": table, "html": self.hands(table)}))
+        return b"".join(e for e in events if e is not None)
 
     def on_changes(self, changes: Changes) -> None:
-        """Called on the ingest thread after each stored batch: render and fan out."""
+        """Called on the ingest thread after each stored batch: render and fan out, to each
+        table's page only what is of that table."""
         with self._lock:
             subscribers = list(self._subscribers)
         if not subscribers:
             return
-        events: list[bytes] = []
-        summaries = self.service.ingest.summaries
-        for table in sorted(changes.tables):
-            summary = summaries.get(table)
-            if summary is not None:
-                events.append(
-                    sse("table", {"table": table, "record": summary["record"],
-                                  "html": self.table_row(summary)})
-                )  # fmt: skip
-        if changes.alerts:
-            events.append(sse("alerts", {"html": self.alert_queue()}))
-        watched = {s.table for s in subscribers if s.table is not None}
-        per_table = {
-            t: sse("hands", {"table": t, "html": self.hands(t)})
-            for t in watched
-            if t in changes.hands
-        }
+        alerts_changed = self._alerts_changed(changes)
+        floor_events: list[bytes] = []
+        if any(s.table is None for s in subscribers):
+            names = frozenset(self.service.ingest.summaries)
+            if names != self._mapped:  # a table new to the floor: the map is drawn again
+                self._mapped = names
+                floor_events.append(sse("map", {"html": self.map_html()}))
+            else:
+                for table in sorted(changes.tables):
+                    event = self._tile_event(table, spot=True)
+                    if event is not None:
+                        floor_events.append(event)
+            if alerts_changed:
+                floor_events.append(self._alerts_event(None))
+        per_table: dict[str, bytes] = {}
+        for table in {s.table for s in subscribers if s.table is not None}:
+            items: list[bytes] = []
+            if table in changes.tables:
+                event = self._tile_event(table, spot=False)
+                if event is not None:
+                    items.append(event)
+            if alerts_changed:
+                items.append(self._alerts_event(table))
+            if table in changes.hands:
+                items.append(sse("hands", {"table": table, "html": self.hands(table)}))
+            per_table[table] = b"".join(items)
         for sub in subscribers:
-            items = events + ([per_table[sub.table]] if sub.table in per_table else [])
-            if items:
-                self._deliver(sub, b"".join(items))
+            data = b"".join(floor_events) if sub.table is None else per_table[sub.table]
+            if data:
+                self._deliver(sub, data)
+
+    def _alerts_changed(self, changes: Changes) -> bool:
+        """Whether the queue shows something else now: an alert raised or moved on, or a
+        hand with an open surveillance alert played on (settled: it shows what was paid)."""
+        if changes.alerts:
+            return True
+        if not changes.hands:
+            return False
+        return any(
+            a.hand in changes.hands.get(a.table, ()) for a in self.service.store.open_surveillance()
+        )
 
     def _deliver(self, sub: Subscriber, data: bytes) -> None:
         def put() -> None:
@@ -229,14 +340,16 @@ def build_app(
 
     def index(request: Request) -> Response:
         return console.page(
-            "index.html", request, tables=console.summaries(), alerts=console.open_alerts(),
-            row=console.table_row, live=None,
+            "index.html", request, map_html=console.map_html(), q=console.queue_view(),
+            live=None,
         )  # fmt: skip
 
     def alerts(request: Request) -> Response:
+        page = request.query_params.get("page", "1")
+        number = int(page) if page.isascii() and page.isdigit() and len(page) < 7 else 1
         every = [console.alert_view(a) for a in service.store.alerts(open_only=False)]
         return console.page(
-            "alerts.html", request, alerts=console.open_alerts(), history=every, live=None
+            "alerts.html", request, q=console.queue_view(page=number), history=every, live=None
         )
 
     def table(request: Request) -> Response:
@@ -245,28 +358,39 @@ def build_app(
         if summary is None:
             return PlainTextResponse(f"no table {name!r} on this floor", status_code=404)
         return console.page(
-            "table.html", request, t=summary, row=console.table_row,
-            hands=service.store.recent_hands(name, RECENT_HANDS), live=name,
+            "table.html", request, t=summary, tile=console.tile(summary),
+            q=console.queue_view(name), hands=service.store.recent_hands(name, RECENT_HANDS),
+            live=name,
         )  # fmt: skip
 
     def api_tables(request: Request) -> Response:
         return JSONResponse(console.summaries())
 
+    def alert_json(a: Alert) -> dict[str, Any]:
+        return {
+            "id": a.id, "table": a.table, "kind": a.kind, "hand": a.hand,
+            "record": a.record, "raised_at": a.raised_at, "status": a.status,
+            "status_by": a.status_by, "detail": a.detail,
+        }  # fmt: skip
+
     def api_alerts(request: Request) -> Response:
-        every = request.query_params.get("all") == "1"
-        return JSONResponse(
-            [
-                {
-                    "id": a.id, "table": a.table, "kind": a.kind, "hand": a.hand,
-                    "record": a.record, "raised_at": a.raised_at, "status": a.status,
-                    "status_by": a.status_by, "detail": a.detail,
-                }
-                for a in service.store.alerts(open_only=not every)
-            ]
-        )  # fmt: skip
+        """The open queue in its order (a flood: its newest alert, with ``flood``), or with
+        ``?all=1`` the newest 200 alerts of every status."""
+        if request.query_params.get("all") == "1":
+            return JSONResponse([alert_json(a) for a in service.store.alerts(open_only=False)])
+        out = []
+        for item in queue(service.store):
+            entry = alert_json(item.alert)
+            if item.flood:
+                entry["flood"] = {
+                    "count": item.count, "first_record": item.first_record,
+                    "last_record": item.last_record, "whats": item.whats,
+                }  # fmt: skip
+            out.append(entry)
+        return JSONResponse(out)
 
     async def events(request: Request) -> Response:
-        sub = console.subscribe(request.query_params.get("table") or None)
+        sub = console.subscribe((request.query_params.get("table") or "")[:64] or None)
 
         async def stream() -> AsyncIterator[bytes]:
             try:
@@ -331,13 +455,14 @@ def build_app(
         if what == "confirm":
             future = service.call(lambda: service.ingest.confirm(alert_id, user, str(uuid.uuid4())))
         else:
-            future = service.call(
-                lambda: service.ingest.clear(alert_id, user, form.get("note", "")[:500])
-            )
+            note, flood = form.get("note", "")[:500], form.get("flood") == "1"
+            future = service.call(lambda: service.ingest.clear(alert_id, user, note, flood=flood))
         try:
             await asyncio.wrap_future(future)
         except LookupError as exc:
             return PlainTextResponse(str(exc), status_code=404)
+        except ValueError as exc:  # the table would refuse it: say why, send nothing
+            return PlainTextResponse(str(exc), status_code=409)
         back = form.get("back", "/")
         return RedirectResponse(back if back.startswith("/") and not back.startswith("//") else "/",
                                 status_code=303)  # fmt: skip

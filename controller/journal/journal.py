@@ -550,15 +550,26 @@ class Journal:
     # reading ---------------------------------------------------------------------------
     def records(self, since: str | None = None) -> Iterator[Record]:
         """Every record in order (from time ``since``, ISO 8601, when given)."""
+        return (record for record, _ in self.records_decided(since))
+
+    def records_decided(self, since: str | None = None) -> Iterator[tuple[Record, int | None]]:
+        """Every record in order (from time ``since``) with the number of the ``rules``
+        record it was decided under: the newest one at or before it (None: before any).
+
+        A record means what it meant when it was journaled; this says under which rules,
+        without deciding anything, so a damaged journal reads this way too."""
         with self._mutex:
             db = self._require_db()
             snaps = store.snapshots(db)
             rows = store.rows(db)
         cutoff = to_ms(parse_time(since).isoformat()) if since else None
-        prev = GENESIS
+        prev, in_force = GENESIS, None
         for row in rows:
+            if row.kind == RecordKind.RULES:
+                in_force = row.record
             if cutoff is None or row.at >= cutoff:
-                yield Record.from_row(row, prev, snaps.get(row.record) if row.snap else None)
+                record = Record.from_row(row, prev, snaps.get(row.record) if row.snap else None)
+                yield record, in_force
             prev = row.mac
 
     def batch(self, after: int, limit: int) -> list[Record]:

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from controller.core.commands import Command
 from controller.core.config import FireBetRules
+from controller.core.events import Event
 from controller.core.state import TableState
 from controller.journal import store
 from controller.journal.recipe import GENESIS, RecordKind, canonical, decode_body, iso, seal, sealer
@@ -284,13 +285,19 @@ def start_at_anchor(
     return Walk.from_anchor(key, replay, row, prev, store.snapshot(db, number))
 
 
-def replay_before(db: sqlite3.Connection, rules: FireBetRules, number: int) -> tuple[Replay, bool]:
+def replay_before(
+    db: sqlite3.Connection,
+    rules: FireBetRules,
+    number: int,
+    seen: Callable[[int, Sequence[Event]], None] | None = None,
+) -> tuple[Replay, bool]:
     """A replay standing just before record ``number`` (after every record below it), from
     the newest snapshot before it, each record on the way replayed (no seal is checked: a
     reader's replay, not a verifier's), and whether its state is known: not when a record
     on the way is missing or cannot be read (what comes after it cannot be told until the
     next snapshot or ``clear_halt``; the walk of ``journal verify`` names the damage). The
-    rules in force are followed either way."""
+    rules in force are followed either way. ``seen``: called with each record replayed on
+    the way and its events."""
     anchor = next(store.anchors(db, before=number), 0)
     replay, _ = replay_at(db, anchor, rules)
     known = True
@@ -310,6 +317,8 @@ def replay_before(db: sqlite3.Connection, rules: FireBetRules, number: int) -> t
             continue
         if step.kind == RecordKind.CLEAR_HALT:
             known = True  # the game resumes on the state it names
+        if seen is not None:
+            seen(row.record, step.events)
     return replay, known and expect == number
 
 

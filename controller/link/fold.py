@@ -21,10 +21,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from controller.core.config import FireBetRules
-from controller.core.events import Event
+from controller.core.events import Event, RollAccepted, RollVoided
 from controller.core.times import to_ms
 from controller.journal import Journal, Record, RecordKind, Replay, canonical
 from controller.journal.replay import RecordError
@@ -59,6 +60,7 @@ class LinkFold:
         self._known = True  # False: the state is not known (damage before a snapshot)
         self._at = -1  # the record the replay stands after (-1: nothing replayed yet)
         self._resync = False  # the replay disagreed with a snapshot: start again from it
+        self._last_roll: int | None = None  # the record of the last roll accepted (a void's)
         self.rebuilds = 0
 
     def events(self, reader: Journal, record: Record) -> list[dict[str, Any]] | None:
@@ -67,8 +69,11 @@ class LinkFold:
         back): the replay is rebuilt from the newest snapshot before ``record``."""
         if record.record != self._at + 1 or self._resync:
             self.rebuilds += 1
+            self._last_roll = None  # known again once the replay passes a roll
             with reader.view() as db:
-                self._replay, self._known = replay_before(db, self.rules, record.record)
+                self._replay, self._known = replay_before(
+                    db, self.rules, record.record, self._note_rolls
+                )
             self._resync = False
         return self._step(record)
 
@@ -87,10 +92,24 @@ class LinkFold:
             if rec.kind == RecordKind.CLEAR_HALT:
                 self._known = True  # the game resumes from the state it names
             elif rec.kind == RecordKind.COMMAND and self._known:
-                events = [event_dict(e) for e in step.events]
+                events = [self._named(e) for e in step.events]
+            self._note_rolls(rec.record, step.events)
         if rec.snapshot is not None:
             self._check_snapshot(rec)
         return events
+
+    def _note_rolls(self, record: int, events: Sequence[Event]) -> None:
+        """Keep the record of the last roll accepted: the one a void undoes."""
+        if any(isinstance(e, RollAccepted) for e in events):
+            self._last_roll = record
+
+    def _named(self, event: Event) -> dict[str, Any]:
+        """The event's dict; a void's with the record of the roll it undid (None when the
+        replay began after that roll: at a snapshot on the roll's own record)."""
+        out = event_dict(event)
+        if isinstance(event, RollVoided) and event.record is None:
+            out["record"] = self._last_roll
+        return out
 
     def _check_snapshot(self, rec: Record) -> None:
         """A record with a snapshot: the replay must agree with it (else the next record

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -61,6 +60,7 @@ from controller.wire.messages import (
     event_message,
     online_message,
     parse_command,
+    state_message,
     topics,
 )
 from controller.wire.mqtt import connect, make_client, no_delay
@@ -295,7 +295,7 @@ class FloorLink:
         self._state_at = time.monotonic()
         self._state_due = 0.0
         try:
-            text = json.dumps(dict(self._status()), separators=(",", ":"))
+            text = state_message(dict(self._status()))
         except Exception as exc:  # a status that cannot be read must not stop the records
             self.report.error(f"cannot read the table's status: {exc!r}")
             return

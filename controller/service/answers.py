@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from controller.control.ops import Op
 from controller.control.protocol import CLIENT_GRACE_S, EncodedReply, Request
 from controller.core.commands import Command
-from controller.core.errors import FirebetError
+from controller.core.errors import FirebetError, Refusal
 from controller.core.events import Refused
 from controller.core.lamps import Mode
 from controller.journal import Journal
@@ -102,6 +102,7 @@ def run_job(service: Service, job: Job) -> None:
             {
                 "ok": False,
                 "expired": True,
+                "code": Refusal.EXPIRED,
                 "error": f"{what} not done: the table was busy past the request's "
                 "deadline; nothing was changed, try again",
             }
@@ -114,7 +115,7 @@ def run_job(service: Service, job: Job) -> None:
             assert job.request is not None
             reply = answer(service, job.request)
     except FirebetError as exc:
-        reply = {"ok": False, "error": str(exc), "exit": exc.exit_code}
+        reply = {"ok": False, "error": str(exc), "code": exc.code, "exit": exc.exit_code}
     job.finish(reply)
 
 
@@ -152,7 +153,13 @@ def already_decided(service: Service, request: Request) -> dict[str, Any]:
         }
     for event in events:
         if event.get("event") == Refused.name:
-            return {"ok": False, "error": f"{event.get('reason')} ({before})"}
+            code = Refusal.of(event.get("code"))
+            return {
+                "ok": False,
+                "error": f"{event.get('reason')} ({before})",
+                "code": code,
+                "exit": code.exit_code,
+            }
     return {"ok": True, "repeated": before, "events": events, "status": service.status()}
 
 
@@ -163,6 +170,7 @@ def reply_to(service: Service, command: Command) -> dict[str, Any]:
     if table.mode == Mode.DIAGNOSTICS:
         return {
             "ok": False,
+            "code": Refusal.DIAGNOSTICS,
             "error": "diagnostics mode: game input is paused until a technician ends it "
             "(firebet diagnostics off)",
         }
@@ -171,7 +179,8 @@ def reply_to(service: Service, command: Command) -> dict[str, Any]:
     log_game_events(log, outcome.events)
     refused = outcome.refused
     if isinstance(refused, Refused):
-        return {"ok": False, "error": refused.reason}
+        code = Refusal.of(refused.code)
+        return {"ok": False, "error": refused.reason, "code": code, "exit": code.exit_code}
     return {
         "ok": True,
         "events": [e.to_dict() for e in outcome.events],

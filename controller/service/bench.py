@@ -46,6 +46,13 @@ def _text(args: Mapping[str, Any], name: str, default: str) -> str:
 
 
 def _number(args: Mapping[str, Any], name: str, default: float | None, low: float) -> float | None:
+    """A number of at least ``low``: ``name`` as a whole number, or ``name_ms`` in whole
+    thousandths (the socket takes whole numbers only: ``silence 0.5`` is 500 ms)."""
+    millis = args.get(f"{name}_ms")
+    if millis is not None:
+        if isinstance(millis, bool) or not isinstance(millis, int) or millis < low * 1000:
+            raise UsageError(f"{name}_ms must be a whole number of at least {low * 1000:g}")
+        return millis / 1000
     value = args.get(name, default)
     if value is None:
         return None
@@ -143,6 +150,7 @@ def act(
     if device is None:
         return {
             "ok": False,
+            "code": "not_a_bench",
             "error": "this service reads a real dice reader; a simulated one is driven only "
             "when the service runs with firebet run --simulated-reader",
         }

@@ -13,7 +13,7 @@ from typing import Any
 from controller.clock import now_iso
 from controller.control.ops import OPS, Op
 from controller.core.commands import COMMANDS, Command, RollSource, SurrenderHow
-from controller.core.errors import UsageError
+from controller.core.errors import Refusal, RequestRefused, UsageError
 from controller.core.lamps import Mode
 
 
@@ -34,9 +34,10 @@ def dealer_command(
     if spec.op is Op.ROLL:
         # halted or in diagnostics the refusal names that mode (the controller's reply)
         if mode is Mode.RUNNING:
-            raise UsageError(
+            raise RequestRefused(
                 "the dice reader is working: rolls come from the reader; manual entry is "
-                "taken only while the reader is in fault"
+                "taken only while the reader is in fault",
+                Refusal.READER_WORKING,
             )
         fields["source"] = RollSource.MANUAL
     for arg in spec.args:

@@ -22,6 +22,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from controller.control.protocol import identify
@@ -33,6 +34,7 @@ from controller.core.commands import (
     ReaderFault,
     ReaderFaultCode,
     ReaderOk,
+    ReaderSync,
     Roll,
     RollSource,
     Surrender,
@@ -40,8 +42,8 @@ from controller.core.commands import (
 )
 from controller.core.config import Config, rules_settings
 from controller.core.engine import Outcome
-from controller.core.errors import FirebetError, TableHalted
-from controller.core.events import DuplicateRoll, RollAccepted, RollHeld
+from controller.core.errors import FirebetError, Refusal, TableHalted
+from controller.core.events import DuplicateRoll, RollAccepted, RollHeld, RollVoided
 from controller.core.lamps import Mode, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
 from controller.core.rolls import recalled
@@ -108,6 +110,7 @@ class Table:
         self.rules_pending = False  # this start's rules are not journaled yet
         self.rules_shown: dict[str, Any] | None = None  # the rules in force, for status
         self.settlements = ShownSettlement()
+        self.last_roll_record: int | None = None  # the record of the last roll accepted here
         self.published: Published | None = None  # the engine thread's last snapshot
         self.refusals = RepeatedRefusals(log)
         # the reader's copies ACKed and not applied since this start: of the last roll
@@ -298,8 +301,11 @@ class Table:
             if self.journal.halted is None and self.rules_pending:
                 self._journal_rules()
             outcome = self.replay.engine.apply(self.state, command)
-            if not (outcome.events and all(isinstance(e, DuplicateRoll) for e in outcome.events)):
-                self.journal.append(command, outcome.state)
+            copy = outcome.events and all(isinstance(e, DuplicateRoll) for e in outcome.events)
+            in_step = isinstance(command, ReaderSync) and not outcome.events  # nothing to keep
+            if not (copy or in_step):
+                journaled = self.journal.append(command, outcome.state)
+                outcome = self._name_rolls(outcome, journaled.record)
         except JournalHalted as exc:
             raise TableHalted(
                 f"the table is halted ({exc.describe()}): a technician must check the "
@@ -316,6 +322,21 @@ class Table:
         self.settlements.note(outcome.events)
         return outcome
 
+    def _name_rolls(self, outcome: Outcome, record: int) -> Outcome:
+        """Keep the record of the last roll accepted; a void names it (the roll it undid;
+        None when that roll was accepted before this start)."""
+        events = outcome.events
+        if any(isinstance(e, RollAccepted) for e in events):
+            self.last_roll_record = record
+        elif any(isinstance(e, RollVoided) for e in events):
+            undone = self.last_roll_record
+            self.last_roll_record = None
+            named = tuple(
+                replace(e, record=undone) if isinstance(e, RollVoided) else e for e in events
+            )
+            return Outcome(outcome.state, named)
+        return outcome
+
     # a technician's actions -----------------------------------------------------------------
     def clear_halt(self, actor: str, note: str, *, check_only: bool = False) -> dict[str, Any]:
         """Lift ``halted``: the game resumes on the state the chain proves (``check_only``:
@@ -326,12 +347,19 @@ class Table:
                 "ok": False,
                 "error": f"{self.program_problem}: clear-halt cannot lift this; "
                 "reinstall firebet (systemd/install.sh) and restart the service",
+                "code": Refusal.HALTED,
+                "exit": 4,
             }
         if halted is None:
-            return {"ok": False, "error": "the table is not halted: nothing to clear"}
+            return {
+                "ok": False,
+                "error": "the table is not halted: nothing to clear",
+                "code": Refusal.NOT_HALTED,
+            }
         if check_only:
             return {"ok": True}
         done = clear_halt(self.journal, self.config.firebet, actor, note=note)
+        self.last_roll_record = None  # the game resumes on a state the chain proves
         if done is not None:
             self.replay = done[0]
             self.rules_pending = True
@@ -359,7 +387,11 @@ class Table:
     def switch_diagnostics(self, on: bool, actor: str) -> dict[str, Any]:
         """Diagnostics mode on or off (journaled with who)."""
         if on == self.diagnostics:
-            return {"ok": False, "error": f"diagnostics mode is already {'on' if on else 'off'}"}
+            return {
+                "ok": False,
+                "error": f"diagnostics mode is already {'on' if on else 'off'}",
+                "code": Refusal.DIAGNOSTICS,
+            }
         self.journal.append_system(
             RecordKind.MODE, actor=actor, state=self.state, payload={"diagnostics": on}
         )

@@ -21,7 +21,9 @@ from controller.core.errors import FirebetError
 
 LEAVES = ("event", "state", "online", "command")
 MAX_COMMAND_BYTES = 4096
-OFFLINE = '{"online":false}'  # a clean stop's message, and the broker's will
+VERSION = 1  # the version of the floor messages every payload carries, under "v"
+KNOWN_VERSIONS = frozenset({1})  # what either end reads; a message without "v" is version 1
+OFFLINE = '{"online":false,"v":1}'  # a clean stop's message, and the broker's will
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 _CHAIN = re.compile(r"[0-9a-f]{64}")
 
@@ -54,6 +56,7 @@ class FloorRecord:
             "actor": self.actor,
             "payload": self.payload,
             "chain": self.chain,
+            "v": VERSION,
         }
         if self.snapshot is not None:
             body["snapshot"] = self.snapshot
@@ -108,12 +111,31 @@ def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def version_problem(body: dict[str, Any], what: str) -> str | None:
+    """Why ``body`` (a message's JSON object) is of no version this end reads; None when
+    it is one (no ``"v"`` at all: version 1, as every table sent before versions)."""
+    version = body.get("v", 1)
+    if _whole(version) and version in KNOWN_VERSIONS:
+        return None
+    known = ", ".join(map(str, sorted(KNOWN_VERSIONS)))
+    return (
+        f"{what} of version {version!r}: this end reads version {known} (docs/floor.md, Versions)"
+    )
+
+
+def _known(body: dict[str, Any], what: str) -> None:
+    problem = version_problem(body, what)
+    if problem is not None:
+        raise BadMessage(problem)
+
+
 def parse_event(table: str, data: bytes) -> FloorRecord:
     """The record carried by an ``event`` message sent on ``table``'s topic (``events``,
     what the table's engine decided, is kept as sent: the second opinion judges it)."""
     body = _json(data)
     if not isinstance(body, dict):
         raise BadMessage("an event is a JSON object")
+    _known(body, "an event")
     missing = [
         k for k in ("table", "record", "at", "kind", "actor", "payload", "chain") if k not in body
     ]
@@ -144,6 +166,7 @@ def parse_online(data: bytes) -> Online:
     body = _json(data)
     if not isinstance(body, dict) or not isinstance(body.get("online"), bool):
         raise BadMessage('an online message is {"online": true|false, ...}')
+    _known(body, "an online message")
     program = body.get("program")
     record = body.get("record")
     return Online(
@@ -158,17 +181,21 @@ def parse_state(data: bytes) -> dict[str, Any]:
     body = _json(data)
     if not isinstance(body, dict):
         raise BadMessage("a state message is the status JSON object")
+    _known(body, "a state message")
+    body.pop("v", None)  # the table's status, as firebet status --json gives it
     return body
 
 
 def confirm_command(hand: int, by: str, command_id: str) -> bytes:
     """The ``confirm`` command for ``hand``, from surveillance user ``by``."""
-    return json.dumps({"op": "confirm", "hand": hand, "by": by, "id": command_id}).encode()
+    return json.dumps(
+        {"op": "confirm", "hand": hand, "by": by, "id": command_id, "v": VERSION}
+    ).encode()
 
 
 def resend_command(first: int) -> bytes:
     """The ``resend`` command: publish again from record ``first``."""
-    return json.dumps({"op": "resend", "from": first}).encode()
+    return json.dumps({"op": "resend", "from": first, "v": VERSION}).encode()
 
 
 # the table's side ------------------------------------------------------------------------
@@ -193,14 +220,19 @@ class JournalRecord(Protocol):
 
 def online_message(program: str, record: int) -> str:
     """The ``online`` payload at connect: the program's digest and the newest record."""
-    return json.dumps({"online": True, "program": program, "record": record})
+    return json.dumps({"online": True, "program": program, "record": record, "v": VERSION})
+
+
+def state_message(status: dict[str, Any]) -> str:
+    """The ``state`` payload: the ``status --json`` object with the version beside it."""
+    return json.dumps({**status, "v": VERSION}, separators=(",", ":"))
 
 
 def event_message(
     table: str, record: JournalRecord, events: list[dict[str, Any]] | None = None
 ) -> str:
     """The ``event`` payload of one journal record (SPEC section 9):
-    ``{"table", "record", "at", "kind", "actor", "payload", "chain"}``, ``"snapshot"`` (the
+    ``{"table", "record", "at", "kind", "actor", "payload", "chain", "v"}``, ``"snapshot"`` (the
     hex SHA-256 of the state text the record's seal covers) when the record carries a
     snapshot, and ``"events"`` (what the table decided, each :meth:`Event.to_dict`) when
     given.
@@ -212,7 +244,7 @@ def event_message(
     text = (
         f'{{"table":{dumps(table)},"record":{record.record},"at":{dumps(record.at)},'
         f'"kind":{dumps(record.kind)},"actor":{dumps(record.actor)},'
-        f'"payload":{record.payload},"chain":{dumps(record.hash)}'
+        f'"payload":{record.payload},"chain":{dumps(record.hash)},"v":{VERSION}'
     )
     if record.snapshot is not None:
         text += f',"snapshot":{dumps(record.snapshot)}'
@@ -248,6 +280,9 @@ def parse_command(payload: bytes, *, at: str = "") -> Confirm | Resend:
         raise CommandError(f"a command that is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise CommandError("a command must be a JSON object")
+    problem = version_problem(data, "a command")
+    if problem is not None:
+        raise CommandError(problem)
     op = data.get("op")
     if op == "confirm":
         hand, by, ident = data.get("hand"), data.get("by"), data.get("id", "")

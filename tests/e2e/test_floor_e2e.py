@@ -79,7 +79,7 @@ def test_table_sigkilled_mid_stream_resumes_from_the_cursor(
         first.send_signal(signal.SIGKILL)  # mid-stream: rolls are coming in every 10 ms
         first.wait()
         # the broker noticed the dead connection and published the will (retained)
-        wait_for(lambda: floor.on(ONLINE)[-1] == {"online": False}, what="the will")
+        wait_for(lambda: floor.on(ONLINE)[-1] == {"online": False, "v": 1}, what="the will")
         killed_at = CursorFile(state).load().record
         heard_before = len(floor.records())
         assert killed_at >= 1 and heard_before >= killed_at
@@ -91,7 +91,7 @@ def test_table_sigkilled_mid_stream_resumes_from_the_cursor(
         assert second.wait(timeout=60) == 0
         head = journal_head(state)
         wait_for(lambda: set(floor.records()) >= set(range(1, head + 1)), what="every record")
-        assert floor.on(ONLINE)[-1] == {"online": False}
+        assert floor.on(ONLINE)[-1] == {"online": False, "v": 1}
         heard = floor.records()
         assert sorted(set(heard)) == list(range(1, head + 1))  # nothing skipped
         assert list(dict.fromkeys(heard)) == list(range(1, head + 1))  # in order

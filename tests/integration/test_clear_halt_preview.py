@@ -55,7 +55,8 @@ def test_clear_halt_shows_the_hands_wagers_and_payouts_it_sets_aside(tmp_path: P
     assert "halt cleared by" in done.stdout
     assert firebet("journal", "verify", *where).returncode == 0
     again = firebet("clear-halt", *where, "--note", "twice", "--yes")
-    assert again.returncode == 0 and "not halted: nothing to clear" in again.stdout
+    # not halted: refused (exit 1), as through the service (tests/e2e/test_exit_codes.py)
+    assert again.returncode == 1 and "not halted: nothing to clear" in again.stderr
 
 
 def test_through_the_service_the_same_preview_then_the_clear(tmp_path: Path) -> None:

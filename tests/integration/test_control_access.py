@@ -74,10 +74,12 @@ def test_permission_denied_for_non_member(make_server: Any, sock_path: Path) -> 
             "ok": False,
             "error": "permission denied: mallory is not in firebet-dealer or firebet-tech "
             "(needed for roll)",
+            "code": "not_permitted",
         }
         assert client.request("clear-halt") == {
             "ok": False,
             "error": "permission denied: mallory is not in firebet-tech (needed for clear-halt)",
+            "code": "not_permitted",
         }
         assert client.request("whoami")["role"] == "reader"
     assert [r.op for r in rec.requests] == ["status"]  # refused ops never reach the handler

@@ -120,6 +120,7 @@ def test_every_record_arrives_once_in_order_with_the_spec_payload(
             "actor",
             "payload",
             "chain",
+            "v",
         }
         assert (event["table"], event["kind"], event["chain"]) == ("CR-07", kind, chain)
     kinds = [e["kind"] for e in events]
@@ -162,7 +163,7 @@ def test_retained_state_and_online_reach_a_late_subscriber(
         late.close()
     # a clean stop says offline (retained) in place of the will
     table.controller.link.stop()  # type: ignore[union-attr]
-    wait_for(lambda: late_online(mosquitto) == {"online": False}, what="online false")
+    wait_for(lambda: late_online(mosquitto) == {"online": False, "v": 1}, what="online false")
 
 
 def late_online(broker: Mosquitto) -> object:
@@ -231,6 +232,7 @@ def test_confirm_round_trip_and_refusals(
             "event": "refused",
             "command": "confirm",
             "reason": "hand 2 has no surveillance alert to confirm (the alert is for hand 1)",
+            "code": "no_alert",
         }
     ]
     assert accepted["actor"] == "floor:alice"

@@ -35,7 +35,7 @@ def test_records_arrive_once_gaps_close_and_a_restart_loses_nothing(
         table.online(record=0)
         table.publish(records[:6], skip=[3, 4])
         wait_for(lambda: (floor.table("CR-07") or {}).get("record") == 6, what="the resend")
-        assert any(c == {"op": "resend", "from": 3} for c in table.commands)
+        assert any(c == {"op": "resend", "from": 3, "v": 1} for c in table.commands)
         assert floor.stop() == 0
         table.publish(records[6:])  # while the floor is down: the broker keeps them
         floor = FloorProcess(tmp_path / "floor", mosquitto)
@@ -67,10 +67,10 @@ def test_a_record_without_the_table_s_events_shows_as_not_checked(
         assert sorted((a["kind"], a["hand"]) for a in alerts) == [("audit", 1), ("surveillance", 1)]
         (unchecked,) = [a for a in alerts if a["kind"] == "audit"]
         assert unchecked["detail"]["what"] == "unchecked" and unchecked["record"] == 6
-        page = floor.page("/")
-        assert "checked up to hand 0" in page
+        page = floor.page("/tables/CR-07")
+        assert "payouts checked up to hand 0" in page
         assert "not checked: hand 1 (1 record without the table's events)" in page
-        assert "folded up to hand 1" in page
+        assert "followed up to hand 1" in page
         assert "<strong>not checked</strong> at record 6: hand 1 is not checked" in page
     finally:
         table.close()
@@ -89,7 +89,7 @@ def test_the_pit_reads_and_only_surveillance_confirms(
         (alert,) = floor.get("/api/alerts")
         page = urllib.request.urlopen(floor.url + "/", timeout=10).read().decode()
         assert 'data-table="CR-07"' in page and "pit view (read-only)" in page
-        assert "pays at 5 points" in page and "$1,245" in page  # $5 at 249 to 1
+        assert "would pay at 4, 5 and 6 different points" in page and "$1,245" in page  # 249 to 1
         path = f"/alerts/{alert['id']}/confirm"
         assert post_form(floor.url, path, {})[0] == 401
         assert post_form(floor.url, "/login", {"user": "alice", "password": "wrong"})[0] == 401

@@ -178,3 +178,17 @@ def test_doctor_names_the_reader_that_said_hello(running_table: RunningTable) ->
     check.check_serial()
     (serial_check,) = check.checks
     assert serial_check.ok and "(DR-7, firmware 2.1.0): the service reads it" in serial_check.detail
+
+
+def test_a_reader_restarted_while_the_service_was_down_plays_on(tmp_path: Path) -> None:
+    state, sock = tmp_path / "state", tmp_path / "control.sock"
+    with table_running(state, sock) as t:
+        for _ in range(5):
+            t.throw(2, 3)
+        assert t.status()["rolls"] == 5
+    # a new reader (its numbering from 0, its HELLO sent before the port was open)
+    with table_running(state, sock) as t:
+        t.throw(3, 3)
+        t.throw(4, 4)
+        s = t.status()
+        assert s["rolls"] == 7 and s["reader"]["copies"]["stale"] == 0 and s["mode"] == "running"

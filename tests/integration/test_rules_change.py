@@ -6,6 +6,9 @@ for what comes next."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,7 @@ import pytest
 
 from controller.core.config import load_config
 from controller.journal.history import history
-from tests.support import DICE, RunningTable, table_running, wait_for
+from tests.support import DICE, ROOT, RunningTable, table_running, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -121,3 +124,23 @@ def test_a_rules_change_at_start_keeps_every_record_s_meaning(tmp_path: Path, ke
         assert table.status()["rules"]["changed"] == {}  # the same rules again: no change
         first = recall(table, 1000)[0]
         assert (first["odds_to_one"], first["payouts"]) == (24, {"3": 120})
+    if key == "firebet.pays":  # an export gives each record the rules it was decided under
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "controller", "export", "--format", "jsonl"),
+                *("--state-dir", str(state), "--config", str(tmp_path / "after.toml")),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        exported = [json.loads(line) for line in done.stdout.splitlines()]
+        rules_at = [r["record"] for r in exported if r["kind"] == "rules"]
+        assert len(rules_at) == 3  # one a start
+        for r in exported:
+            newest = [n for n in rules_at if n <= r["record"]]
+            assert r["decided_under"] == (newest[-1] if newest else None), r
+        commands = {r["decided_under"] for r in exported if r["kind"] == "command"}
+        assert commands == set(rules_at[:2])  # the $120 hand under the old, the $150 the new

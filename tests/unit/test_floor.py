@@ -166,6 +166,7 @@ def test_event_message_is_the_spec_payload() -> None:
         "actor": "dealer",
         "payload": {"a": [1]},
         "chain": "h",
+        "v": 1,
     }
     assert topics("casino/floor1", "CR-07")["command"] == "casino/floor1/CR-07/command"
 
@@ -181,3 +182,46 @@ def test_cursor_file_round_trip_and_damage(tmp_path: Path) -> None:
     cursors.path.write_text("{torn")
     with pytest.raises(CursorError, match="damaged"):
         cursors.load()
+
+
+def test_every_payload_carries_its_version_and_another_is_refused_with_a_reason() -> None:
+    """Issue 23: each floor payload says its version (``"v"``); each end reads the versions
+    it knows (a message without one is version 1) and names any other as the reason."""
+    from controller.wire.messages import (
+        OFFLINE,
+        VERSION,
+        BadMessage,
+        confirm_command,
+        online_message,
+        parse_event,
+        parse_online,
+        parse_state,
+        resend_command,
+        state_message,
+    )
+
+    record = Record(7, "2026-01-01T00:00:00.000+00:00", "dealer", "command", "{}", "p", "a" * 64)
+    payloads = [
+        event_message("CR-07", record, [{"event": "bet"}]),
+        online_message("d" * 64, 7),
+        OFFLINE,
+        state_message({"mode": "running"}),
+        confirm_command(1, "alice", "x").decode(),
+        resend_command(3).decode(),
+    ]
+    assert VERSION == 1 and all(json.loads(p)["v"] == VERSION for p in payloads)
+    assert parse_state(state_message({"mode": "running"}).encode()) == {"mode": "running"}
+    assert parse_online(b'{"online": false}').online is False  # before versions: version 1
+    for v in (2, "1", None, True):
+        body = {**json.loads(payloads[0]), "v": v}
+        with pytest.raises(
+            BadMessage, match=f"an event of version {v!r}: this end reads version 1"
+        ):
+            parse_event("CR-07", json.dumps(body).encode())
+        with pytest.raises(BadMessage, match="version"):
+            parse_online(json.dumps({"online": True, "v": v}).encode())
+        with pytest.raises(BadMessage, match="version"):
+            parse_state(json.dumps({"mode": "running", "v": v}).encode())
+        with pytest.raises(CommandError, match=f"a command of version {v!r}"):
+            parse_command(json.dumps({"op": "resend", "from": 1, "v": v}).encode())
+    assert parse_command(resend_command(3)) is not None

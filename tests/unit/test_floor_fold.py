@@ -28,13 +28,19 @@ def play(journal: Journal, engine: Engine, lines: list[str]) -> None:
 
 
 def truth(journal: Journal, engine: Engine) -> dict[int, list[dict[str, Any]]]:
-    """Each command record's events, folded from genesis (what the engine thread decided)."""
-    state, out = TableState(), {}
+    """Each command record's events, folded from genesis (what the engine thread decided),
+    a void's with the record of the roll it undid."""
+    state, out, last_roll = TableState(), {}, None
     for rec in journal.records():
         if rec.kind == "command":
             outcome = engine.apply(state, rec.command())
             state = outcome.state
             out[rec.record] = [e.to_dict() for e in outcome.events]
+            for e in out[rec.record]:
+                if e["event"] == "void":
+                    e["record"] = last_roll
+            if any(e["event"] == "roll" for e in out[rec.record]):
+                last_roll = rec.record
     return out
 
 
@@ -56,6 +62,11 @@ def test_every_command_record_gets_the_events_its_engine_decided(tmp_path: Path)
         assert {n: e for n, e in got.items() if e is not None} == expected  # as to_dict()
         voided = [e for e in got[records[-1].record] or [] if e["event"] == "void"]
         assert voided and voided[0]["reversed_settlement"]["hand"] == 2  # a nested event
+        # the void names the record of the roll it undid (the seven-out just before it)
+        undone = records[voided[0]["record"] - 1]
+        rolled = undone.command()
+        assert isinstance(rolled, Roll) and (rolled.d1, rolled.d2) == (5, 2)
+        assert voided[0]["record"] == records[-2].record
         assert all(got[r.record] is None for r in records if r.kind != "command")
         # a fresh fold from the middle (a restart with a backlog), and a resend going back
         for start in (7, 13, 2, len(records)):

@@ -78,7 +78,7 @@ def test_a_gap_asks_for_a_resend_and_closes(tmp_path: Path, records: list[FloorR
     assert floor.sent == []  # not yet: it may close by itself
     floor.clock.now += 1.5
     floor.ingest.tick()
-    assert floor.sent == [("firebet/T1/command", {"op": "resend", "from": 4})]
+    assert floor.sent == [("firebet/T1/command", {"op": "resend", "from": 4, "v": 1})]
     floor.clock.now += 1.0
     floor.ingest.tick()
     assert len(floor.sent) == 1  # asked once, again only after resend_every_s
@@ -104,7 +104,7 @@ def test_a_table_first_heard_midway_is_asked_from_record_one(
     floor.msg("T1", "online", {"online": True, "program": "p", "record": len(records)})
     floor.clock.now += 2
     floor.ingest.tick()
-    assert floor.sent == [("firebet/T1/command", {"op": "resend", "from": 1})]
+    assert floor.sent == [("firebet/T1/command", {"op": "resend", "from": 1, "v": 1})]
 
 
 def test_a_rewritten_record_is_an_integrity_alert_until_cleared(
@@ -162,6 +162,26 @@ def test_bad_messages_are_counted_not_stored(tmp_path: Path, records: list[Floor
     assert floor.ingest.bad_topics == 1
 
 
+def test_a_message_of_a_version_the_floor_does_not_know_is_counted_with_the_reason(
+    tmp_path: Path, records: list[FloorRecord]
+) -> None:
+    floor = Floor(tmp_path)
+    newer = json.dumps({**records[0].message(), "v": 2}).encode()
+    floor.ingest.handle([Message("firebet/T1/event", newer)])
+    assert floor.stored() == []
+    live = floor.ingest.tables["T1"]
+    assert live.bad == 1
+    assert live.last_bad == "event: an event of version 2: this end reads version 1 " + (
+        "(docs/floor.md, Versions)"
+    )
+    from controller.floor.summary import table_summary
+
+    shown = table_summary(floor.ingest.store, live)
+    assert shown["bad"] == 1 and "of version 2" in str(shown["last_bad"])  # /api/tables
+    floor.ingest.handle([Message("firebet/T1/event", event_bytes(records[0]))])
+    assert len(floor.stored()) == 1  # the version it knows: taken
+
+
 def test_the_surveillance_alert_shows_the_hand_and_a_restart_keeps_everything(
     tmp_path: Path, records: list[FloorRecord]
 ) -> None:
@@ -174,7 +194,7 @@ def test_the_surveillance_alert_shows_the_hand_and_a_restart_keeps_everything(
     sent = floor.ingest.confirm(alert.id, "alice", "id-1")
     assert sent.status == "sent" and sent.status_by == "alice"
     assert floor.sent == [
-        ("firebet/T1/command", {"op": "confirm", "hand": 1, "by": "alice", "id": "id-1"})
+        ("firebet/T1/command", {"op": "confirm", "hand": 1, "by": "alice", "id": "id-1", "v": 1})
     ]
     floor.store.close()
     again = Floor(tmp_path)

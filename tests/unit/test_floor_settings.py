@@ -13,7 +13,7 @@ from controller.floor.passwords import hash_password
 from controller.floor.settings import FloorSettings, load_settings, parse_broker, parse_http
 
 BAD = [
-    ("[pit]\nx = 1\n", "pit", "unknown section (known: floor, users)"),
+    ("[pit]\nx = 1\n", "pit", "unknown section (known: floor, tables, users)"),
     ("floor = 1\n", "floor", "must be a [section] table"),
     ("[floor]\nbrokr = 'mqtt://x'\n", "floor.brokr", "unknown key (known in [floor]: broker,"),
     ("[floor]\nbroker = 1883\n", "floor.broker", "must be a string, not 1883"),
@@ -32,6 +32,20 @@ BAD = [
     ("[users]\nalice = 1\n", "users.alice", "must be a password hash string"),
     ("[users]\nalice = 'plain-text'\n", "users.alice", ""),
     ("[floor\n", "", "not valid TOML"),
+    ("[floor]\ntime_zone = 'Mars/Olympus'\n", "floor.time_zone", "is not a time zone name"),
+    ("[floor]\ntime_zone = '../../etc/passwd'\n", "floor.time_zone", "is not a time zone name"),
+    ("[tables.CR-07]\nposition = [1]\n", "tables.CR-07.position", "must be [row, column]"),
+    ("[tables.CR-07]\nposition = [0, 2]\n", "tables.CR-07.position", "each a whole number 1..100"),
+    ("[tables.CR-07]\nposition = [1, 2.5]\n", "tables.CR-07.position", "must be [row, column]"),
+    ("[tables.CR-07]\nposition = [true, 2]\n", "tables.CR-07.position", "must be [row, column]"),
+    ("[tables.CR-07]\nrow = 1\n", "tables.CR-07.row", "unknown key (known: position)"),
+    ("[tables]\nCR-07 = 1\n", "tables.CR-07", "must be a [tables.<id>] table"),
+    ("[tables.'CR 07']\nposition = [1, 1]\n", "tables.CR 07", "a table id is letters"),
+    (
+        "[tables.A]\nposition = [1, 1]\n[tables.B]\nposition = [1, 1]\n",
+        "tables.B.position",
+        "[1, 1] is already where A stands",
+    ),
 ]
 
 
@@ -93,3 +107,15 @@ def test_floor_toml_is_found_as_a_tables_is(
     monkeypatch.setenv("FIREBET_FLOOR_CONFIG", "/srv/floor.toml")
     assert options.floor_config_path(None) == "/srv/floor.toml"
     assert options.floor_config_path("given.toml") == "given.toml"
+
+
+def test_where_the_tables_stand_and_the_console_s_time_zone(tmp_path: Path) -> None:
+    path = tmp_path / "floor.toml"
+    path.write_text(
+        "[floor]\ntime_zone = 'Europe/Paris'\n"
+        "[tables.CR-07]\nposition = [2, 3]\n[tables.CR-08]\nposition = [2, 4]\n"
+    )
+    settings = load_settings(path)
+    assert settings.time_zone == "Europe/Paris"
+    assert settings.positions == {"CR-07": (2, 3), "CR-08": (2, 4)}
+    assert FloorSettings().positions == {} and FloorSettings().time_zone == ""

@@ -1,0 +1,164 @@
+"""The alert queue as surveillance reads it (controller.floor.queue), the floor map's
+places and the console's clock (controller.floor.layout): without a broker or a browser.
+
+Issue 22, finding 2: 250 unreadable-record audit alerts from one table must not push
+another table's surveillance alert off the queue."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from controller.floor.ingest import Ingest, Message
+from controller.floor.layout import boxes, clock, place, tile_alert, timeline
+from controller.floor.queue import (
+    RANK_FLOOD,
+    RANK_RED,
+    RANK_SURVEILLANCE,
+    confirm_problem,
+    counts,
+    queue,
+)
+from controller.floor.store import FloorStore
+from controller.wire.messages import FloorRecord
+from tests.floor_support import TableJournal, event_bytes, make_points
+
+
+class Floor:
+    def __init__(self, path: Path) -> None:
+        self.store = FloorStore(path / "floor.db")
+        self.ingest = Ingest(self.store, "firebet", lambda _t, _p: None)
+
+    def events(self, records: list[FloorRecord]) -> None:
+        self.ingest.handle(
+            [Message(f"firebet/{r.table}/event", event_bytes(r), qos=1) for r in records]
+        )
+
+
+def garbled(records: list[FloorRecord]) -> list[FloorRecord]:
+    """The records with events no floor can read (an unreadable audit alert each)."""
+    return [replace(r, events="garbled") if r.kind == "command" else r for r in records]
+
+
+@pytest.fixture
+def floor(tmp_path: Path) -> Floor:
+    return Floor(tmp_path)
+
+
+def test_a_flood_of_audit_alerts_is_one_item_behind_every_surveillance_alert(
+    tmp_path: Path, floor: Floor
+) -> None:
+    flood = TableJournal(tmp_path / "flood.db", table="CR-30")
+    flood.do(*["2 3", "3 4"] * 125)
+    floor.events(garbled(flood.records()))  # first the flood, then the 5th point
+    five = TableJournal(tmp_path / "five.db", table="CR-05")
+    five.do("bet 3 5", *make_points(4, 5, 6, 8, 9))
+    floor.events(five.records())
+    items = queue(floor.store)
+    assert [(i.alert.table, i.alert.kind, i.count) for i in items] == [
+        ("CR-05", "surveillance", 1),
+        ("CR-30", "audit", 250),
+    ]
+    assert [i.rank for i in items] == [RANK_SURVEILLANCE, RANK_FLOOD]
+    assert items[1].whats == {"unreadable": 250}
+    assert (items[1].first_record, items[1].last_record) == (2, 251)
+    assert counts(items) == {"surveillance": 1, "audit": 250}
+    # the old list, oldest first and 200 long, had no room left for CR-05's alert
+    assert {a.kind for a in floor.store.alerts(open_only=True)} == {"audit"}
+    assert queue(floor.store, table="CR-30")[0].count == 250
+    # a flood is cleared whole, with one note
+    newest = items[1].alert
+    floor.ingest.clear(newest.id, "alice", "the reader's firmware, replaced", flood=True)
+    assert [(i.alert.table, i.count) for i in queue(floor.store)] == [("CR-05", 1)]
+
+
+def test_red_above_yellow_above_grey_and_newest_first(tmp_path: Path, floor: Floor) -> None:
+    tables = {}
+    for name in ("CR-01", "CR-02"):
+        journal = TableJournal(tmp_path / f"{name}.db", table=name)
+        journal.do("bet 3 5", *make_points(4, 5, 6, 8, 9))
+        tables[name] = journal.records()
+        floor.events(tables[name])
+    floor.ingest.handle([Message("firebet/CR-03/online", json.dumps({"online": False}).encode())])
+    # CR-01's history rewritten: its record 3 again with another chain hash
+    floor.events([replace(tables["CR-01"][2], chain="00" * 32)])
+    items = queue(floor.store)
+    assert [(i.alert.table, i.alert.kind) for i in items] == [
+        ("CR-01", "integrity"),  # red
+        ("CR-02", "surveillance"),  # yellow, newest first
+        ("CR-01", "surveillance"),
+        ("CR-03", "offline"),  # grey
+    ]
+    assert items[0].rank == RANK_RED and items[0].colour == "red"
+    assert [i.colour for i in items[1:]] == ["yellow", "yellow", "grey"]
+
+
+def test_only_the_table_s_newest_alert_can_be_confirmed(tmp_path: Path, floor: Floor) -> None:
+    journal = TableJournal(tmp_path / "t.db", table="CR-07")
+    journal.do("bet 3 5", *make_points(4, 5, 6, 8, 9), "4 4", "3 4")  # hand 1 settled
+    floor.events(journal.records())
+    (first,) = queue(floor.store)
+    summary = floor.ingest.summaries["CR-07"]
+    assert confirm_problem(first.alert, summary) is None  # settled, still the table's alert
+    with pytest.raises(LookupError, match="confirmed, not cleared"):
+        floor.ingest.clear(first.alert.id, "alice", "no")
+    floor.events(journal.do("bet 1 5", *make_points(4, 5, 6, 8, 9)))  # hand 2's alert
+    summary = floor.ingest.summaries["CR-07"]
+    problem = confirm_problem(first.alert, summary)
+    assert problem is not None and "the table's alert is now for hand 2" in problem
+    with pytest.raises(ValueError, match="cannot confirm: the table's alert is now for hand 2"):
+        floor.ingest.confirm(first.alert.id, "alice", "id-1")
+    cleared = floor.ingest.clear(first.alert.id, "alice", "paid by the book, seen on video")
+    assert cleared.status == "cleared" and cleared.detail["note"].startswith("paid")
+    assert [i.alert.hand for i in queue(floor.store)] == [2]
+
+
+def test_the_floor_map_puts_tables_where_the_config_says_and_fills_a_grid() -> None:
+    names = [f"T{n:02d}" for n in range(1, 31)]
+    fm = place(names, {})
+    assert (fm.rows, fm.cols) == (5, 7)  # about 3 to 2, like a wall screen
+    assert fm.spots["T01"] == (1, 1) and fm.spots["T08"] == (2, 1)
+    assert len(set(fm.spots.values())) == 30
+    fm = place(names, {"T01": (5, 7), "T02": (1, 1)})
+    assert fm.spots["T01"] == (5, 7) and fm.spots["T02"] == (1, 1)
+    assert fm.spots["T03"] == (1, 2)  # the next free place
+    assert len(set(fm.spots.values())) == 30
+    assert place([], {}).cols == 1
+
+
+def test_a_tile_shows_the_markers_the_point_and_the_alert_in_words() -> None:
+    summary = {"points": [6, 4], "point": 8, "alerts": {}, "online": True, "missing": None}
+    lit = [
+        (b["number"], b["ordinal"], b["point"]) for b in boxes(summary) if b["lit"] or b["point"]
+    ]
+    assert lit == [(4, 2, False), (6, 1, False), (8, None, True)]
+    assert tile_alert(summary) == ("ok", "")
+    assert tile_alert({**summary, "alerts": {"surveillance": 1, "audit": 2}, "alert_hand": 3}) == (
+        "red", "payout check: 2 alerts",
+    )  # fmt: skip
+    assert tile_alert({**summary, "alerts": {"surveillance": 1}, "alert_hand": 3})[0] == "yellow"
+    assert tile_alert({**summary, "online": False}) == ("grey", "OFFLINE")
+
+
+def test_times_are_the_floor_s_local_time_to_the_second() -> None:
+    paris = ZoneInfo("Europe/Paris")
+    today = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    assert clock("2026-12-02T08:15:00.123+00:00", paris, today) == "09:15:00"
+    assert clock("2026-11-30T23:30:59.999+00:00", paris, today) == "2026-12-01 00:30:59"
+    assert clock("", paris, today) == "" and clock("soon", paris, today) == "soon"
+
+
+def test_a_hand_s_timeline_has_every_roll_and_action_in_record_order(tmp_path: Path) -> None:
+    journal = TableJournal(tmp_path / "t.db", table="CR-07")
+    journal.do("bet 3 5", "2 2", "cancel 3", "5 2")
+    floor = Floor(tmp_path)
+    floor.events(journal.records())
+    hand = floor.store.hand("CR-07", 1)
+    assert hand is not None
+    rows = [(r["what"], r.get("dice")) for r in timeline(hand)]
+    assert rows[0] == ("bet", None) and ("roll", [2, 2]) in rows and rows[-1] == ("roll", [5, 2])
