@@ -142,5 +142,9 @@ def test_a_rules_change_at_start_keeps_every_record_s_meaning(tmp_path: Path, ke
         for r in exported:
             newest = [n for n in rules_at if n <= r["record"]]
             assert r["decided_under"] == (newest[-1] if newest else None), r
-        commands = {r["decided_under"] for r in exported if r["kind"] == "command"}
+        commands = {  # (a reader_sync: a reader restarted while the port was closed; no game)
+            r["decided_under"]
+            for r in exported
+            if r["kind"] == "command" and '"reader_sync"' not in json.dumps(r)
+        }
         assert commands == set(rules_at[:2])  # the $120 hand under the old, the $150 the new
