@@ -229,6 +229,8 @@ def test_the_full_check_after_ready_finds_older_damage_and_halts(tmp_path: Path)
     damaged_before_the_last_snapshot(state)
     with table_running(state, tmp_path / "control.sock") as table:
         wait_for(lambda: table.status()["mode"] == "halted", what="the full check's halt")
+        # (the journal watch may name it first, in the same words: the check still reports)
+        wait_for(lambda: table.status()["journal_check"] != "running", what="the full check")
         status = table.status()
         assert status["journal_check"].startswith("record 3: "), status["journal_check"]
         assert "record 3" in status["halted"]
