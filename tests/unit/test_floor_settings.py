@@ -32,6 +32,12 @@ BAD = [
     ("[users]\nalice = 1\n", "users.alice", "must be a password hash string"),
     ("[users]\nalice = 'plain-text'\n", "users.alice", ""),
     ("[floor\n", "", "not valid TOML"),
+    ("[web]\nmax_body_bytes = 10\n", "web.max_body_bytes", "must be at least 1024"),
+    ("[web]\nmax_conections = 10\n", "web.max_conections", "unknown key (known in [web]:"),
+    ("[web]\nbehind_tls_proxy = 'yes'\n", "web.behind_tls_proxy", "must be true or false"),
+    ("[web]\nrequest_timeout_s = 0\n", "web.request_timeout_s", "must be greater than 0"),
+    ("[web]\ntrusted_proxies = '10.0.0.1, nowhere'\n", "web.trusted_proxies", "'nowhere'"),
+    ("[web]\ntls_certfile = 'c.pem'\n", "web.tls_keyfile", "go together"),
 ]
 
 
