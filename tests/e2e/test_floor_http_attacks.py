@@ -20,7 +20,14 @@ import pytest
 
 from controller.floor.passwords import hash_password
 from tests.broker import Mosquitto
-from tests.floor_support import FloorProcess, Publisher, TableJournal, make_points, post_form
+from tests.floor_support import (
+    FloorProcess,
+    Publisher,
+    TableJournal,
+    login,
+    make_points,
+    post_form,
+)
 from tests.support import wait_for
 
 pytestmark = pytest.mark.slow
@@ -283,8 +290,8 @@ def test_a_slow_event_stream_reader_is_dropped_and_a_reading_one_is_not(
     tmp_path: Path, mosquitto: Mosquitto
 ) -> None:
     floor = FloorProcess(
-        tmp_path / "floor", mosquitto,
-        extra="[web]\nstream_max_events = 5\nstream_max_bytes = 65536",
+        tmp_path / "floor", mosquitto, users={"alice": hash_password(PASSWORD)},
+        extra="[web]\nstream_max_events = 5\nstream_max_bytes = 65536\nmax_streams = 2",
     )  # fmt: skip
     table = Publisher(mosquitto, "CR-07")
     journal = TableJournal(tmp_path / "table.db", table="CR-07")
@@ -304,7 +311,21 @@ def test_a_slow_event_stream_reader_is_dropped_and_a_reading_one_is_not(
 
     thread = threading.Thread(target=read, daemon=True)
     thread.start()
+
+    def third(cookie: str = "") -> tuple[int, str]:
+        sock = connect(floor)
+        sock.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n" + cookie.encode() + b"\r\n")
+        sock.settimeout(10)
+        head = sock.recv(4096).decode(errors="replace")
+        sock.close()
+        return int(head.split(" ")[1]), head
+
     try:
+        wait_for(lambda: bytes(heard).count(b"event: alerts") >= 1, what="the reader's snapshot")
+        status, head = third()  # the pit's two streams are open
+        assert status == 503 and "web.max_streams" in head
+        cookie = "Cookie: " + login(floor.url, "alice", PASSWORD) + "\r\n"
+        assert third(cookie)[0] == 200  # surveillance always gets its stream
         table.online(record=0)
         published = 0
         deadline = time.monotonic() + 120
@@ -319,6 +340,7 @@ def test_a_slow_event_stream_reader_is_dropped_and_a_reading_one_is_not(
         head = (floor.table("CR-07") or {})["record"]
         wait_for(lambda: f'"record":{head},'.encode() in heard, what="the reader heard it all")
         assert thread.is_alive()  # the reading stream is still open
+        assert third()[0] == 200  # the dropped stream's place is free again
     finally:
         reader.shutdown(socket.SHUT_RDWR)
         reader.close()
