@@ -157,7 +157,7 @@ class FloorProcess:
     """``firebet floor`` as a real process; ``url`` once it listens."""
 
     def __init__(self, folder: Path, broker: Mosquitto, users: dict[str, str] | None = None,
-                 extra: str = "") -> None:  # fmt: skip
+                 extra: str = "", nofile: int | None = None) -> None:  # fmt: skip
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         lines = [
@@ -171,7 +171,9 @@ class FloorProcess:
         self.config.write_text("\n".join(lines) + "\n")
         with open(folder / "floor.log", "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "controller", "floor", "--config", str(self.config),
+                # prlimit sets the open-file limit and execs the floor (the same pid)
+                [*([] if nofile is None else ["prlimit", f"--nofile={nofile}:{nofile}"]),
+                 sys.executable, "-m", "controller", "floor", "--config", str(self.config),
                  "--state-dir", str(folder / "state"), "--http", "127.0.0.1:0"],
                 cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
             )  # fmt: skip
@@ -180,6 +182,8 @@ class FloorProcess:
         if "console at " not in line:
             raise RuntimeError(f"firebet floor did not start: {line!r}; see {folder / 'floor.log'}")
         self.url = line.split("console at ")[1].split()[0].rstrip("/")
+        if self.url.startswith("https://"):
+            return  # the caller speaks TLS to it
         deadline = time.monotonic() + 30
         while not self.get("/healthz")["broker"]:
             if time.monotonic() > deadline:
@@ -200,6 +204,16 @@ class FloorProcess:
                 return t  # type: ignore[no-any-return]
         return None
 
+    def peak_rss_mb(self) -> float:
+        """The floor process's peak resident memory so far (VmHWM), in MB."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmHWM in /proc/PID/status")
+
+    def log(self) -> str:
+        return (self.folder / "floor.log").read_text(errors="replace")
+
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -209,11 +223,12 @@ class FloorProcess:
         return code
 
 
-def post_form(url: str, path: str, form: dict[str, str], cookie: str = "") -> tuple[int, str, str]:
+def post_form(url: str, path: str, form: dict[str, str], cookie: str = "",
+              headers: dict[str, str] | None = None) -> tuple[int, str, str]:  # fmt: skip
     """POST a form to the console; (status, Set-Cookie, body). Redirects are not followed."""
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
-    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    headers = {"Content-Type": "application/x-www-form-urlencoded", **(headers or {})}
     if cookie:
         headers["Cookie"] = cookie
     conn.request("POST", path, urlencode(form), headers)

@@ -12,8 +12,10 @@ import argparse
 import contextlib
 import getpass
 import logging
+import resource
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import Iterator
 from types import FrameType
@@ -21,13 +23,20 @@ from types import FrameType
 import uvicorn
 
 from controller.cli import options
-from controller.core.errors import UsageError
+from controller.core.errors import ConfigError, UsageError
+from controller.floor.guard import protocol_class
 from controller.floor.passwords import hash_password
 from controller.floor.server import FloorService
-from controller.floor.settings import USER_NAME, load_settings, parse_http
+from controller.floor.settings import USER_NAME, FloorSettings, load_settings, parse_http
 from controller.floor.web import build_app
 
 log = logging.getLogger("firebet.floor")
+
+ACCEPT_BACKLOG = 128
+"""Connections waiting to be accepted; asyncio accepts up to this many at a time."""
+FILES_KEPT = 2 * ACCEPT_BACKLOG + 64
+"""Open files kept apart from the console's connections (an accept burst not yet
+trimmed to the cap, the database, the broker, logs)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -99,6 +108,57 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
+def connection_cap(wanted: int) -> int:
+    """The console's connection cap under the open-file limit, raising the soft limit
+    toward the hard one when it is too low for ``wanted`` (the usual 1024 is)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = wanted + FILES_KEPT
+    if soft != resource.RLIM_INFINITY and soft < need:
+        raised = need if hard == resource.RLIM_INFINITY else min(hard, need)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return wanted
+    cap = max(16, soft - FILES_KEPT)
+    log.warning(
+        "open-file limit %d: the console takes %d connections, not web.max_connections %d "
+        "(raise LimitNOFILE)", soft, cap, wanted,
+    )  # fmt: skip
+    return cap
+
+
+def tls_problem(settings: FloorSettings) -> None:
+    """A ConfigError naming the key when the console's certificate or key cannot be used."""
+    web = settings.web
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+            web.tls_certfile, web.tls_keyfile
+        )
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            settings.source, "web.tls_certfile", f"cannot serve https with it: {exc}"
+        ) from exc
+
+
+def uvicorn_config(app: object, settings: FloorSettings, cap: int) -> uvicorn.Config:
+    """uvicorn with the console's limits (``[web]``): the guarded protocol, header size,
+    keep-alive, proxy headers only from the trusted proxy, and TLS when asked."""
+    web = settings.web
+    tls = {"ssl_certfile": web.tls_certfile, "ssl_keyfile": web.tls_keyfile} if web.tls else {}
+    return uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        http=protocol_class(web, cap),
+        h11_max_incomplete_event_size=web.max_header_bytes,
+        timeout_keep_alive=web.idle_timeout_s,
+        backlog=ACCEPT_BACKLOG,
+        proxy_headers=web.behind_tls_proxy,
+        forwarded_allow_ips=web.proxies(),
+        log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=3,
+        **tls,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
@@ -112,6 +172,8 @@ def run(args: argparse.Namespace) -> int:
         else parse_http(settings.http, settings.source)
     )
     settings.password()  # a missing password file is a config error now, not a retry loop later
+    if settings.web.tls:
+        tls_problem(settings)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -122,19 +184,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--http {host}:{port}: cannot listen there: {exc.strerror or exc}"
         ) from exc
-    sock.listen(128)
+    sock.listen(ACCEPT_BACKLOG)
+    cap = connection_cap(settings.web.max_connections)
     service = FloorService(settings, state)
-    app = build_app(service, settings.users)
+    app = build_app(service, settings.users, settings.web)
     console = app.state.console
-    server = _Server(
-        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                       timeout_graceful_shutdown=3),
-        [console.close],
-    )  # fmt: skip
+    server = _Server(uvicorn_config(app, settings, cap), [console.close])
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if family == socket.AF_INET6 else bound[0]
     service.start()
-    print(f"firebet floor: console at http://{shown}:{bound[1]}/ (broker {settings.broker}, "
+    scheme = "https" if settings.web.tls else "http"
+    print(f"firebet floor: console at {scheme}://{shown}:{bound[1]}/ (broker {settings.broker}, "
           f"state {state})", flush=True)  # fmt: skip
     try:
         server.run(sockets=[sock])

@@ -17,6 +17,23 @@ time_zone = ""                     # the console's clock (IANA name); "" = the m
 [tables.CR-07]                     # where a table stands on the floor map (optional)
 position = [1, 3]                  # [row, column], from 1; tables without one fill in after
 
+[web]                              # the console's HTTP limits (docs/floor.md, Security)
+max_body_bytes = 65536             # a larger request body is refused (413) unread
+max_header_bytes = 16384           # request line and headers together (431 beyond)
+request_timeout_s = 10.0           # the headers, then the body, must come within this
+idle_timeout_s = 5                 # a kept-alive connection with no request is closed
+max_connections = 900              # beyond: the oldest connection still sending headers goes
+max_streams = 100                  # /events streams of the pit (a logged-in user's always open)
+stream_max_events = 200            # a stream that falls this far behind is dropped ...
+stream_max_bytes = 2097152         # ... or this many bytes behind; the page reconnects
+login_failures_per_client = 20     # failed logins in login_window_s, then 429
+login_failures_per_user = 5
+login_window_s = 60.0
+behind_tls_proxy = false           # true: the cookie is Secure, X-Forwarded-* trusted ...
+trusted_proxies = "127.0.0.1"      # ... from these addresses (IPs or networks, comma-separated)
+tls_certfile = ""                  # or serve https itself: PEM certificate (chain) ...
+tls_keyfile = ""                   # ... and its private key
+
 [users]                            # surveillance logins: name = "scrypt$..." hash
 alice = "scrypt$16384$8$1$..."     # make one with: firebet floor passwd alice
 ```
@@ -27,6 +44,7 @@ naming the file, the key and the reason (exit 2).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import zoneinfo
 from dataclasses import dataclass, field
@@ -36,6 +54,7 @@ from typing import Any
 from controller.core.config import Broker, broker_endpoint, broker_problem
 from controller.core.config.schema import (
     Key,
+    at_least,
     check_sections,
     file_name,
     nonempty,
@@ -50,6 +69,36 @@ from controller.wire.mqtt import read_password
 USER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 MAP_SIZE = 100  # rows and columns of the floor map, at most
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    """The console's HTTP limits, its cookie and TLS (``[web]``)."""
+
+    max_body_bytes: int = 65536
+    max_header_bytes: int = 16384
+    request_timeout_s: float = 10.0
+    idle_timeout_s: int = 5
+    max_connections: int = 900
+    max_streams: int = 100
+    stream_max_events: int = 200
+    stream_max_bytes: int = 2 * 1024 * 1024
+    login_failures_per_client: int = 20
+    login_failures_per_user: int = 5
+    login_window_s: float = 60.0
+    behind_tls_proxy: bool = False
+    trusted_proxies: str = "127.0.0.1"
+    tls_certfile: str = ""
+    tls_keyfile: str = ""
+
+    @property
+    def tls(self) -> bool:
+        """Whether the console serves https itself."""
+        return bool(self.tls_certfile)
+
+    def proxies(self) -> list[str]:
+        """The addresses whose X-Forwarded-For and -Proto are believed."""
+        return [p.strip() for p in self.trusted_proxies.split(",") if p.strip()]
 
 
 @dataclass(frozen=True)
@@ -69,6 +118,7 @@ class FloorSettings:
     time_zone: str = ""
     users: dict[str, str] = field(default_factory=dict)
     positions: dict[str, tuple[int, int]] = field(default_factory=dict)  # table -> (row, col)
+    web: WebSettings = field(default_factory=WebSettings)
     source: str = "defaults"
 
     def endpoint(self) -> Broker:
@@ -129,6 +179,40 @@ FLOOR_KEYS: dict[str, Key] = {
 """The ``[floor]`` keys, checked by the table configuration's own machinery."""
 
 
+def proxies_problem(value: str) -> str | None:
+    """Why ``value`` is not a comma-separated list of IP addresses or networks."""
+    entries = [p.strip() for p in value.split(",")]
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            return f"must be IP addresses or networks joined by ',' ({entry!r} is not one)"
+    return None
+
+
+WEB_KEYS: dict[str, Key] = {
+    key.name: key
+    for key in (
+        Key("web", "max_body_bytes", "int", "largest request body (413 beyond)", at_least(1024)),
+        Key("web", "max_header_bytes", "int", "largest request head (431 beyond)", at_least(1024)),
+        Key("web", "request_timeout_s", "float", "headers, then body, within this", positive),
+        Key("web", "idle_timeout_s", "int", "a kept-alive idle connection is closed", at_least(1)),
+        Key("web", "max_connections", "int", "open connections at most", at_least(16)),
+        Key("web", "max_streams", "int", "the pit's /events streams at most", at_least(1)),
+        Key("web", "stream_max_events", "int", "a stream this far behind is dropped", at_least(1)),
+        Key("web", "stream_max_bytes", "int", "or this many bytes behind", at_least(65536)),
+        Key("web", "login_failures_per_client", "int", "failed logins a client", at_least(1)),
+        Key("web", "login_failures_per_user", "int", "failed logins a user", at_least(1)),
+        Key("web", "login_window_s", "float", "over this many seconds", positive),
+        Key("web", "behind_tls_proxy", "bool", "Secure cookie; X-Forwarded-* from the proxy"),
+        Key("web", "trusted_proxies", "str", "the proxy's addresses", proxies_problem),
+        Key("web", "tls_certfile", "str", "serve https: PEM certificate"),
+        Key("web", "tls_keyfile", "str", "serve https: its private key"),
+    )
+}
+"""The ``[web]`` keys: the console's HTTP limits, cookie and TLS."""
+
+
 def parse_broker(url: str, source: str = "floor.toml") -> Broker:
     """The broker address of ``url``; a ConfigError naming ``floor.broker`` when bad."""
     problem = broker_problem(url)
@@ -183,7 +267,9 @@ def _positions(tables: dict[str, Any], source: str) -> dict[str, tuple[int, int]
 
 def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
     """Validate a parsed ``floor.toml``."""
-    checked = check_sections(data, {"floor": FLOOR_KEYS}, source, free=("tables", "users"))
+    checked = check_sections(
+        data, {"floor": FLOOR_KEYS, "web": WEB_KEYS}, source, free=("tables", "users")
+    )
     users: dict[str, str] = {}
     for name, encoded in checked.get("users", {}).items():
         if not USER_NAME.fullmatch(name):
@@ -199,8 +285,12 @@ def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
             raise ConfigError(source, f"users.{name}", problem)
         users[name] = encoded
     positions = _positions(checked.get("tables", {}), source)
+    web = WebSettings(**checked.get("web", {}))
+    if bool(web.tls_certfile) != bool(web.tls_keyfile):
+        missing = "web.tls_keyfile" if web.tls_certfile else "web.tls_certfile"
+        raise ConfigError(source, missing, "tls_certfile and tls_keyfile go together")
     settings = FloorSettings(
-        **checked.get("floor", {}), users=users, positions=positions, source=source
+        **checked.get("floor", {}), users=users, positions=positions, web=web, source=source
     )
     if settings.tls_ca and not settings.endpoint().tls:
         raise ConfigError(

@@ -13,7 +13,7 @@ from controller.floor.passwords import hash_password
 from controller.floor.settings import FloorSettings, load_settings, parse_broker, parse_http
 
 BAD = [
-    ("[pit]\nx = 1\n", "pit", "unknown section (known: floor, tables, users)"),
+    ("[pit]\nx = 1\n", "pit", "unknown section (known: floor, web, tables, users)"),
     ("floor = 1\n", "floor", "must be a [section] table"),
     ("[floor]\nbrokr = 'mqtt://x'\n", "floor.brokr", "unknown key (known in [floor]: broker,"),
     ("[floor]\nbroker = 1883\n", "floor.broker", "must be a string, not 1883"),
@@ -46,6 +46,12 @@ BAD = [
         "tables.B.position",
         "[1, 1] is already where A stands",
     ),
+    ("[web]\nmax_body_bytes = 10\n", "web.max_body_bytes", "must be at least 1024"),
+    ("[web]\nmax_conections = 10\n", "web.max_conections", "unknown key (known in [web]:"),
+    ("[web]\nbehind_tls_proxy = 'yes'\n", "web.behind_tls_proxy", "must be true or false"),
+    ("[web]\nrequest_timeout_s = 0\n", "web.request_timeout_s", "must be greater than 0"),
+    ("[web]\ntrusted_proxies = '10.0.0.1, nowhere'\n", "web.trusted_proxies", "'nowhere'"),
+    ("[web]\ntls_certfile = 'c.pem'\n", "web.tls_keyfile", "go together"),
 ]
 
 
