@@ -12,6 +12,13 @@ http = "127.0.0.1:8080"            # the console (--http overrides)
 database = "floor.db"              # relative to the state directory
 gap_grace_s = 1.0                  # a gap open this long asks the table to resend
 resend_every_s = 5.0               # and asks again this often while it stays open
+health_after_s = 30.0              # /healthz: a table behind, or a message unacked, this long
+
+[approved.standard]                # rules a table is approved for (a preset of the floor's)
+tables = ["CR-07", "CR-08"]        # the tables it is for; "*": every table not named elsewhere
+pays = { 4 = 24, 5 = 249, 6 = 999 } # any key left out is the rules' default (FireBetRules)
+positions = 16
+max_wager = 5
 
 [users]                            # surveillance logins: name = "scrypt$..." hash
 alice = "scrypt$16384$8$1$..."     # make one with: firebet floor passwd alice
@@ -28,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.core.config import Broker, broker_endpoint, broker_problem
+from controller.core.config import Broker, FireBetRules, broker_endpoint, broker_problem
 from controller.core.config.schema import (
     Key,
     check_sections,
@@ -39,6 +46,7 @@ from controller.core.config.schema import (
     topic_prefix,
 )
 from controller.core.errors import ConfigError, FirebetError
+from controller.floor.audit import ApprovedRules
 from controller.floor.passwords import hash_problem
 from controller.wire.mqtt import read_password
 
@@ -59,7 +67,9 @@ class FloorSettings:
     database: str = "floor.db"
     gap_grace_s: float = 1.0
     resend_every_s: float = 5.0
+    health_after_s: float = 30.0
     users: dict[str, str] = field(default_factory=dict)
+    approved: dict[str, ApprovedRules] = field(default_factory=dict)  # table id or "*"
     source: str = "defaults"
 
     def endpoint(self) -> Broker:
@@ -97,6 +107,7 @@ FLOOR_KEYS: dict[str, Key] = {
         Key("floor", "database", "str", "relative to the state directory", file_name),
         Key("floor", "gap_grace_s", "float", "a gap open this long asks for a resend", positive),
         Key("floor", "resend_every_s", "float", "and asks again this often", positive),
+        Key("floor", "health_after_s", "float", "/healthz: behind or unacked this long", positive),
     )
 }
 """The ``[floor]`` keys, checked by the table configuration's own machinery."""
@@ -119,9 +130,62 @@ def parse_http(value: str, source: str = "--http", key: str = "floor.http") -> t
     return host.strip("[]"), int(port)
 
 
+RULE_KEYS = tuple(FireBetRules().to_dict())
+
+
+def approved_from_dict(data: Any, source: str) -> dict[str, ApprovedRules]:
+    """The ``[approved.NAME]`` presets as table id (or ``*``) -> the rules approved for it;
+    a :class:`ConfigError` naming the key that is wrong."""
+    if not isinstance(data, dict):
+        raise ConfigError(source, "approved", "must be a table of [approved.NAME] presets")
+    out: dict[str, ApprovedRules] = {}
+    for name, preset in data.items():
+        where = f"approved.{name}"
+        if not USER_NAME.fullmatch(name):
+            raise ConfigError(source, where, "a preset name is letters, digits, _ . - (1 to 64)")
+        if not isinstance(preset, dict):
+            raise ConfigError(source, where, "must be a table: tables = [...] and the rules")
+        unknown = sorted(set(preset) - {"tables", *RULE_KEYS})
+        if unknown:
+            raise ConfigError(
+                source, f"{where}.{unknown[0]}",
+                f"unknown key (known: tables, {', '.join(RULE_KEYS)})",
+            )  # fmt: skip
+        tables = preset.get("tables")
+        if (
+            not isinstance(tables, list)
+            or not tables
+            or not all(isinstance(t, str) and t and len(t) <= 64 for t in tables)
+        ):
+            raise ConfigError(
+                source, f"{where}.tables", 'must list the table ids (or "*"), e.g. ["CR-07"]'
+            )
+        base = FireBetRules().to_dict()
+        for key in RULE_KEYS:
+            if key not in preset:
+                continue
+            value = preset[key]
+            if key == "pays" and isinstance(value, dict):
+                value = {str(k): v for k, v in value.items()}
+            try:
+                FireBetRules.from_dict({**base, key: value})
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ConfigError(source, f"{where}.{key}", str(exc)) from None
+            base[key] = value
+        rules = FireBetRules.from_dict(base)
+        for table in tables:
+            if table in out:
+                raise ConfigError(
+                    source, f"{where}.tables",
+                    f"table {table!r} is approved in [approved.{out[table].name}] already",
+                )  # fmt: skip
+            out[table] = ApprovedRules(name, rules)
+    return out
+
+
 def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
     """Validate a parsed ``floor.toml``."""
-    checked = check_sections(data, {"floor": FLOOR_KEYS}, source, free=("users",))
+    checked = check_sections(data, {"floor": FLOOR_KEYS}, source, free=("users", "approved"))
     users: dict[str, str] = {}
     for name, encoded in checked.get("users", {}).items():
         if not USER_NAME.fullmatch(name):
@@ -136,7 +200,10 @@ def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
         if problem:
             raise ConfigError(source, f"users.{name}", problem)
         users[name] = encoded
-    settings = FloorSettings(**checked.get("floor", {}), users=users, source=source)
+    approved = approved_from_dict(checked.get("approved", {}), source)
+    settings = FloorSettings(
+        **checked.get("floor", {}), users=users, approved=approved, source=source
+    )
     if settings.tls_ca and not settings.endpoint().tls:
         raise ConfigError(
             source, "floor.tls_ca", "is for an mqtts:// broker; floor.broker is mqtt://"

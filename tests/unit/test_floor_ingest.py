@@ -158,7 +158,7 @@ def test_bad_messages_are_counted_not_stored(tmp_path: Path, records: list[Floor
         Message("elsewhere/T1/event", event_bytes(records[0])),
     ])  # fmt: skip
     assert floor.stored() == []
-    assert floor.ingest.tables["T1"].bad == 5
+    assert floor.ingest.tables["T1"].row.bad == 5
     assert floor.ingest.bad_topics == 1
 
 
