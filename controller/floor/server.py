@@ -258,7 +258,7 @@ class FloorService:
         with the reason: every message is acknowledged once it is stored or counted, so
         no message can hold the broker's window (and the other tables' records) hostage.
         Only a store that takes nothing at all (a full disk) leaves messages unacknowledged
-        (``/healthz`` says so; the broker sends them again)."""
+        (``/healthz`` says so; the broker sends them again when the floor reconnects)."""
         if not batch:
             return
         taken: list[_Received] = []
