@@ -22,6 +22,7 @@ shows of each table is :mod:`controller.floor.summary`.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -131,6 +132,8 @@ class Ingest:
                         self._message(live, leaf, message.payload, received, changes)
                 except BadMessage as exc:
                     self._bad(live, f"{leaf}: {exc}", changes)
+                except sqlite3.OperationalError:
+                    raise  # the store's trouble (a full disk), not the message's: kept
                 except Exception as exc:  # judged on its own: the batch goes on
                     log.exception("table %s: a %s message the floor could not take", table, leaf)
                     self._bad(live, f"{leaf}: the floor could not take it ({_short(exc)})", changes)

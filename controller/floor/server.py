@@ -16,6 +16,7 @@ import concurrent.futures
 import itertools
 import logging
 import queue
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +37,8 @@ from controller.wire.mqtt import connect, make_client
 log = logging.getLogger("firebet.floor")
 
 BATCH = 1000
+RETRY_KEPT = 10_000  # messages kept to try again while the store fails (the broker's
+# in-flight window bounds them; what is past this comes back as a gap and a resend)
 TICK_S = 0.5
 T = TypeVar("T")
 Listener = Callable[[Changes], None]
@@ -75,6 +78,7 @@ class FloorService:
         self._waiting: dict[int, float] = {}  # seq of a message not acknowledged -> since
         self._waiting_lock = threading.Lock()
         self._seq = itertools.count(1)
+        self._retry: list[_Received] = []  # what the store could not take, tried again
         self.client = self._client()
         self.ingest = self._ingest()
         self._thread = threading.Thread(target=self._run, name="floor-ingest", daemon=True)
@@ -231,6 +235,7 @@ class FloorService:
             if time.monotonic() >= next_tick:
                 next_tick = time.monotonic() + TICK_S
                 self._guard(self.ingest.tick)
+                self._again()
                 self._notify()
             if isinstance(item, _Tick):
                 continue
@@ -257,31 +262,51 @@ class FloorService:
         each message is tried alone, and one that cannot be stored alone is counted bad
         with the reason: every message is acknowledged once it is stored or counted, so
         no message can hold the broker's window (and the other tables' records) hostage.
-        Only a store that takes nothing at all (a full disk) leaves messages unacknowledged
-        (``/healthz`` says so; the broker sends them again when the floor reconnects)."""
+        Only the store's own trouble (a full disk: ``sqlite3.OperationalError``) leaves
+        messages unacknowledged: they are kept and tried again at each tick until the
+        store takes them (``/healthz`` says when one waits long)."""
         if not batch:
             return
         taken: list[_Received] = []
         if self._guard(lambda: self.ingest.handle([r.message for r in batch])):
             taken = batch
         else:
-            taken = [r for r in batch if self._alone(r.message)]
+            for r in batch:
+                if self._alone(r.message):
+                    taken.append(r)
+                elif r.generation == self._generation and len(self._retry) < RETRY_KEPT:
+                    self._retry.append(r)
         for r in taken:
             if r.message.qos and r.generation == self._generation:
                 self.client.ack(r.message.mid, r.message.qos)
-        done = {r.seq for r in taken}
+        kept = {r.seq for r in self._retry}
         with self._waiting_lock:
             for r in batch:
-                if r.seq in done or r.generation != self._generation:
-                    self._waiting.pop(r.seq, None)  # an old session's: the broker resends it
+                if r.seq not in kept:  # stored, counted, or an old session's (sent again)
+                    self._waiting.pop(r.seq, None)
         self._notify()
 
     def _alone(self, message: Message) -> bool:
-        """Store one message alone, or else count it bad: whether either was done."""
-        if self._guard(lambda: self.ingest.handle([message])):
+        """Store one message alone, or else count it bad: whether either was done (not
+        when the store itself fails: the message is not to blame)."""
+        try:
+            self.ingest.handle([message])
             return True
+        except sqlite3.OperationalError:
+            log.exception("the floor's store refused a message; it is kept and tried again")
+            self.ingest = self._ingest()
+            return False
+        except Exception:
+            log.exception("the floor could not store a message; it is counted bad")
+            self.ingest = self._ingest()
         reason = "the floor could not store it (see the floor's log)"
         return self._guard(lambda: self.ingest.count_bad(message.topic, reason))
+
+    def _again(self) -> None:
+        """Try again what the store could not take (at each tick)."""
+        if self._retry:
+            retry, self._retry = self._retry, []
+            self._flush([r for r in retry if r.generation == self._generation])
 
     def _do(self, call: _Call) -> None:
         try:

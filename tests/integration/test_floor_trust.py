@@ -20,6 +20,8 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.core.config import load_config
 from controller.floor.audit import TableAudit
+from controller.floor.server import FloorService
+from controller.floor.settings import FloorSettings
 from controller.wire.messages import FloorRecord
 from tests.broker import USERS, Mosquitto
 from tests.floor_support import FloorProcess, Publisher, TableJournal, make_points
@@ -267,3 +269,35 @@ def test_a_resume_state_the_records_give_is_adopted(
     finally:
         table.close()
         floor.stop()
+
+
+def test_a_store_that_takes_nothing_leaves_messages_unacknowledged_not_blamed(
+    tmp_path: Path, mosquitto: Mosquitto, records: list[FloorRecord]
+) -> None:
+    settings = FloorSettings(
+        broker=mosquitto.url, username="floor", client_id="floor-test",
+        password_file=str(mosquitto.password_file("floor")), gap_grace_s=0.5,
+        resend_every_s=2.0, health_after_s=1.0, source="test",
+    )  # fmt: skip
+    service = FloorService(settings, tmp_path / "floor")
+    service.start()
+    table = Publisher(mosquitto, "CR-07")
+    try:
+        wait_for(service.connected.is_set, what="the floor to subscribe")
+        table.publish(records[:3])
+        wait_for(lambda: (service.ingest.summaries.get("CR-07") or {}).get("record") == 3)
+        writer = service.store._db  # the store refuses every write, as a full disk does
+        service.call(lambda: writer.execute("PRAGMA query_only = ON")).result(10)
+        table.publish(records[3:6])
+        wait_for(lambda: not service.health()["ok"], what="/healthz to say it")
+        health = service.health()
+        assert health["unacknowledged"] == 3 and health["oldest_unacknowledged_s"] >= 1.0
+        assert "3 message(s) unacknowledged" in health["problems"][0]
+        assert service.ingest.tables["CR-07"].row.bad == 0  # the table is not to blame
+        service.call(lambda: writer.execute("PRAGMA query_only = OFF")).result(10)
+        wait_for(lambda: service.health()["ok"], what="the kept messages stored")
+        assert service.ingest.summaries["CR-07"]["record"] == 6
+        assert service.health()["unacknowledged"] == 0
+    finally:
+        table.close()
+        service.stop()
