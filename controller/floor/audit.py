@@ -64,6 +64,7 @@ from controller.journal.replay import (
 from controller.wire.messages import FloorRecord
 
 UNCHECKED_KEPT = 20  # the newest hands not checked, named on the console
+RECENT_STATES = 64  # the states after this many newest records are kept (for clear_halt)
 NOT_SENT = "not checked: the table sent no events for it (it could not derive them)"
 
 
@@ -75,7 +76,8 @@ class ApprovedRules:
     rules: FireBetRules
 
 
-StateAt = Callable[[int], TableState]  # the floor's own fold of a table after record n
+StateAt = Callable[[int], "TableState | None"]  # the floor's fold after record n (None:
+# not to be had: too far back, or asked too often)
 
 
 def approval_changes(approved: FireBetRules, rules: FireBetRules) -> dict[str, dict[str, Any]]:
@@ -128,6 +130,7 @@ class TableAudit:
         self.unchecked_records = unchecked_records
         self.approved: ApprovedRules | None = None  # from the floor's config, not stored
         self.state_at: StateAt | None = None  # the floor's fold after a record (for clear_halt)
+        self.recent: dict[int, TableState] = {}  # the states after the newest records
 
     @property
     def rules(self) -> FireBetRules:
@@ -229,6 +232,8 @@ class TableAudit:
             self._command(rec, at, found)
         elif rec.kind in (RecordKind.RULES, RecordKind.CLEAR_HALT):
             self._system(rec, at, found)
+        self.recent[rec.record] = self.state  # a value: kept without a copy
+        self.recent.pop(rec.record - RECENT_STATES, None)
         keep = self.state.hand - 1
         for number in [n for n in self.hands if n < keep]:
             del self.hands[number]
@@ -295,6 +300,8 @@ class TableAudit:
         proven: TableState | None = None
         if resume_from == rec.record - 1:
             proven = self.state
+        elif resume_from in self.recent:
+            proven = self.recent[resume_from]
         elif 0 <= resume_from < rec.record - 1 and self.state_at is not None:
             proven = self.state_at(resume_from)
         if proven is not None and canonical(proven.to_dict()) == canonical(claimed.to_dict()):
@@ -303,10 +310,15 @@ class TableAudit:
             f"hand {claimed.hand}, {len(claimed.points)} points, "
             f"{money(sum(claimed.bets.values()))} on {len(claimed.bets)} positions"
         )
+        given = (
+            "a state the table's records do not give"
+            if proven is not None
+            else "a state the floor cannot check now (too far back, or asked too often)"
+        )
         words = (
-            f"the clear_halt at record {rec.record} resumes from record {resume_from} on a "
-            f"state the table's records do not give ({shown}): not adopted; the floor "
-            f"goes on from its own fold, and hand {hand} is not checked"
+            f"the clear_halt at record {rec.record} resumes from record {resume_from} on "
+            f"{given} ({shown}): not adopted; the floor goes on from its own fold, and "
+            f"hand {hand} is not checked"
         )
         found.discrepancies.append(
             Discrepancy(rec.record, hand, "resume", words,

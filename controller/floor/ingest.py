@@ -49,6 +49,8 @@ from controller.wire.messages import (
 
 log = logging.getLogger("firebet.floor")
 FOLD_RUN = 1000  # records read at once when the floor folds a table again
+REFOLD_MAX = 50_000  # a refold to check a clear_halt goes at most this far ...
+REFOLD_EVERY_S = 60.0  # ... and at most this often per table (a refold costs the thread)
 
 
 def _short(exc: BaseException) -> str:
@@ -231,11 +233,21 @@ class Ingest:
         live.audit.approved = self.approved_for(table)
         live.audit.state_at = lambda record: self.fold_to(table, record)
 
-    def fold_to(self, table: str, record: int) -> TableState:
+    def fold_to(self, table: str, record: int) -> TableState | None:
         """The state the floor's own fold of ``table``'s stored records gives after
-        ``record`` (through the one replay, as the live audit folds them)."""
+        ``record`` (through the one replay, as the live audit folds them), to check a
+        ``clear_halt`` resuming from further back than the audit's recent states. Bounded:
+        ``record`` at most :data:`REFOLD_MAX`, at most once every :data:`REFOLD_EVERY_S`
+        per table (None past either: the clear_halt is not adopted and alerted), and an
+        earlier ``clear_halt`` of the refold is checked against its recent states only."""
+        live = self.tables[table]
+        now = self.clock()
+        if record > REFOLD_MAX:
+            return None
+        if live.refold_at is not None and now - live.refold_at < REFOLD_EVERY_S:
+            return None
+        live.refold_at = now
         audit = TableAudit()
-        audit.state_at = lambda n: self.fold_to(table, n)
         first = 1
         while first <= record:
             last = min(record, first + FOLD_RUN - 1)

@@ -54,6 +54,7 @@ class TableLive:
     repeats: int = 0
     bad_times: deque[float] = field(default_factory=lambda: deque(maxlen=QUARANTINE_AFTER))
     behind_since: float | None = None  # when the floor first saw it behind its head
+    refold_at: float | None = None  # when its records were last folded again (clear_halt)
 
     @property
     def head(self) -> int:

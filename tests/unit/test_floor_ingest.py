@@ -302,3 +302,36 @@ def test_the_floor_keeps_a_bounded_number_of_rules_engines(
     assert len(replay._engines) <= replay.ENGINES_KEPT
     audit = floor.ingest.tables["T1"].audit  # the floor's engine is the cache's, no other
     assert audit.replay.engine is replay._engines[audit.rules.key()]
+
+
+def test_a_clear_halt_from_far_back_is_checked_by_folding_the_stored_records_again(
+    tmp_path: Path,
+) -> None:
+    from controller.floor.audit import RECENT_STATES, TableAudit
+    from controller.floor.ingest import REFOLD_EVERY_S
+
+    table = TableJournal(tmp_path / "table.db")
+    table.do("bet 1 5", "bet 2 2", *["6 5"] * (RECENT_STATES + 10))
+    records = table.records()
+    audit = TableAudit()
+    for rec in records[:3]:
+        audit.step(rec)
+    good, forged = audit.state.to_dict(), {**audit.state.to_dict(), "bets": {"1": 5}}
+    floor = Floor(tmp_path)
+    floor.events(*records)
+    n = len(records)
+
+    def clear(number: int, state: dict[str, object]) -> FloorRecord:
+        body = {"resume_from": 3, "resume_state": state}
+        return FloorRecord("T1", number, records[0].at, "clear_halt", "service", body, "ab" * 32)
+
+    floor.events(clear(n + 1, good))  # 3 is far past the recent states: folded again
+    assert floor.ingest.tables["T1"].audit.state.to_dict() == good
+    assert [a.kind for a in floor.alerts()] == []
+    floor.clock.now += REFOLD_EVERY_S
+    floor.events(clear(n + 2, forged))
+    (alert,) = floor.alerts()
+    assert alert.detail["what"] == "resume" and alert.record == n + 2
+    assert "a state the table's records do not give" in alert.detail["detail"]
+    floor.events(clear(n + 3, good))  # a refold again at once: not to be had
+    assert "the floor cannot check now" in floor.alerts()[-1].detail["detail"]
