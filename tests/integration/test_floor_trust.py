@@ -90,7 +90,9 @@ def test_a_poison_flood_from_one_table_never_stops_another(
         assert any(p.startswith("table CR-08 is quarantined") for p in health["problems"])
         (quarantine,) = [a for a in floor.get("/api/alerts") if a["kind"] == "quarantine"]
         assert quarantine["table"] == "CR-08"
-        assert "quarantine" in floor.page("/")  # named in the console's table list
+        front = floor.page("/")  # named in the console's table list and alert queue
+        assert 'class="badge b-quarantine">quarantine' in front
+        assert "table CR-08 is quarantined: it keeps sending bad messages (10 bad" in front
         page = floor.page("/tables/CR-08")
         assert "<strong>quarantined</strong>: 10 bad messages within 60 s" in page
         assert "bad messages 1100 (the last: event: " in page
