@@ -137,7 +137,9 @@ class Ingest:
                 except sqlite3.OperationalError:
                     raise  # the store's trouble (a full disk), not the message's: kept
                 except Exception as exc:  # judged on its own: the batch goes on
-                    log.exception("table %s: a %s message the floor could not take", table, leaf)
+                    if live.row.bad < 10:  # the trace of the first few (a flood: counted)
+                        log.exception("table %s: a %s message the floor could not take",
+                                      table, leaf)  # fmt: skip
                     self._bad(live, f"{leaf}: the floor could not take it ({_short(exc)})", changes)
                 touched.add(table)
             for table in touched:
