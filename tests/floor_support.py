@@ -84,12 +84,14 @@ class Publisher:
         self.sent: dict[int, FloorRecord] = {}
         self.commands: list[dict[str, Any]] = []
         self.answer_resend = True
+        self.disconnects = 0  # how often the broker cut this table off
         self._lock = threading.Lock()
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"table-{table}")
         self.client.username_pw_set(table, USERS[table])  # the ACL: a table is its own user
         self.client.will_set(self.t("online"), json.dumps({"online": False}), qos=1, retain=True)
         self.client.on_message = self._on_message
         self.client.on_connect = self._on_connect
+        self.client.on_disconnect = self._on_disconnect
         self.client.connect("127.0.0.1", broker.port, keepalive=5)
         self.client.loop_start()
 
@@ -98,6 +100,9 @@ class Publisher:
 
     def _on_connect(self, client: mqtt.Client, *_: Any) -> None:
         client.subscribe(self.t("command"), qos=1)
+
+    def _on_disconnect(self, *_: Any) -> None:
+        self.disconnects += 1
 
     def _on_message(self, _c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
         body = json.loads(msg.payload)

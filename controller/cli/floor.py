@@ -34,9 +34,11 @@ log = logging.getLogger("firebet.floor")
 
 ACCEPT_BACKLOG = 128
 """Connections waiting to be accepted; asyncio accepts up to this many at a time."""
-FILES_KEPT = 2 * ACCEPT_BACKLOG + 64
-"""Open files kept apart from the console's connections (an accept burst not yet
-trimmed to the cap, the database, the broker, logs)."""
+FILES_KEPT = 3 * ACCEPT_BACKLOG + 64
+"""Open files kept apart from the console's connections: the accept bursts not yet
+trimmed to the cap (a connection closed to make room gives its file back one turn of the
+event loop later, while the next burst is accepted: up to three bursts are in flight
+under a flood), the database, the broker, logs."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -90,8 +90,9 @@ class Discrepancy:
 
     record: int
     hand: int
-    what: str  # settlement, markers, alert, events, unreadable, unchecked
+    what: str  # settlement, markers, alert, events, unreadable, unchecked, unapproved, resume
     detail: str
+    facts: dict[str, Any] | None = None  # figures beside the words (both amounts, ...)
 
 
 @dataclass(frozen=True)

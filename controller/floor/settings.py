@@ -13,6 +13,7 @@ database = "floor.db"              # relative to the state directory
 gap_grace_s = 1.0                  # a gap open this long asks the table to resend
 resend_every_s = 5.0               # and asks again this often while it stays open
 time_zone = ""                     # the console's clock (IANA name); "" = the machine's
+health_after_s = 30.0              # /healthz: a table behind, or a message unacked, this long
 
 [tables.CR-07]                     # where a table stands on the floor map (optional)
 position = [1, 3]                  # [row, column], from 1; tables without one fill in after
@@ -34,6 +35,12 @@ trusted_proxies = "127.0.0.1"      # ... from these addresses (IPs or networks, 
 tls_certfile = ""                  # or serve https itself: PEM certificate (chain) ...
 tls_keyfile = ""                   # ... and its private key
 
+[approved.standard]                # rules a table is approved for (a preset of the floor's)
+tables = ["CR-07", "CR-08"]        # the tables it is for; "*": every table not named elsewhere
+pays = { 4 = 24, 5 = 249, 6 = 999 } # any key left out is the rules' default (FireBetRules)
+positions = 16
+max_wager = 5
+
 [users]                            # surveillance logins: name = "scrypt$..." hash
 alice = "scrypt$16384$8$1$..."     # make one with: firebet floor passwd alice
 ```
@@ -51,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.core.config import Broker, broker_endpoint, broker_problem
+from controller.core.config import Broker, FireBetRules, broker_endpoint, broker_problem
 from controller.core.config.schema import (
     Key,
     at_least,
@@ -63,6 +70,7 @@ from controller.core.config.schema import (
     topic_prefix,
 )
 from controller.core.errors import ConfigError, FirebetError
+from controller.floor.audit import ApprovedRules
 from controller.floor.passwords import hash_problem
 from controller.wire.mqtt import read_password
 
@@ -119,6 +127,8 @@ class FloorSettings:
     users: dict[str, str] = field(default_factory=dict)
     positions: dict[str, tuple[int, int]] = field(default_factory=dict)  # table -> (row, col)
     web: WebSettings = field(default_factory=WebSettings)
+    health_after_s: float = 30.0
+    approved: dict[str, ApprovedRules] = field(default_factory=dict)  # table id or "*"
     source: str = "defaults"
 
     def endpoint(self) -> Broker:
@@ -174,6 +184,7 @@ FLOOR_KEYS: dict[str, Key] = {
             "the console's clock ('' = the machine's)",
             time_zone_problem,
         ),
+        Key("floor", "health_after_s", "float", "/healthz: behind or unacked this long", positive),
     )
 }
 """The ``[floor]`` keys, checked by the table configuration's own machinery."""
@@ -265,10 +276,63 @@ def _positions(tables: dict[str, Any], source: str) -> dict[str, tuple[int, int]
     return out
 
 
+RULE_KEYS = tuple(FireBetRules().to_dict())
+
+
+def approved_from_dict(data: Any, source: str) -> dict[str, ApprovedRules]:
+    """The ``[approved.NAME]`` presets as table id (or ``*``) -> the rules approved for it;
+    a :class:`ConfigError` naming the key that is wrong."""
+    if not isinstance(data, dict):
+        raise ConfigError(source, "approved", "must be a table of [approved.NAME] presets")
+    out: dict[str, ApprovedRules] = {}
+    for name, preset in data.items():
+        where = f"approved.{name}"
+        if not USER_NAME.fullmatch(name):
+            raise ConfigError(source, where, "a preset name is letters, digits, _ . - (1 to 64)")
+        if not isinstance(preset, dict):
+            raise ConfigError(source, where, "must be a table: tables = [...] and the rules")
+        unknown = sorted(set(preset) - {"tables", *RULE_KEYS})
+        if unknown:
+            raise ConfigError(
+                source, f"{where}.{unknown[0]}",
+                f"unknown key (known: tables, {', '.join(RULE_KEYS)})",
+            )  # fmt: skip
+        tables = preset.get("tables")
+        if (
+            not isinstance(tables, list)
+            or not tables
+            or not all(isinstance(t, str) and t and len(t) <= 64 for t in tables)
+        ):
+            raise ConfigError(
+                source, f"{where}.tables", 'must list the table ids (or "*"), e.g. ["CR-07"]'
+            )
+        base = FireBetRules().to_dict()
+        for key in RULE_KEYS:
+            if key not in preset:
+                continue
+            value = preset[key]
+            if key == "pays" and isinstance(value, dict):
+                value = {str(k): v for k, v in value.items()}
+            try:
+                FireBetRules.from_dict({**base, key: value})
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ConfigError(source, f"{where}.{key}", str(exc)) from None
+            base[key] = value
+        rules = FireBetRules.from_dict(base)
+        for table in tables:
+            if table in out:
+                raise ConfigError(
+                    source, f"{where}.tables",
+                    f"table {table!r} is approved in [approved.{out[table].name}] already",
+                )  # fmt: skip
+            out[table] = ApprovedRules(name, rules)
+    return out
+
+
 def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
     """Validate a parsed ``floor.toml``."""
     checked = check_sections(
-        data, {"floor": FLOOR_KEYS, "web": WEB_KEYS}, source, free=("tables", "users")
+        data, {"floor": FLOOR_KEYS, "web": WEB_KEYS}, source, free=("tables", "users", "approved")
     )
     users: dict[str, str] = {}
     for name, encoded in checked.get("users", {}).items():
@@ -289,8 +353,14 @@ def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
     if bool(web.tls_certfile) != bool(web.tls_keyfile):
         missing = "web.tls_keyfile" if web.tls_certfile else "web.tls_certfile"
         raise ConfigError(source, missing, "tls_certfile and tls_keyfile go together")
+    approved = approved_from_dict(checked.get("approved", {}), source)
     settings = FloorSettings(
-        **checked.get("floor", {}), users=users, positions=positions, web=web, source=source
+        **checked.get("floor", {}),
+        users=users,
+        positions=positions,
+        web=web,
+        approved=approved,
+        source=source,
     )
     if settings.tls_ca and not settings.endpoint().tls:
         raise ConfigError(

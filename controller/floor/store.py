@@ -8,7 +8,8 @@ floor restart loses nothing.
 Tables
     ``records``   (table_id, record) once each, with the chain hash and the events the
                   table's engine decided, as received;
-    ``tables``    one row per table: presence, last status, the audit checkpoint;
+    ``tables``    one row per table: presence, last status, the audit checkpoint, the
+                  bad messages counted and whether it is quarantined;
     ``hands``     the hand logs the audit sorted the records into;
     ``alerts``    surveillance, integrity, audit and offline alerts and what became of them.
 """
@@ -49,7 +50,10 @@ CREATE TABLE IF NOT EXISTS tables (
     state TEXT,
     state_at TEXT,
     contiguous INTEGER NOT NULL DEFAULT 0,
-    audit TEXT
+    audit TEXT,
+    bad INTEGER NOT NULL DEFAULT 0,
+    last_bad TEXT,
+    quarantined TEXT
 );
 CREATE TABLE IF NOT EXISTS hands (
     table_id TEXT NOT NULL,
@@ -82,7 +86,7 @@ class Alert:
 
     id: int
     table: str
-    kind: str  # surveillance, integrity, audit, offline
+    kind: str  # surveillance, integrity, audit, offline, quarantine
     hand: int | None
     record: int | None
     raised_at: str
@@ -126,6 +130,9 @@ class TableRow:
     state_at: str | None = None
     contiguous: int = 0
     audit: dict[str, Any] | None = None
+    bad: int = 0  # messages counted bad (not stored), ever
+    last_bad: str | None = None  # the newest one's reason
+    quarantined: str | None = None  # why the table is quarantined (None: it is not)
 
 
 class FloorStore:
@@ -141,6 +148,14 @@ class FloorStore:
             self._db.execute("ALTER TABLE records ADD COLUMN events TEXT")
         if "snapshot" not in columns:  # ... and the digests of their snapshots
             self._db.execute("ALTER TABLE records ADD COLUMN snapshot TEXT")
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(tables)")}
+        for column, kind in (
+            ("bad", "INTEGER NOT NULL DEFAULT 0"),
+            ("last_bad", "TEXT"),
+            ("quarantined", "TEXT"),
+        ):  # a floor.db from before bad messages were counted
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE tables ADD COLUMN {column} {kind}")
         self._readers = threading.local()
 
     def _connect(self, *, read_only: bool = False) -> sqlite3.Connection:
@@ -164,6 +179,18 @@ class FloorStore:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A part of the open transaction that is undone alone when it fails."""
+        self._db.execute("SAVEPOINT one")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK TO one")
+            self._db.execute("RELEASE one")
+            raise
+        self._db.execute("RELEASE one")
 
     def reader(self) -> sqlite3.Connection:
         """A read-only connection for the calling thread."""
@@ -220,7 +247,7 @@ class FloorStore:
         """Every table the floor has heard of."""
         rows = self._db.execute(
             "SELECT table_id, online, online_at, program, announced, state, state_at, "
-            "contiguous, audit FROM tables"
+            "contiguous, audit, bad, last_bad, quarantined FROM tables"
         )
         out: dict[str, TableRow] = {}
         for r in rows:
@@ -234,6 +261,9 @@ class FloorStore:
                 r[6],
                 int(r[7]),
                 json.loads(r[8]) if r[8] else None,
+                int(r[9] or 0),
+                r[10],
+                r[11],
             )
         return out
 
@@ -241,12 +271,14 @@ class FloorStore:
         """Write what the floor keeps about one table."""
         self._db.execute(
             "INSERT INTO tables (table_id, online, online_at, program, announced, state, "
-            "state_at, contiguous, audit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "state_at, contiguous, audit, bad, last_bad, quarantined) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (table_id) DO UPDATE SET online = excluded.online, "
             "online_at = excluded.online_at, program = excluded.program, "
             "announced = excluded.announced, state = excluded.state, "
             "state_at = excluded.state_at, contiguous = excluded.contiguous, "
-            "audit = excluded.audit",
+            "audit = excluded.audit, bad = excluded.bad, last_bad = excluded.last_bad, "
+            "quarantined = excluded.quarantined",
             (
                 row.table,
                 None if row.online is None else int(row.online),
@@ -257,6 +289,9 @@ class FloorStore:
                 row.state_at,
                 row.contiguous,
                 json.dumps(row.audit, separators=(",", ":")) if row.audit is not None else None,
+                row.bad,
+                row.last_bad,
+                row.quarantined,
             ),
         )
 
