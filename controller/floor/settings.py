@@ -15,7 +15,14 @@ resend_every_s = 5.0               # and asks again this often while it stays op
 
 [users]                            # surveillance logins: name = "scrypt$..." hash
 alice = "scrypt$16384$8$1$..."     # make one with: firebet floor passwd alice
+
+[shifts]                           # the shift figures' shifts, local time (these without)
+grave = "00:00-08:00"              # an end at or before the start is the next day's
+day = "08:00-16:00"
+swing = "16:00-24:00"
 ```
+
+Times are the floor's local time: the system's zone (``$TZ``, else ``/etc/localtime``).
 
 Unknown sections or keys, wrong types and bad values are a :class:`ConfigError`
 naming the file, the key and the reason (exit 2).
@@ -23,8 +30,11 @@ naming the file, the key and the reason (exit 2).
 
 from __future__ import annotations
 
+import os
 import re
+import zoneinfo
 from dataclasses import dataclass, field
+from datetime import UTC, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +49,7 @@ from controller.core.config.schema import (
     topic_prefix,
 )
 from controller.core.errors import ConfigError, FirebetError
+from controller.floor.figures import DEFAULT_SHIFTS, Shift, parse_shifts, shift_problem
 from controller.floor.passwords import hash_problem
 from controller.wire.mqtt import read_password
 
@@ -60,6 +71,7 @@ class FloorSettings:
     gap_grace_s: float = 1.0
     resend_every_s: float = 5.0
     users: dict[str, str] = field(default_factory=dict)
+    shifts: tuple[Shift, ...] = DEFAULT_SHIFTS
     source: str = "defaults"
 
     def endpoint(self) -> Broker:
@@ -121,7 +133,7 @@ def parse_http(value: str, source: str = "--http", key: str = "floor.http") -> t
 
 def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
     """Validate a parsed ``floor.toml``."""
-    checked = check_sections(data, {"floor": FLOOR_KEYS}, source, free=("users",))
+    checked = check_sections(data, {"floor": FLOOR_KEYS}, source, free=("users", "shifts"))
     users: dict[str, str] = {}
     for name, encoded in checked.get("users", {}).items():
         if not USER_NAME.fullmatch(name):
@@ -136,7 +148,16 @@ def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
         if problem:
             raise ConfigError(source, f"users.{name}", problem)
         users[name] = encoded
-    settings = FloorSettings(**checked.get("floor", {}), users=users, source=source)
+    shifts = checked.get("shifts", {})
+    for name, value in shifts.items():
+        problem = shift_problem(name, value)
+        if problem:
+            raise ConfigError(source, f"shifts.{name}", problem)
+    try:
+        parsed = parse_shifts(shifts) if shifts else DEFAULT_SHIFTS
+    except ValueError as exc:
+        raise ConfigError(source, "shifts", str(exc)) from None
+    settings = FloorSettings(**checked.get("floor", {}), users=users, shifts=parsed, source=source)
     if settings.tls_ca and not settings.endpoint().tls:
         raise ConfigError(
             source, "floor.tls_ca", "is for an mqtts:// broker; floor.broker is mqtt://"
@@ -149,3 +170,30 @@ def load_settings(path: str | Path | None) -> FloorSettings:
     if path is None:
         return FloorSettings()
     return settings_from_dict(read_file(path), str(path))
+
+
+def local_zone(environ: dict[str, str] | None = None) -> tzinfo:
+    """The floor's time zone: ``$TZ`` when it names one, else the system's
+    (``/etc/localtime``), else UTC."""
+    env = os.environ if environ is None else environ
+    name = env.get("TZ", "").lstrip(":")
+    if name:
+        try:
+            return zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+            pass
+    target = os.path.realpath("/etc/localtime")
+    _, found, key = target.partition("/zoneinfo/")
+    try:
+        if found:
+            return zoneinfo.ZoneInfo(key)
+        with open(target, "rb") as f:
+            return zoneinfo.ZoneInfo.from_file(f, key="localtime")
+    except (zoneinfo.ZoneInfoNotFoundError, OSError, ValueError):
+        return UTC
+
+
+def zone_name(zone: tzinfo) -> str:
+    """``Europe/Paris`` (a zone's key), else what it calls itself."""
+    key = getattr(zone, "key", None)
+    return key if isinstance(key, str) else str(zone)
