@@ -36,6 +36,7 @@ from controller.core.config import FireBetRules
 from controller.core.odds import exact_distribution, house_edge
 
 POINTS = range(7)  # 0 to 6 different points made
+WHOLE_DAY = "all-day"  # a period's name for the whole day (a shift may be called "day")
 MAX_SHIFTS = 12
 SHIFT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 CLOCK = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])|24:00")
@@ -110,7 +111,7 @@ class Period:
     """A stretch of local time on a date: a shift, the whole day, or a span asked for."""
 
     day: date
-    name: str  # the shift's name, "day" for the whole day, or the span
+    name: str  # the shift's name, WHOLE_DAY, or the span
     start: datetime  # aware
     end: datetime  # aware, after start
 
@@ -143,7 +144,7 @@ def local(day: date, minutes: int, zone: tzinfo) -> datetime:
 
 def whole_day(day: date, zone: tzinfo) -> Period:
     """Local midnight to the next midnight (23 or 25 hours across a clock change)."""
-    return Period(day, "day", local(day, 0, zone), local(day, 1440, zone))
+    return Period(day, WHOLE_DAY, local(day, 0, zone), local(day, 1440, zone))
 
 
 def shift_period(day: date, shift: Shift, zone: tzinfo) -> Period:

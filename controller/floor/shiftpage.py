@@ -21,6 +21,7 @@ from markupsafe import Markup
 
 from controller.floor.figures import (
     POINTS,
+    WHOLE_DAY,
     Figures,
     Period,
     RulesHistory,
@@ -260,7 +261,7 @@ def when(shown: Shown) -> str:
     day = p.start.strftime("%a %-d %b %Y")
     if shown.asked.shift:
         return f"{shown.asked.shift} shift, {day}, {p.span}"
-    if p.name == "day":
+    if p.name == WHOLE_DAY:
         return f"{day}, the whole day"
     return f"{day}, {p.span}"
 
@@ -319,7 +320,7 @@ def csv_text(shown: Shown) -> str:
 def csv_name(shown: Shown) -> str:
     """``figures-2026-12-02-day.csv`` (``-CR-07`` for one table)."""
     a = shown.asked
-    what = a.shift or ("day" if a.period.name == "day" else a.period.name.replace(":", ""))
+    what = a.shift or a.period.name.replace(":", "")
     table = f"-{a.table}" if a.table else ""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"figures-{a.period.day.isoformat()}-{what}{table}")
     return safe + ".csv"

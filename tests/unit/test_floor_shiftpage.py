@@ -44,7 +44,12 @@ def ask(query: str) -> Asked:
 
 def test_no_query_is_today_the_whole_day_the_floor() -> None:
     a = ask("")
-    assert (a.period.day, a.period.name, a.shift, a.table) == (date(2026, 12, 2), "day", "", None)
+    assert (a.period.day, a.period.name, a.shift, a.table) == (
+        date(2026, 12, 2),
+        "all-day",
+        "",
+        None,
+    )
     assert a.period.start == datetime(2026, 12, 2, 5, tzinfo=UTC)
 
 
@@ -129,7 +134,7 @@ def test_one_table_s_csv_is_its_row() -> None:
     one = shown("date=2026-12-02&table=CR-08")
     rows = list(csv.reader(io.StringIO(csv_text(one))))
     assert len(rows) == 2 and rows[1][4:7] == ["table", "CR-08", "1"]
-    assert csv_name(one) == "figures-2026-12-02-day-CR-08.csv"
+    assert csv_name(one) == "figures-2026-12-02-all-day-CR-08.csv"
 
 
 def test_a_text_cell_is_never_a_formula() -> None:
