@@ -35,7 +35,7 @@ from controller.floor.figures import (
 )
 from controller.floor.findings import money
 from controller.floor.store import FloorStore
-from controller.floor.svg import Series, bar_chart
+from controller.floor.svg import WIDTH, Series, bar_chart
 from controller.journal.replay import RecordError, settings_of
 
 KNOWN = ("date", "shift", "start", "end", "table")
@@ -173,6 +173,7 @@ def charts(shown: Shown) -> list[tuple[str, Markup]]:
     rows = shown.tables if shown.asked.table is not None else [*shown.tables, shown.floor]
     names = [f.table or FLOOR for f in rows]
     where = shown.asked.table or "the floor"
+    wide = max(WIDTH, 36 * len(names) + 100)  # a bar pair a table, however many (it scrolls)
     hold = bar_chart(
         ident="chart-hold",
         title=f"Hold % by table against the pay table's theoretical hold, {when(shown)}",
@@ -196,6 +197,7 @@ def charts(shown: Shown) -> list[tuple[str, Markup]]:
             ),
         ],
         axis=_axis_pct,
+        width=wide,
     )
     money_chart = bar_chart(
         ident="chart-handle",
@@ -215,6 +217,7 @@ def charts(shown: Shown) -> list[tuple[str, Markup]]:
             Series("paid", [float(f.paid) for f in rows], [money(f.paid) for f in rows], "s-paid"),
         ],
         axis=_axis_money,
+        width=wide,
     )
     scope = shown.scope
     expected = scope.expected_points

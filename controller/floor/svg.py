@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 WIDTH, HEIGHT = 760, 300
 LEFT, RIGHT, TOP, BOTTOM = 72, 16, 36, 56
-MAX_CATEGORIES = 200  # a floor's tables; more would be bars thinner than a pixel
+MAX_CATEGORIES = 5000  # a floor's tables (the caller widens the chart for many)
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,8 @@ def bar_chart(
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="{escape(ident)}" '
         f'viewBox="0 0 {width} {height}" role="img" '
-        f'aria-labelledby="{escape(ident)}-title {escape(ident)}-desc">',
+        + (f'style="min-width: {width}px" ' if width > WIDTH else "")
+        + f'aria-labelledby="{escape(ident)}-title {escape(ident)}-desc">',
         f'<title id="{escape(ident)}-title">{escape(title)}</title>',
         f'<desc id="{escape(ident)}-desc">{escape(desc)}</desc>',
         '<g class="axis y-axis" font-size="11" text-anchor="end">',

@@ -185,3 +185,12 @@ def test_the_ticks_cover_the_values_and_zero(a: float, b: float) -> None:
     ticks = nice_ticks(lo, hi)
     assert ticks[0] <= min(lo, 0) and ticks[-1] >= max(hi, 0) and 0 in ticks
     assert 2 <= len(ticks) <= 12 and ticks == sorted(ticks)
+
+
+def test_a_floor_of_many_tables_gets_wide_charts_with_every_bar() -> None:
+    names = [f"T{i:03d}" for i in range(250)]
+    hands = [SettledHand(t, 1, 10, 0, 0, 5, 0, 0) for t in names]
+    tables, floor = figures(hands, {}, names)
+    (_, hold), (_, money), _ = charts(Shown(ask(""), tables, floor))
+    assert str(hold).count('data-series="hold %"') == 251  # and the floor's
+    assert 'style="min-width: 9136px"' in str(money)
