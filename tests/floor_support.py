@@ -149,6 +149,7 @@ class Publisher:
 
 # --- the floor as a real process ------------------------------------------------------------
 import http.client  # noqa: E402
+import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -162,7 +163,8 @@ class FloorProcess:
     """``firebet floor`` as a real process; ``url`` once it listens."""
 
     def __init__(self, folder: Path, broker: Mosquitto, users: dict[str, str] | None = None,
-                 extra: str = "", nofile: int | None = None) -> None:  # fmt: skip
+                 extra: str = "", nofile: int | None = None,
+                 env: dict[str, str] | None = None) -> None:  # fmt: skip
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         lines = [
@@ -181,6 +183,7 @@ class FloorProcess:
                  sys.executable, "-m", "controller", "floor", "--config", str(self.config),
                  "--state-dir", str(folder / "state"), "--http", "127.0.0.1:0"],
                 cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
+                env=None if env is None else {**os.environ, **env},
             )  # fmt: skip
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()

@@ -25,8 +25,8 @@ def _canonical(value: Any) -> str:
 
 
 def money(amount: int) -> str:
-    """An amount as the console shows it: ``$1,234``."""
-    return f"${amount:,}"
+    """An amount as the console shows it: ``$1,234`` (``-$120`` below nothing)."""
+    return f"-${-amount:,}" if amount < 0 else f"${amount:,}"
 
 
 def _settlement_text(settlements: list[Settlement]) -> str:

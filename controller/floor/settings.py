@@ -43,7 +43,14 @@ max_wager = 5
 
 [users]                            # surveillance logins: name = "scrypt$..." hash
 alice = "scrypt$16384$8$1$..."     # make one with: firebet floor passwd alice
+
+[shifts]                           # the shift figures' shifts, local time (these without)
+grave = "00:00-08:00"              # an end at or before the start is the next day's
+day = "08:00-16:00"
+swing = "16:00-24:00"
 ```
+
+Times are the floor's local time: the system's zone (``$TZ``, else ``/etc/localtime``).
 
 Unknown sections or keys, wrong types and bad values are a :class:`ConfigError`
 naming the file, the key and the reason (exit 2).
@@ -52,9 +59,11 @@ naming the file, the key and the reason (exit 2).
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import zoneinfo
 from dataclasses import dataclass, field
+from datetime import UTC, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +80,7 @@ from controller.core.config.schema import (
 )
 from controller.core.errors import ConfigError, FirebetError
 from controller.floor.audit import ApprovedRules
+from controller.floor.figures import DEFAULT_SHIFTS, Shift, parse_shifts, shift_problem
 from controller.floor.passwords import hash_problem
 from controller.wire.mqtt import read_password
 
@@ -129,7 +139,13 @@ class FloorSettings:
     web: WebSettings = field(default_factory=WebSettings)
     health_after_s: float = 30.0
     approved: dict[str, ApprovedRules] = field(default_factory=dict)  # table id or "*"
+    shifts: tuple[Shift, ...] = DEFAULT_SHIFTS
     source: str = "defaults"
+
+    def zone(self) -> tzinfo:
+        """The floor's time zone: ``time_zone`` (IANA), else the machine's
+        (:func:`local_zone`): the console's clock and the shifts' days."""
+        return zoneinfo.ZoneInfo(self.time_zone) if self.time_zone else local_zone()
 
     def endpoint(self) -> Broker:
         """The broker's host, port and whether it speaks TLS."""
@@ -332,7 +348,10 @@ def approved_from_dict(data: Any, source: str) -> dict[str, ApprovedRules]:
 def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
     """Validate a parsed ``floor.toml``."""
     checked = check_sections(
-        data, {"floor": FLOOR_KEYS, "web": WEB_KEYS}, source, free=("tables", "users", "approved")
+        data,
+        {"floor": FLOOR_KEYS, "web": WEB_KEYS},
+        source,
+        free=("tables", "users", "approved", "shifts"),
     )
     users: dict[str, str] = {}
     for name, encoded in checked.get("users", {}).items():
@@ -348,6 +367,15 @@ def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
         if problem:
             raise ConfigError(source, f"users.{name}", problem)
         users[name] = encoded
+    shifts = checked.get("shifts", {})
+    for name, value in shifts.items():
+        problem = shift_problem(name, value)
+        if problem:
+            raise ConfigError(source, f"shifts.{name}", problem)
+    try:
+        parsed = parse_shifts(shifts) if shifts else DEFAULT_SHIFTS
+    except ValueError as exc:
+        raise ConfigError(source, "shifts", str(exc)) from None
     positions = _positions(checked.get("tables", {}), source)
     web = WebSettings(**checked.get("web", {}))
     if bool(web.tls_certfile) != bool(web.tls_keyfile):
@@ -360,6 +388,7 @@ def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
         positions=positions,
         web=web,
         approved=approved,
+        shifts=parsed,
         source=source,
     )
     if settings.tls_ca and not settings.endpoint().tls:
@@ -374,3 +403,30 @@ def load_settings(path: str | Path | None) -> FloorSettings:
     if path is None:
         return FloorSettings()
     return settings_from_dict(read_file(path), str(path))
+
+
+def local_zone(environ: dict[str, str] | None = None) -> tzinfo:
+    """The floor's time zone: ``$TZ`` when it names one, else the system's
+    (``/etc/localtime``), else UTC."""
+    env = os.environ if environ is None else environ
+    name = env.get("TZ", "").lstrip(":")
+    if name:
+        try:
+            return zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+            pass
+    target = os.path.realpath("/etc/localtime")
+    _, found, key = target.partition("/zoneinfo/")
+    try:
+        if found:
+            return zoneinfo.ZoneInfo(key)
+        with open(target, "rb") as f:
+            return zoneinfo.ZoneInfo.from_file(f, key="localtime")
+    except (zoneinfo.ZoneInfoNotFoundError, OSError, ValueError):
+        return UTC
+
+
+def zone_name(zone: tzinfo) -> str:
+    """``Europe/Paris`` (a zone's key), else what it calls itself."""
+    key = getattr(zone, "key", None)
+    return key if isinstance(key, str) else str(zone)

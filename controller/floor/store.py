@@ -11,6 +11,8 @@ Tables
     ``tables``    one row per table: presence, last status, the audit checkpoint, the
                   bad messages counted and whether it is quarantined;
     ``hands``     the hand logs the audit sorted the records into;
+    ``settled``   each settled hand's figures, by the time of the record that settled it
+                  (:func:`controller.floor.figures.settled_hand`; the shift figures);
     ``alerts``    surveillance, integrity, audit and offline alerts and what became of them.
 """
 
@@ -25,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from controller.core.times import to_ms
+from controller.floor.figures import SettledHand, settled_hand
 from controller.wire.messages import FloorRecord
 
 SCHEMA = """
@@ -61,6 +65,19 @@ CREATE TABLE IF NOT EXISTS hands (
     log TEXT NOT NULL,
     PRIMARY KEY (table_id, hand)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS settled (
+    table_id TEXT NOT NULL,
+    hand INTEGER NOT NULL,
+    record INTEGER NOT NULL,
+    at_ms INTEGER NOT NULL,
+    unique_points INTEGER NOT NULL,
+    wagered INTEGER NOT NULL,
+    won INTEGER NOT NULL,
+    paid INTEGER NOT NULL,
+    PRIMARY KEY (table_id, hand)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS settled_at ON settled (at_ms);
+CREATE INDEX IF NOT EXISTS records_rules ON records (table_id, record) WHERE kind = 'rules';
 CREATE TABLE IF NOT EXISTS alerts (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     table_id TEXT NOT NULL,
@@ -142,6 +159,9 @@ class FloorStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = self._connect()
+        had_figures = self._db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'settled'"
+        ).fetchone()
         self._db.executescript(SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(records)")}
         if "events" not in columns:  # a floor.db from before the tables sent their events
@@ -157,6 +177,10 @@ class FloorStore:
             if column not in columns:
                 self._db.execute(f"ALTER TABLE tables ADD COLUMN {column} {kind}")
         self._readers = threading.local()
+        if not had_figures:  # a floor.db from before the shift figures: its hands' figures
+            with self.transaction():
+                for table, log in self._db.execute("SELECT table_id, log FROM hands").fetchall():
+                    self._settle(table, json.loads(log))
 
     def _connect(self, *, read_only: bool = False) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
@@ -297,13 +321,68 @@ class FloorStore:
 
     # hands ---------------------------------------------------------------------------
     def save_hand(self, table: str, log: dict[str, Any]) -> None:
+        """Keep a hand log, and its figures once it is settled."""
         self._db.execute(
             "INSERT OR REPLACE INTO hands (table_id, hand, log) VALUES (?, ?, ?)",
             (table, log["hand"], json.dumps(log, separators=(",", ":"))),
         )
+        self._settle(table, log)
+
+    def _settle(self, table: str, log: dict[str, Any]) -> None:
+        """The hand's row of figures: kept while it is settled, gone when it is not (a void
+        of the seven-out, a clear-halt that set its settlement aside)."""
+        figures = None
+        record = log.get("settled_record")
+        if isinstance(record, int):
+            row = self._db.execute(
+                "SELECT at FROM records WHERE table_id = ? AND record = ?", (table, record)
+            ).fetchone()
+            at = to_ms(row[0]) if row else None
+            figures = settled_hand(table, log, at) if at is not None else None
+        if figures is None:
+            self._db.execute(
+                "DELETE FROM settled WHERE table_id = ? AND hand = ?", (table, log["hand"])
+            )
+            return
+        self._db.execute(
+            "INSERT OR REPLACE INTO settled (table_id, hand, record, at_ms, unique_points, "
+            "wagered, won, paid) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (table, figures.hand, figures.record, figures.at_ms, figures.unique_points,
+             figures.wagered, figures.won, figures.paid),
+        )  # fmt: skip
 
     def drop_hand(self, table: str, hand: int) -> None:
         self._db.execute("DELETE FROM hands WHERE table_id = ? AND hand = ?", (table, hand))
+        self._db.execute("DELETE FROM settled WHERE table_id = ? AND hand = ?", (table, hand))
+
+    def settled_between(
+        self, start_ms: int, end_ms: int, table: str | None = None
+    ) -> Iterator[SettledHand]:
+        """The figures of the hands settled in [start_ms, end_ms), by table and time
+        (reader side; a cursor, not a list: a busy floor's day is many hands)."""
+        sql = (
+            "SELECT table_id, hand, record, at_ms, unique_points, wagered, won, paid "
+            "FROM settled WHERE at_ms >= ? AND at_ms < ?"
+        )
+        args: list[Any] = [start_ms, end_ms]
+        if table is not None:
+            sql += " AND table_id = ?"
+            args.append(table)
+        for row in self.reader().execute(sql + " ORDER BY table_id, at_ms", args):
+            yield SettledHand(*row)
+
+    def rules_records(self, table: str) -> list[tuple[int, str]]:
+        """A table's ``rules`` records (number, payload), in order (reader side)."""
+        rows = self.reader().execute(
+            "SELECT record, payload FROM records WHERE table_id = ? AND kind = 'rules' "
+            "ORDER BY record",
+            (table,),
+        )
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    def table_names(self) -> list[str]:
+        """Every table the floor has heard of, sorted (reader side)."""
+        return [r[0] for r in self.reader().execute("SELECT table_id FROM tables ORDER BY 1")]
 
     def recent_hands(self, table: str, count: int) -> list[dict[str, Any]]:
         """The last ``count`` hands of ``table``, newest first (reader side)."""

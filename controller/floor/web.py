@@ -21,12 +21,12 @@ import secrets
 import threading
 import time
 import uuid
-import zoneinfo
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
+from fractions import Fraction
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -42,6 +42,9 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
+from controller.core.odds import exact_distribution
+from controller.floor import shiftpage
+from controller.floor.figures import percent
 from controller.floor.findings import money
 from controller.floor.guard import ABORT, STREAMING, BodyLimit, LoginThrottle
 from controller.floor.layout import (
@@ -65,7 +68,7 @@ from controller.floor.queue import (
     queue,
 )
 from controller.floor.server import FloorService
-from controller.floor.settings import WebSettings
+from controller.floor.settings import WebSettings, zone_name
 from controller.floor.store import Alert
 from controller.floor.summary import pays_at
 
@@ -81,7 +84,7 @@ HASHING_AT_ONCE = 2
 """Password hashes computed at once (scrypt takes 16 MB each)."""
 
 
-def _env(zone: tzinfo | None) -> Environment:
+def _env(zone: tzinfo) -> Environment:
     env = Environment(
         loader=PackageLoader("controller.floor", "templates"),
         autoescape=select_autoescape(["html"]),
@@ -95,25 +98,24 @@ def _env(zone: tzinfo | None) -> Environment:
     env.globals["WHAT_WORDS"] = WHAT_WORDS
     env.globals["timeline"] = timeline
     env.globals["zone_name"] = zone_name(zone)
+    env.filters["percent"] = percent
     return env
+
+
+FAVICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">'
+    '<rect width="32" height="32" rx="6" fill="#18402b"/>'
+    '<rect x="7" y="7" width="18" height="18" rx="3" fill="#fff"/>'
+    '<circle cx="12" cy="12" r="2" fill="#c00"/><circle cx="16" cy="16" r="2" fill="#c00"/>'
+    '<circle cx="20" cy="20" r="2" fill="#c00"/></svg>'
+)
+"""The console's icon: a die showing three on the felt's green (its own, no file)."""
 
 
 def ordinal(n: int) -> str:
     """1st, 2nd, 3rd, 4th ..."""
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
-
-
-def floor_zone(name: str) -> tzinfo | None:
-    """The console's time zone: ``name`` (IANA), or the machine's for an empty one."""
-    return zoneinfo.ZoneInfo(name) if name else None
-
-
-def zone_name(zone: tzinfo | None) -> str:
-    """What the console calls its time zone."""
-    if zone is not None:
-        return str(zone)
-    return datetime.now().astimezone().tzname() or "local time"
 
 
 @dataclass(eq=False)
@@ -136,7 +138,7 @@ class Console:
         self.service = service
         self.positions = service.settings.positions
         self.web = web or WebSettings()
-        self.env = _env(floor_zone(service.settings.time_zone))
+        self.env = _env(service.settings.zone())
         self._subscribers: set[Subscriber] = set()
         self._lock = threading.Lock()
         self._mapped: frozenset[str] = frozenset()
@@ -571,6 +573,50 @@ def build_app(
     async def clear(request: Request) -> Response:
         return await act(request, "clear")
 
+    zone = service.settings.zone()  # the console's clock and the shifts' days alike
+
+    def figures_asked(request: Request) -> shiftpage.Asked:
+        return shiftpage.parse_query(
+            list(request.query_params.multi_items()), shifts=service.settings.shifts,
+            zone=zone, tables=service.store.table_names(), now=datetime.now(UTC),
+        )  # fmt: skip
+
+    def figures_page(request: Request) -> Response:
+        try:
+            asked = figures_asked(request)
+        except shiftpage.BadQuery as exc:
+            return PlainTextResponse(f"bad figures query: {exc}", status_code=400)
+        shown = shiftpage.load(service.store, asked)
+        rows = shown.tables if asked.table is not None else [*shown.tables, shown.floor]
+        scope = shown.scope
+        query = {k: v for k, v in request.query_params.items() if k != "table"}
+        return console.page(
+            "figures.html", request, asked=asked, shifts=service.settings.shifts,
+            tables=service.store.table_names(), rows=rows, scope=scope,
+            shares=[Fraction(c, scope.hands) if scope.hands else None for c in scope.points],
+            exact=exact_distribution(), charts=shiftpage.charts(shown),
+            when=shiftpage.when(shown), zone=zone_name(zone),
+            csv_url="/figures.csv?" + urlencode(request.query_params.multi_items()),
+            table_url=lambda t: "/figures?" + urlencode({**query, "table": t}), live=None,
+        )  # fmt: skip
+
+    def figures_csv(request: Request) -> Response:
+        try:
+            asked = figures_asked(request)
+        except shiftpage.BadQuery as exc:
+            return PlainTextResponse(f"bad figures query: {exc}", status_code=400)
+        shown = shiftpage.load(service.store, asked)
+        return Response(
+            shiftpage.csv_text(shown),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": f'attachment; filename="{shiftpage.csv_name(shown)}"'},
+        )
+
+    def favicon(request: Request) -> Response:
+        return Response(
+            FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"}
+        )
+
     def health(request: Request) -> Response:
         return JSONResponse(service.health())  # FloorService.health: what /healthz says
 
@@ -583,6 +629,10 @@ def build_app(
             Route("/api/tables", api_tables),
             Route("/api/alerts", api_alerts),
             Route("/healthz", health),
+            Route("/figures", figures_page),
+            Route("/figures.csv", figures_csv),
+            Route("/favicon.ico", favicon),
+            Route("/favicon.svg", favicon),
             Route("/login", login_page, methods=["GET"]),
             Route("/login", login, methods=["POST"]),
             Route("/logout", logout, methods=["POST"]),

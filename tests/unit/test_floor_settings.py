@@ -13,7 +13,11 @@ from controller.floor.passwords import hash_password
 from controller.floor.settings import FloorSettings, load_settings, parse_broker, parse_http
 
 BAD = [
-    ("[pit]\nx = 1\n", "pit", "unknown section (known: floor, web, tables, users, approved)"),
+    (
+        "[pit]\nx = 1\n",
+        "pit",
+        "unknown section (known: floor, web, tables, users, approved, shifts)",
+    ),
     ("floor = 1\n", "floor", "must be a [section] table"),
     ("[floor]\nbrokr = 'mqtt://x'\n", "floor.brokr", "unknown key (known in [floor]: broker,"),
     ("[floor]\nbroker = 1883\n", "floor.broker", "must be a string, not 1883"),
