@@ -8,7 +8,9 @@ tests, and a bench's broker restart is meant to lose what the broker held.
 
 from __future__ import annotations
 
+import ctypes
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -20,6 +22,13 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def die_with_parent() -> None:
+    """In a child before it runs: end it (SIGTERM) when the process that started it ends
+    (Linux's PR_SET_PDEATHSIG), so no child outlives a killed bench."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
 
 
 def mosquitto_binary() -> str:
@@ -46,12 +55,16 @@ class Broker:
         """The broker as ``[floor] broker`` names it."""
         return f"mqtt://127.0.0.1:{self.port}"
 
-    def start(self, deadline_s: float = 30) -> None:
-        """Start mosquitto and wait until it listens (SystemExit when it does not)."""
+    def start(self, deadline_s: float = 30, *, own_session: bool = False) -> None:
+        """Start mosquitto and wait until it listens (SystemExit when it does not).
+
+        ``own_session``: out of the terminal's process group (a Ctrl-C is its caller's to
+        handle, who stops it last), and ended with its caller all the same."""
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [mosquitto_binary(), "-c", str(self.conf)], stdout=log, stderr=log
-            )
+                [mosquitto_binary(), "-c", str(self.conf)], stdout=log, stderr=log,
+                start_new_session=own_session, preexec_fn=die_with_parent if own_session else None,
+            )  # fmt: skip
         deadline = time.monotonic() + deadline_s
         while True:
             try:

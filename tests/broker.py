@@ -83,6 +83,8 @@ class Mosquitto:
             "allow_anonymous false\n"
             f"password_file {self.passwords}\n"
             f"acl_file {self.acl}\n"
+            "use_username_as_clientid true\n"  # as the shipped set-up (docs/floor.md)
+            "message_size_limit 1048576\n"
             "persistence true\n"
             f"persistence_location {self.folder}/\n"
             f"user {getpass.getuser()}\n"

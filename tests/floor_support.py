@@ -84,12 +84,14 @@ class Publisher:
         self.sent: dict[int, FloorRecord] = {}
         self.commands: list[dict[str, Any]] = []
         self.answer_resend = True
+        self.disconnects = 0  # how often the broker cut this table off
         self._lock = threading.Lock()
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"table-{table}")
         self.client.username_pw_set(table, USERS[table])  # the ACL: a table is its own user
         self.client.will_set(self.t("online"), json.dumps({"online": False}), qos=1, retain=True)
         self.client.on_message = self._on_message
         self.client.on_connect = self._on_connect
+        self.client.on_disconnect = self._on_disconnect
         self.client.connect("127.0.0.1", broker.port, keepalive=5)
         self.client.loop_start()
 
@@ -98,6 +100,9 @@ class Publisher:
 
     def _on_connect(self, client: mqtt.Client, *_: Any) -> None:
         client.subscribe(self.t("command"), qos=1)
+
+    def _on_disconnect(self, *_: Any) -> None:
+        self.disconnects += 1
 
     def _on_message(self, _c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
         body = json.loads(msg.payload)
@@ -144,6 +149,7 @@ class Publisher:
 
 # --- the floor as a real process ------------------------------------------------------------
 import http.client  # noqa: E402
+import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -157,7 +163,8 @@ class FloorProcess:
     """``firebet floor`` as a real process; ``url`` once it listens."""
 
     def __init__(self, folder: Path, broker: Mosquitto, users: dict[str, str] | None = None,
-                 extra: str = "") -> None:  # fmt: skip
+                 extra: str = "", nofile: int | None = None,
+                 env: dict[str, str] | None = None) -> None:  # fmt: skip
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         lines = [
@@ -171,15 +178,20 @@ class FloorProcess:
         self.config.write_text("\n".join(lines) + "\n")
         with open(folder / "floor.log", "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "controller", "floor", "--config", str(self.config),
+                # prlimit sets the open-file limit and execs the floor (the same pid)
+                [*([] if nofile is None else ["prlimit", f"--nofile={nofile}:{nofile}"]),
+                 sys.executable, "-m", "controller", "floor", "--config", str(self.config),
                  "--state-dir", str(folder / "state"), "--http", "127.0.0.1:0"],
                 cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
+                env=None if env is None else {**os.environ, **env},
             )  # fmt: skip
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if "console at " not in line:
             raise RuntimeError(f"firebet floor did not start: {line!r}; see {folder / 'floor.log'}")
         self.url = line.split("console at ")[1].split()[0].rstrip("/")
+        if self.url.startswith("https://"):
+            return  # the caller speaks TLS to it
         deadline = time.monotonic() + 30
         while not self.get("/healthz")["broker"]:
             if time.monotonic() > deadline:
@@ -200,6 +212,16 @@ class FloorProcess:
                 return t  # type: ignore[no-any-return]
         return None
 
+    def peak_rss_mb(self) -> float:
+        """The floor process's peak resident memory so far (VmHWM), in MB."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmHWM in /proc/PID/status")
+
+    def log(self) -> str:
+        return (self.folder / "floor.log").read_text(errors="replace")
+
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -209,11 +231,12 @@ class FloorProcess:
         return code
 
 
-def post_form(url: str, path: str, form: dict[str, str], cookie: str = "") -> tuple[int, str, str]:
+def post_form(url: str, path: str, form: dict[str, str], cookie: str = "",
+              headers: dict[str, str] | None = None) -> tuple[int, str, str]:  # fmt: skip
     """POST a form to the console; (status, Set-Cookie, body). Redirects are not followed."""
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
-    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    headers = {"Content-Type": "application/x-www-form-urlencoded", **(headers or {})}
     if cookie:
         headers["Cookie"] = cookie
     conn.request("POST", path, urlencode(form), headers)

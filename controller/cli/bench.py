@@ -40,8 +40,9 @@ def run(args: argparse.Namespace) -> int:
     reply = call(args, Op.SIM_READER, **fields)
     if not reply.get("ok"):
         raise refusal(reply)
-    if args.action == "throw" and reply.get("acked") is False:
-        # the table did not take the throw (halted, in diagnostics, ...): not done, exit 1
+    if args.action == "throw" and reply.get("acked") is False and not reply.get("pending"):
+        # the table did not take the throw (halted, in diagnostics, ...): not done, exit 1;
+        # a throw an unplugged or silenced reader keeps for later is done (it goes out then)
         refused = RequestRefused(str(reply.get("said", "not ACKed")), Refusal.NOT_ACKED)
         if args.json:
             print(json.dumps({**refusal_json(refused), "said": reply.get("said")}))

@@ -28,7 +28,8 @@ Pure: records in, findings out; the caller stores them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from controller.core.config import FireBetRules
@@ -36,6 +37,7 @@ from controller.core.events import (
     Event,
     Refused,
     RollVoided,
+    Settlement,
     SurveillanceAlert,
     SurveillanceConfirmed,
     event_from_dict,
@@ -49,14 +51,47 @@ from controller.floor.findings import (
     Discrepancy,
     Findings,
     describe,
+    money,
 )
 from controller.journal.handlog import Hand, HandLog, Touched
 from controller.journal.recipe import RecordKind, canonical, decode_command
-from controller.journal.replay import DECODE_ERRORS, RecordError, Replay, Step
+from controller.journal.replay import (
+    DECODE_ERRORS,
+    RecordError,
+    Replay,
+    Step,
+    engine_for,
+    resume_state_of,
+)
 from controller.wire.messages import FloorRecord
 
 UNCHECKED_KEPT = 20  # the newest hands not checked, named on the console
+RECENT_STATES = 64  # the states after this many newest records are kept (for clear_halt)
 NOT_SENT = "not checked: the table sent no events for it (it could not derive them)"
+
+
+@dataclass(frozen=True)
+class ApprovedRules:
+    """The rules a table is approved for (``[approved.NAME]`` in ``floor.toml``)."""
+
+    name: str
+    rules: FireBetRules
+
+
+StateAt = Callable[[int], "TableState | None"]  # the floor's fold after record n (None:
+# not to be had: too far back, or asked too often)
+
+
+def approval_changes(approved: FireBetRules, rules: FireBetRules) -> dict[str, dict[str, Any]]:
+    """Each rule that differs from the approved ones: ``{"was": approved, "now": rules}``."""
+    a, r = approved.to_dict(), rules.to_dict()
+    return {k: {"was": a[k], "now": r[k]} for k in a if a[k] != r.get(k)}
+
+
+def _paid(events: list[Event]) -> int | None:
+    """What the settlements among ``events`` pay in all (None: there is none)."""
+    found = [e for e in events if isinstance(e, Settlement)]
+    return sum(sum(s.payouts.values()) for s in found) if found else None
 
 
 def rules_words(changed: Mapping[str, Any]) -> str:
@@ -95,6 +130,9 @@ class TableAudit:
         self.first_unchecked = first_unchecked  # the first hand with a record not checked
         self.unchecked_hands = unchecked_hands if unchecked_hands is not None else []
         self.unchecked_records = unchecked_records
+        self.approved: ApprovedRules | None = None  # from the floor's config, not stored
+        self.state_at: StateAt | None = None  # the floor's fold after a record (for clear_halt)
+        self.recent: dict[int, TableState] = {}  # the states after the newest records
 
     @property
     def rules(self) -> FireBetRules:
@@ -196,6 +234,8 @@ class TableAudit:
             self._command(rec, at, found)
         elif rec.kind in (RecordKind.RULES, RecordKind.CLEAR_HALT):
             self._system(rec, at, found)
+        self.recent[rec.record] = self.state  # a value: kept without a copy
+        self.recent.pop(rec.record - RECENT_STATES, None)
         keep = self.state.hand - 1
         for number in [n for n in self.hands if n < keep]:
             del self.hands[number]
@@ -204,6 +244,8 @@ class TableAudit:
     def _system(self, rec: FloorRecord, at: int, found: Findings) -> None:
         """A ``rules`` record (its rules in force from now on) or a ``clear_halt`` (the
         game resumes on its state), replayed as the table's recovery replays them."""
+        if rec.kind == RecordKind.CLEAR_HALT and not self._resume_proven(rec, found):
+            return
         try:
             step = self.replay.step(rec.record, at, rec.actor, rec.kind, _text(rec.payload))
         except RecordError as exc:
@@ -221,7 +263,71 @@ class TableAudit:
                     step.changed
                 )
                 found.discrepancies.append(Discrepancy(rec.record, self.state.hand, "rules", words))
+            approved = self.approved
+            if approved is not None and step.rules is not None:
+                changed = approval_changes(approved.rules, step.rules)
+                if changed:
+                    words = (
+                        f"the table's rules at record {rec.record} are not the ones approved "
+                        f"({approved.name}): "
+                        + "; ".join(
+                            f"{k} approved {v['was']!r}, the table's {v['now']!r}"
+                            for k, v in changed.items()
+                        )
+                    )
+                    found.discrepancies.append(
+                        Discrepancy(rec.record, self.state.hand, "unapproved", words,
+                                    {"approved": approved.name, "changed": changed})
+                    )  # fmt: skip
         self._take(step, found)
+
+    def _resume_proven(self, rec: FloorRecord, found: Findings) -> bool:
+        """Whether the ``clear_halt``'s resume state is the floor's own fold of the table's
+        records up to its ``resume_from`` (as the table's walk checks it against the chain).
+        When it is not, the state is not adopted: the fold goes on from its own state, the
+        hand is marked not checked and an alert names it."""
+        hand = self.state.hand
+        try:
+            body = rec.payload
+            if not isinstance(body, dict):
+                raise TypeError("a clear_halt record is a JSON object")
+            resume_from = body["resume_from"]
+            if isinstance(resume_from, bool) or not isinstance(resume_from, int):
+                raise TypeError(f"resume_from {resume_from!r} is not a record number")
+            claimed = resume_state_of(body)
+        except (*DECODE_ERRORS, RecordError) as exc:
+            why = f"the clear_halt cannot be read ({exc}); the state before it stays"
+            found.discrepancies.append(Discrepancy(rec.record, hand, "unreadable", why))
+            return False
+        proven: TableState | None = None
+        if resume_from == rec.record - 1:
+            proven = self.state
+        elif resume_from in self.recent:
+            proven = self.recent[resume_from]
+        elif 0 <= resume_from < rec.record - 1 and self.state_at is not None:
+            proven = self.state_at(resume_from)
+        if proven is not None and canonical(proven.to_dict()) == canonical(claimed.to_dict()):
+            return True
+        shown = (
+            f"hand {claimed.hand}, {len(claimed.points)} points, "
+            f"{money(sum(claimed.bets.values()))} on {len(claimed.bets)} positions"
+        )
+        given = (
+            "a state the table's records do not give"
+            if proven is not None
+            else "a state the floor cannot check now (too far back, or asked too often)"
+        )
+        words = (
+            f"the clear_halt at record {rec.record} resumes from record {resume_from} on "
+            f"{given} ({shown}): not adopted; the floor goes on from its own fold, and "
+            f"hand {hand} is not checked"
+        )
+        found.discrepancies.append(
+            Discrepancy(rec.record, hand, "resume", words,
+                        {"resume_from": resume_from, "claimed": claimed.to_dict()})
+        )  # fmt: skip
+        self._not_checked(hand, rec.record, found, words)
+        return False
 
     def _command(self, rec: FloorRecord, at: int, found: Findings) -> None:
         state = self.state
@@ -260,6 +366,8 @@ class TableAudit:
                 self._touch(state.hand, rec.record, found)["problems"].append(
                     f"record {rec.record}: {words}"
                 )
+        if recorded is not None:
+            self._approval(rec, state, command, recorded, found)
         if recorded is None:  # nothing from the table to follow: the rules' answer
             recorded = expected
             after = fold(recorded, state)
@@ -267,6 +375,36 @@ class TableAudit:
         step = Step(rec.record, rec.kind, rec.actor, rec.at, state, after, tuple(recorded), command)
         self._take(step, found)
         self._findings(rec, step, found)
+
+    def _approval(
+        self, rec: FloorRecord, state: TableState, command: Any, recorded: list[Event],
+        found: Findings,
+    ) -> None:  # fmt: skip
+        """A settlement under rules not approved: what was paid beside what the approved
+        rules pay for the same command in the same state."""
+        approved = self.approved
+        if approved is None or approved.rules.key() == self.rules.key():
+            return
+        paid = _paid(recorded)
+        if paid is None:
+            return
+        try:
+            would = _paid(engine_for(approved.rules).decide(state, command)) or 0
+        except DECODE_ERRORS:
+            would = 0
+        if would == paid:
+            return
+        words = (
+            f"hand {state.hand} was settled under rules not approved: the table paid "
+            f"{money(paid)}; the approved rules ({approved.name}) pay {money(would)}"
+        )
+        found.discrepancies.append(
+            Discrepancy(rec.record, state.hand, "unapproved", words,
+                        {"paid": paid, "approved_pays": would, "approved": approved.name})
+        )  # fmt: skip
+        self._touch(state.hand, rec.record, found)["problems"].append(
+            f"record {rec.record}: {words}"
+        )
 
     def _take(self, step: Step, found: Findings) -> None:
         """Put the step into the hand logs; what it touched and dropped into ``found``."""

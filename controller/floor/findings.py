@@ -25,8 +25,8 @@ def _canonical(value: Any) -> str:
 
 
 def money(amount: int) -> str:
-    """An amount as the console shows it: ``$1,234``."""
-    return f"${amount:,}"
+    """An amount as the console shows it: ``$1,234`` (``-$120`` below nothing)."""
+    return f"-${-amount:,}" if amount < 0 else f"${amount:,}"
 
 
 def _settlement_text(settlements: list[Settlement]) -> str:
@@ -90,8 +90,9 @@ class Discrepancy:
 
     record: int
     hand: int
-    what: str  # settlement, markers, alert, events, unreadable, unchecked
+    what: str  # settlement, markers, alert, events, unreadable, unchecked, unapproved, resume
     detail: str
+    facts: dict[str, Any] | None = None  # figures beside the words (both amounts, ...)
 
 
 @dataclass(frozen=True)

@@ -22,15 +22,17 @@ shows of each table is :mod:`controller.floor.summary`.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from controller.clock import now_iso
-from controller.floor.audit import TableAudit
-from controller.floor.findings import Findings
-from controller.floor.live import Changes, TableLive
+from controller.core.state import TableState
+from controller.floor.audit import ApprovedRules, TableAudit
+from controller.floor.findings import Discrepancy, Findings
+from controller.floor.live import QUARANTINE_AFTER, QUARANTINE_WITHIN_S, Changes, TableLive
 from controller.floor.queue import confirm_problem
 from controller.floor.store import Alert, FloorStore, TableRow
 from controller.floor.summary import table_summary
@@ -47,6 +49,15 @@ from controller.wire.messages import (
 )
 
 log = logging.getLogger("firebet.floor")
+FOLD_RUN = 1000  # records read at once when the floor folds a table again
+REFOLD_MAX = 50_000  # a refold to check a clear_halt goes at most this far ...
+REFOLD_EVERY_S = 60.0  # ... and at most this often per table (a refold costs the thread)
+
+
+def _short(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 200 else text[:197] + "..."
+
 
 Send = Callable[[str, bytes], None]
 
@@ -74,6 +85,8 @@ class Ingest:
         clock: Callable[[], float] = time.monotonic,
         gap_grace_s: float = 1.0,
         resend_every_s: float = 5.0,
+        health_after_s: float = 30.0,
+        approved: Mapping[str, ApprovedRules] | None = None,
     ) -> None:
         self.store = store
         self.prefix = prefix
@@ -81,6 +94,9 @@ class Ingest:
         self.clock = clock
         self.gap_grace_s = gap_grace_s
         self.resend_every_s = resend_every_s
+        self.health_after_s = health_after_s
+        self.approved = dict(approved or {})
+        self.health: dict[str, Any] = {"behind": [], "quarantined": []}  # replaced whole
         self.tables: dict[str, TableLive] = {}
         self._pending = Changes()
         self.summaries: dict[str, dict[str, Any]] = {}  # replaced whole, read by the console
@@ -89,6 +105,7 @@ class Ingest:
         for row in store.table_rows().values():
             audit = TableAudit.from_dict(row.audit) if row.audit else TableAudit()
             live = TableLive(row, audit)
+            self._arm(live)
             live.above = set(store.stored_above(row.table, row.contiguous))
             live.highest = max(live.above, default=row.contiguous)
             self.tables[row.table] = live
@@ -97,7 +114,11 @@ class Ingest:
 
     # messages ------------------------------------------------------------------------
     def handle(self, batch: Iterable[Message]) -> Changes:
-        """Store a batch of messages in one transaction; what changed."""
+        """Store a batch of messages in one transaction; what changed.
+
+        Each message is judged on its own: one that cannot be taken (not the shape of
+        SPEC section 9, or one the store refuses) is undone alone and counted bad with
+        its reason (:meth:`count_bad`); the others of the batch are stored."""
         changes = Changes()
         touched: set[str] = set()
         received = now_iso()
@@ -110,17 +131,17 @@ class Ingest:
                 table, leaf = where
                 live = self._table(table)
                 try:
-                    if leaf == "event":
-                        self._event(live, parse_event(table, message.payload), received, changes)
-                    elif leaf == "online":
-                        self._online(live, message.payload, received, changes)
-                    elif leaf == "state":
-                        live.row.state = parse_state(message.payload)
-                        live.row.state_at = received
+                    with self.store.savepoint():
+                        self._message(live, leaf, message.payload, received, changes)
                 except BadMessage as exc:
-                    live.bad += 1
-                    live.last_bad = f"{leaf}: {exc}"
-                    log.warning("table %s sent a bad %s message: %s", table, leaf, exc)
+                    self._bad(live, f"{leaf}: {exc}", changes)
+                except sqlite3.OperationalError:
+                    raise  # the store's trouble (a full disk), not the message's: kept
+                except Exception as exc:  # judged on its own: the batch goes on
+                    if live.row.bad < 10:  # the trace of the first few (a flood: counted)
+                        log.exception("table %s: a %s message the floor could not take",
+                                      table, leaf)  # fmt: skip
+                    self._bad(live, f"{leaf}: the floor could not take it ({_short(exc)})", changes)
                 touched.add(table)
             for table in touched:
                 self._advance(self.tables[table], changes)
@@ -128,6 +149,67 @@ class Ingest:
         self._gaps(changes)
         self._publish(touched | changes.tables, changes)
         return changes
+
+    def _message(
+        self, live: TableLive, leaf: str, payload: bytes, received: str, changes: Changes
+    ) -> None:
+        table = live.row.table
+        if leaf == "event":
+            self._event(live, parse_event(table, payload), received, changes)
+        elif leaf == "online":
+            self._online(live, payload, received, changes)
+        elif leaf == "state":
+            state = parse_state(payload)
+            live.row.state, live.row.state_at = state, received
+            link = state.get("floor")  # the table's link: its cursor is the newest published
+            cursor = link.get("cursor") if isinstance(link, dict) else None
+            if isinstance(cursor, int) and not isinstance(cursor, bool) and cursor >= 0:
+                live.row.announced = max(live.row.announced or 0, cursor)
+        else:
+            raise BadMessage(f"a table does not publish on {leaf}")
+
+    def count_bad(self, topic_name: str, reason: str) -> bool:
+        """Count one message bad in a transaction of its own (the service's last resort,
+        when even the message alone could not be stored); False: not a table's topic."""
+        where = split_topic(self.prefix, topic_name)
+        if where is None:
+            self.bad_topics += 1
+            return False
+        table, leaf = where
+        changes = Changes()
+        live = self._table(table)
+        with self.store.transaction():
+            self._bad(live, f"{leaf}: {reason}", changes)
+            self.store.save_table(live.row)
+        self._publish({table} | changes.tables, changes)
+        return True
+
+    def _bad(self, live: TableLive, reason: str, changes: Changes) -> None:
+        """One bad message of ``live``'s table: counted with its reason; a table that keeps
+        sending them is quarantined (an alert naming it, on the console and /healthz)."""
+        row = live.row
+        row.bad += 1
+        row.last_bad = reason[:300]
+        now = self.clock()
+        live.bad_times.append(now)
+        changes.tables.add(row.table)
+        if row.bad <= 10 or row.bad % 100 == 0:  # the log stays readable under a flood
+            log.warning("table %s sent a bad message (%d so far): %s", row.table, row.bad, reason)
+        if row.quarantined is not None or len(live.bad_times) < QUARANTINE_AFTER:
+            return
+        if now - live.bad_times[0] > QUARANTINE_WITHIN_S:
+            return
+        row.quarantined = (
+            f"{QUARANTINE_AFTER} bad messages within {QUARANTINE_WITHIN_S:g} s "
+            f"(the last: {row.last_bad})"
+        )
+        self.store.raise_alert(
+            row.table, "quarantine", now_iso(),
+            {"what": f"table {row.table} is quarantined: it keeps sending bad messages",
+             "why": row.quarantined, "bad": row.bad},
+        )  # fmt: skip
+        log.error("table %s is quarantined: %s", row.table, row.quarantined)
+        changes.alerts = True
 
     def tick(self) -> Changes:
         """Ask for what is still missing (called about once a second)."""
@@ -140,7 +222,44 @@ class Ingest:
         live = self.tables.get(table)
         if live is None:
             live = self.tables[table] = TableLive(TableRow(table), TableAudit())
+            self._arm(live)
         return live
+
+    def approved_for(self, table: str) -> ApprovedRules | None:
+        """The rules ``table`` is approved for (its own, else the preset for ``*``)."""
+        return self.approved.get(table) or self.approved.get("*")
+
+    def _arm(self, live: TableLive) -> None:
+        """Give a table's audit what it checks against: its approved rules and the
+        floor's own fold of its records (for a ``clear_halt``)."""
+        table = live.row.table
+        live.audit.approved = self.approved_for(table)
+        live.audit.state_at = lambda record: self.fold_to(table, record)
+
+    def fold_to(self, table: str, record: int) -> TableState | None:
+        """The state the floor's own fold of ``table``'s stored records gives after
+        ``record`` (through the one replay, as the live audit folds them), to check a
+        ``clear_halt`` resuming from further back than the audit's recent states. Bounded:
+        ``record`` at most :data:`REFOLD_MAX`, at most once every :data:`REFOLD_EVERY_S`
+        per table (None past either: the clear_halt is not adopted and alerted), and an
+        earlier ``clear_halt`` of the refold is checked against its recent states only."""
+        live = self.tables[table]
+        now = self.clock()
+        if record > REFOLD_MAX:
+            return None
+        if live.refold_at is not None and now - live.refold_at < REFOLD_EVERY_S:
+            return None
+        live.refold_at = now
+        audit = TableAudit()
+        first = 1
+        while first <= record:
+            last = min(record, first + FOLD_RUN - 1)
+            for rec in self.store.records(table, first, last):
+                if rec.record != audit.record + 1:
+                    return audit.state  # a gap: what the floor holds goes no further
+                audit.step(rec)
+            first = last + 1
+        return audit.state
 
     def _event(self, live: TableLive, rec: FloorRecord, received: str, changes: Changes) -> None:
         number = rec.record
@@ -229,7 +348,16 @@ class Ingest:
             records = self.store.records(table, first, row.contiguous)
         live.fresh = {}
         for rec in records:
-            findings.merge(live.audit.step(rec))
+            try:
+                findings.merge(live.audit.step(rec))
+            except Exception as exc:  # one record the walk cannot take: named, walk on
+                log.exception("table %s: the second opinion could not take record %d",
+                              table, rec.record)  # fmt: skip
+                live.audit.record = rec.record
+                findings.discrepancies.append(
+                    Discrepancy(rec.record, live.audit.state.hand, "unreadable",
+                                f"the second opinion could not take the record ({_short(exc)})")
+                )  # fmt: skip
         self._apply(live, findings, changes)
         row.audit = live.audit.to_dict()
 
@@ -246,7 +374,7 @@ class Ingest:
             self.store.raise_alert(
                 table, "audit", at,
                 {"what": d.what, "detail": d.detail,
-                 "rules_record": live.audit.rules_record},
+                 "rules_record": live.audit.rules_record, **(d.facts or {})},
                 hand=d.hand, record=d.record,
             )  # fmt: skip
             log.error("table %s record %d: second opinion differs: %s", table, d.record, d.detail)
@@ -277,6 +405,24 @@ class Ingest:
     # gaps ----------------------------------------------------------------------------
     def _gaps(self, changes: Changes) -> None:
         now = self.clock()
+        behind: list[dict[str, Any]] = []
+        quarantined = [
+            {"table": live.row.table, "why": live.row.quarantined}
+            for live in self.tables.values()
+            if live.row.quarantined is not None
+        ]
+        for live in self.tables.values():
+            missing = live.missing
+            if missing is None:
+                live.behind_since = None
+            elif live.behind_since is None:
+                live.behind_since = now
+            elif now - live.behind_since >= self.health_after_s:
+                behind.append(
+                    {"table": live.row.table, "record": live.row.contiguous, "head": live.head,
+                     "for_s": round(now - live.behind_since, 1)}
+                )  # fmt: skip
+        self.health = {"behind": behind, "quarantined": quarantined}
         for live in self.tables.values():
             missing = live.missing
             if missing is None:
@@ -321,9 +467,10 @@ class Ingest:
         return sent
 
     def clear(self, alert_id: int, user: str, note: str = "", *, flood: bool = False) -> Alert:
-        """A person clears an integrity, audit or offline alert (kept, marked cleared);
-        ``flood``: with every open alert of its kind at its table up to it. A surveillance
-        alert is cleared only when the table cannot confirm it (refused, or superseded)."""
+        """A person clears an integrity, audit, offline or quarantine alert (kept, marked
+        cleared; clearing a quarantine lifts it); ``flood``: with every open alert of its
+        kind at its table up to it. A surveillance alert is cleared only when the table
+        cannot confirm it (refused, or superseded)."""
         alert = self.store.alert(alert_id)
         if alert is None:
             raise LookupError(f"no alert {alert_id}")
@@ -349,6 +496,11 @@ class Ingest:
                     continue
                 detail = {**one.detail, "note": note} if note else None
                 self.store.set_alert(number, "cleared", at, user, detail=detail)
+            live = self.tables.get(alert.table)
+            if alert.kind == "quarantine" and live is not None:  # a person lifts it
+                live.row.quarantined = None
+                live.bad_times.clear()
+                self.store.save_table(live.row)
         self._publish({alert.table}, Changes(alerts=True))
         cleared = self.store.alert(alert.id)
         assert cleared is not None

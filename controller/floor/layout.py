@@ -71,6 +71,8 @@ def tile_alert(summary: Mapping[str, Any]) -> tuple[str, str]:
         return "red", f"payout check: {n} alert{'s' if n != 1 else ''}"
     if alerts.get("surveillance"):
         return "yellow", f"5th point: hand {summary.get('alert_hand')}"
+    if summary.get("quarantined"):
+        return "red", "quarantined: it keeps sending bad messages"
     if summary.get("online") is False:
         return "grey", "OFFLINE"
     if summary.get("missing"):

@@ -6,11 +6,15 @@ Owned by the ingest thread (:class:`controller.floor.ingest.Ingest`);
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from controller.floor.audit import TableAudit
 from controller.floor.store import TableRow
 from controller.wire.messages import FloorRecord
+
+QUARANTINE_AFTER = 10  # bad messages ...
+QUARANTINE_WITHIN_S = 60.0  # ... this close together quarantine a table
 
 
 @dataclass
@@ -48,8 +52,9 @@ class TableLive:
     resend_at: float = 0.0
     resends: int = 0
     repeats: int = 0
-    bad: int = 0
-    last_bad: str = ""
+    bad_times: deque[float] = field(default_factory=lambda: deque(maxlen=QUARANTINE_AFTER))
+    behind_since: float | None = None  # when the floor first saw it behind its head
+    refold_at: float | None = None  # when its records were last folded again (clear_halt)
 
     @property
     def head(self) -> int:

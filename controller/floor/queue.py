@@ -16,14 +16,17 @@ from typing import Any
 from controller.floor.store import Alert, AlertGroup, FloorStore
 
 SHOWN = 100  # items on one page of the queue
-RANK_RED, RANK_SURVEILLANCE, RANK_FLOOD, RANK_GREY = 0, 1, 2, 3
-RED = ("integrity", "audit")
+# every open 5th-point alert first, each on its own (SPEC: a surveillance alert is never
+# hidden by others, docs/floor.md), then the single red ones, floods, the grey ones
+RANK_SURVEILLANCE, RANK_RED, RANK_FLOOD, RANK_GREY = 0, 1, 2, 3
+RED = ("integrity", "audit", "quarantine")
 
 KIND_WORDS = {
     "integrity": "history rewritten",
     "audit": "payout check",
     "surveillance": "5th point",
     "offline": "table offline",
+    "quarantine": "table quarantined",
 }
 """What each kind of alert is, in the words of the floor."""
 

@@ -13,8 +13,10 @@ console's live updates) hear what each batch changed.
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import logging
 import queue
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +37,8 @@ from controller.wire.mqtt import connect, make_client
 log = logging.getLogger("firebet.floor")
 
 BATCH = 1000
+RETRY_KEPT = 10_000  # messages kept to try again while the store fails (the broker's
+# in-flight window bounds them; what is past this comes back as a gap and a resend)
 TICK_S = 0.5
 T = TypeVar("T")
 Listener = Callable[[Changes], None]
@@ -44,6 +48,8 @@ Listener = Callable[[Changes], None]
 class _Received:
     message: Message
     generation: int
+    at: float = 0.0  # when paho handed it over (monotonic)
+    seq: int = 0  # its place among every message received
 
 
 class _Tick:
@@ -69,6 +75,10 @@ class FloorService:
         self._generation = 0
         self.connected = threading.Event()
         self.last_error = ""
+        self._waiting: dict[int, float] = {}  # seq of a message not acknowledged -> since
+        self._waiting_lock = threading.Lock()
+        self._seq = itertools.count(1)
+        self._retry: list[_Received] = []  # what the store could not take, tried again
         self.client = self._client()
         self.ingest = self._ingest()
         self._thread = threading.Thread(target=self._run, name="floor-ingest", daemon=True)
@@ -82,6 +92,8 @@ class FloorService:
             self._send,
             gap_grace_s=s.gap_grace_s,
             resend_every_s=s.resend_every_s,
+            health_after_s=s.health_after_s,
+            approved=s.approved,
         )
 
     # the broker ------------------------------------------------------------------------
@@ -108,6 +120,8 @@ class FloorService:
             log.error("%s", self.last_error)
             return
         self._generation += 1
+        with self._waiting_lock:  # the broker sends again what the old session did not ack
+            self._waiting.clear()
         client.subscribe([(t, 1) for t in subscriptions(self.settings.topic_prefix)])
         self.last_error = ""
         log.info("connected to the broker %s", self.settings.broker)
@@ -130,17 +144,57 @@ class FloorService:
             log.warning("%s", self.last_error)
 
     def _on_message(self, _c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
-        self._queue.put(
-            _Received(
-                Message(msg.topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain),
-                self._generation,
-            )
+        received = _Received(
+            Message(msg.topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain),
+            self._generation,
+            time.monotonic(),
+            next(self._seq),
         )
+        with self._waiting_lock:
+            self._waiting[received.seq] = received.at
+        self._queue.put(received)
 
     def _send(self, name: str, payload: bytes) -> None:
         info = self.client.publish(name, payload, qos=1)
         if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
             log.warning("could not queue a command on %s: %s", name, mqtt.error_string(info.rc))
+
+    def health(self) -> dict[str, Any]:
+        """``/healthz``: ``ok`` is false, with the ``problems`` in words, when the broker is
+        lost, a table is behind the record it published for ``health_after_s`` or more,
+        a message has waited that long unacknowledged, or a table is quarantined."""
+        after = self.settings.health_after_s
+        with self._waiting_lock:
+            waiting = len(self._waiting)
+            oldest = min(self._waiting.values(), default=None)
+        waited = 0.0 if oldest is None else time.monotonic() - oldest
+        view = self.ingest.health
+        problems: list[str] = []
+        if not self.connected.is_set():
+            problems.append(f"not connected to the broker: {self.last_error or 'connecting'}")
+        if waited >= after:
+            problems.append(f"{waiting} message(s) unacknowledged, the oldest for {waited:.0f} s")
+        for t in view["behind"]:
+            problems.append(
+                f"table {t['table']} is behind: record {t['record']} of {t['head']} "
+                f"for {t['for_s']:.0f} s"
+            )
+        for t in view["quarantined"]:
+            problems.append(f"table {t['table']} is quarantined: {t['why']}")
+        return {
+            "ok": not problems,
+            "problems": problems,
+            "broker": self.connected.is_set(),
+            "last_error": self.last_error,
+            "tables": len(self.ingest.summaries),
+            "ingested": self.ingest.ingested,
+            "unacknowledged": waiting,
+            "oldest_unacknowledged_s": round(waited, 1),
+            "behind": view["behind"],
+            "quarantined": view["quarantined"],
+            "bad_topics": self.ingest.bad_topics,
+            "after_s": after,
+        }
 
     # lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -181,6 +235,7 @@ class FloorService:
             if time.monotonic() >= next_tick:
                 next_tick = time.monotonic() + TICK_S
                 self._guard(self.ingest.tick)
+                self._again()
                 self._notify()
             if isinstance(item, _Tick):
                 continue
@@ -203,14 +258,55 @@ class FloorService:
                 return
 
     def _flush(self, batch: list[_Received]) -> None:
+        """Store a batch and acknowledge it. When the batch as a whole cannot be stored,
+        each message is tried alone, and one that cannot be stored alone is counted bad
+        with the reason: every message is acknowledged once it is stored or counted, so
+        no message can hold the broker's window (and the other tables' records) hostage.
+        Only the store's own trouble (a full disk: ``sqlite3.OperationalError``) leaves
+        messages unacknowledged: they are kept and tried again at each tick until the
+        store takes them (``/healthz`` says when one waits long)."""
         if not batch:
             return
-        if not self._guard(lambda: self.ingest.handle([r.message for r in batch])):
-            return  # not stored: not acknowledged; what the store lacks comes back by resend
-        for r in batch:
+        taken: list[_Received] = []
+        if self._guard(lambda: self.ingest.handle([r.message for r in batch])):
+            taken = batch
+        else:
+            for r in batch:
+                if self._alone(r.message):
+                    taken.append(r)
+                elif r.generation == self._generation and len(self._retry) < RETRY_KEPT:
+                    self._retry.append(r)
+        for r in taken:
             if r.message.qos and r.generation == self._generation:
                 self.client.ack(r.message.mid, r.message.qos)
+        kept = {r.seq for r in self._retry}
+        with self._waiting_lock:
+            for r in batch:
+                if r.seq not in kept:  # stored, counted, or an old session's (sent again)
+                    self._waiting.pop(r.seq, None)
         self._notify()
+
+    def _alone(self, message: Message) -> bool:
+        """Store one message alone, or else count it bad: whether either was done (not
+        when the store itself fails: the message is not to blame)."""
+        try:
+            self.ingest.handle([message])
+            return True
+        except sqlite3.OperationalError:
+            log.exception("the floor's store refused a message; it is kept and tried again")
+            self.ingest = self._ingest()
+            return False
+        except Exception:
+            log.exception("the floor could not store a message; it is counted bad")
+            self.ingest = self._ingest()
+        reason = "the floor could not store it (see the floor's log)"
+        return self._guard(lambda: self.ingest.count_bad(message.topic, reason))
+
+    def _again(self) -> None:
+        """Try again what the store could not take (at each tick)."""
+        if self._retry:
+            retry, self._retry = self._retry, []
+            self._flush([r for r in retry if r.generation == self._generation])
 
     def _do(self, call: _Call) -> None:
         try:

@@ -13,13 +13,44 @@ database = "floor.db"              # relative to the state directory
 gap_grace_s = 1.0                  # a gap open this long asks the table to resend
 resend_every_s = 5.0               # and asks again this often while it stays open
 time_zone = ""                     # the console's clock (IANA name); "" = the machine's
+health_after_s = 30.0              # /healthz: a table behind, or a message unacked, this long
 
 [tables.CR-07]                     # where a table stands on the floor map (optional)
 position = [1, 3]                  # [row, column], from 1; tables without one fill in after
 
+[web]                              # the console's HTTP limits (docs/floor.md, Security)
+max_body_bytes = 65536             # a larger request body is refused (413) unread
+max_header_bytes = 16384           # request line and headers together (431 beyond)
+request_timeout_s = 10.0           # the headers, then the body, must come within this
+idle_timeout_s = 5                 # a kept-alive connection with no request is closed
+max_connections = 900              # beyond: the oldest connection still sending headers goes
+max_streams = 100                  # /events streams of the pit (a logged-in user's always open)
+stream_max_events = 200            # a stream that falls this far behind is dropped ...
+stream_max_bytes = 2097152         # ... or this many bytes behind; the page reconnects
+login_failures_per_client = 20     # failed logins in login_window_s, then 429
+login_failures_per_user = 5
+login_window_s = 60.0
+behind_tls_proxy = false           # true: the cookie is Secure, X-Forwarded-* trusted ...
+trusted_proxies = "127.0.0.1"      # ... from these addresses (IPs or networks, comma-separated)
+tls_certfile = ""                  # or serve https itself: PEM certificate (chain) ...
+tls_keyfile = ""                   # ... and its private key
+
+[approved.standard]                # rules a table is approved for (a preset of the floor's)
+tables = ["CR-07", "CR-08"]        # the tables it is for; "*": every table not named elsewhere
+pays = { 4 = 24, 5 = 249, 6 = 999 } # any key left out is the rules' default (FireBetRules)
+positions = 16
+max_wager = 5
+
 [users]                            # surveillance logins: name = "scrypt$..." hash
 alice = "scrypt$16384$8$1$..."     # make one with: firebet floor passwd alice
+
+[shifts]                           # the shift figures' shifts, local time (these without)
+grave = "00:00-08:00"              # an end at or before the start is the next day's
+day = "08:00-16:00"
+swing = "16:00-24:00"
 ```
+
+Times are the floor's local time: the system's zone (``$TZ``, else ``/etc/localtime``).
 
 Unknown sections or keys, wrong types and bad values are a :class:`ConfigError`
 naming the file, the key and the reason (exit 2).
@@ -27,15 +58,19 @@ naming the file, the key and the reason (exit 2).
 
 from __future__ import annotations
 
+import ipaddress
+import os
 import re
 import zoneinfo
 from dataclasses import dataclass, field
+from datetime import UTC, tzinfo
 from pathlib import Path
 from typing import Any
 
-from controller.core.config import Broker, broker_endpoint, broker_problem
+from controller.core.config import Broker, FireBetRules, broker_endpoint, broker_problem
 from controller.core.config.schema import (
     Key,
+    at_least,
     check_sections,
     file_name,
     nonempty,
@@ -44,12 +79,44 @@ from controller.core.config.schema import (
     topic_prefix,
 )
 from controller.core.errors import ConfigError, FirebetError
+from controller.floor.audit import ApprovedRules
+from controller.floor.figures import DEFAULT_SHIFTS, Shift, parse_shifts, shift_problem
 from controller.floor.passwords import hash_problem
 from controller.wire.mqtt import read_password
 
 USER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 MAP_SIZE = 100  # rows and columns of the floor map, at most
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    """The console's HTTP limits, its cookie and TLS (``[web]``)."""
+
+    max_body_bytes: int = 65536
+    max_header_bytes: int = 16384
+    request_timeout_s: float = 10.0
+    idle_timeout_s: int = 5
+    max_connections: int = 900
+    max_streams: int = 100
+    stream_max_events: int = 200
+    stream_max_bytes: int = 2 * 1024 * 1024
+    login_failures_per_client: int = 20
+    login_failures_per_user: int = 5
+    login_window_s: float = 60.0
+    behind_tls_proxy: bool = False
+    trusted_proxies: str = "127.0.0.1"
+    tls_certfile: str = ""
+    tls_keyfile: str = ""
+
+    @property
+    def tls(self) -> bool:
+        """Whether the console serves https itself."""
+        return bool(self.tls_certfile)
+
+    def proxies(self) -> list[str]:
+        """The addresses whose X-Forwarded-For and -Proto are believed."""
+        return [p.strip() for p in self.trusted_proxies.split(",") if p.strip()]
 
 
 @dataclass(frozen=True)
@@ -69,7 +136,16 @@ class FloorSettings:
     time_zone: str = ""
     users: dict[str, str] = field(default_factory=dict)
     positions: dict[str, tuple[int, int]] = field(default_factory=dict)  # table -> (row, col)
+    web: WebSettings = field(default_factory=WebSettings)
+    health_after_s: float = 30.0
+    approved: dict[str, ApprovedRules] = field(default_factory=dict)  # table id or "*"
+    shifts: tuple[Shift, ...] = DEFAULT_SHIFTS
     source: str = "defaults"
+
+    def zone(self) -> tzinfo:
+        """The floor's time zone: ``time_zone`` (IANA), else the machine's
+        (:func:`local_zone`): the console's clock and the shifts' days."""
+        return zoneinfo.ZoneInfo(self.time_zone) if self.time_zone else local_zone()
 
     def endpoint(self) -> Broker:
         """The broker's host, port and whether it speaks TLS."""
@@ -124,9 +200,44 @@ FLOOR_KEYS: dict[str, Key] = {
             "the console's clock ('' = the machine's)",
             time_zone_problem,
         ),
+        Key("floor", "health_after_s", "float", "/healthz: behind or unacked this long", positive),
     )
 }
 """The ``[floor]`` keys, checked by the table configuration's own machinery."""
+
+
+def proxies_problem(value: str) -> str | None:
+    """Why ``value`` is not a comma-separated list of IP addresses or networks."""
+    entries = [p.strip() for p in value.split(",")]
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            return f"must be IP addresses or networks joined by ',' ({entry!r} is not one)"
+    return None
+
+
+WEB_KEYS: dict[str, Key] = {
+    key.name: key
+    for key in (
+        Key("web", "max_body_bytes", "int", "largest request body (413 beyond)", at_least(1024)),
+        Key("web", "max_header_bytes", "int", "largest request head (431 beyond)", at_least(1024)),
+        Key("web", "request_timeout_s", "float", "headers, then body, within this", positive),
+        Key("web", "idle_timeout_s", "int", "a kept-alive idle connection is closed", at_least(1)),
+        Key("web", "max_connections", "int", "open connections at most", at_least(16)),
+        Key("web", "max_streams", "int", "the pit's /events streams at most", at_least(1)),
+        Key("web", "stream_max_events", "int", "a stream this far behind is dropped", at_least(1)),
+        Key("web", "stream_max_bytes", "int", "or this many bytes behind", at_least(65536)),
+        Key("web", "login_failures_per_client", "int", "failed logins a client", at_least(1)),
+        Key("web", "login_failures_per_user", "int", "failed logins a user", at_least(1)),
+        Key("web", "login_window_s", "float", "over this many seconds", positive),
+        Key("web", "behind_tls_proxy", "bool", "Secure cookie; X-Forwarded-* from the proxy"),
+        Key("web", "trusted_proxies", "str", "the proxy's addresses", proxies_problem),
+        Key("web", "tls_certfile", "str", "serve https: PEM certificate"),
+        Key("web", "tls_keyfile", "str", "serve https: its private key"),
+    )
+}
+"""The ``[web]`` keys: the console's HTTP limits, cookie and TLS."""
 
 
 def parse_broker(url: str, source: str = "floor.toml") -> Broker:
@@ -181,9 +292,67 @@ def _positions(tables: dict[str, Any], source: str) -> dict[str, tuple[int, int]
     return out
 
 
+RULE_KEYS = tuple(FireBetRules().to_dict())
+
+
+def approved_from_dict(data: Any, source: str) -> dict[str, ApprovedRules]:
+    """The ``[approved.NAME]`` presets as table id (or ``*``) -> the rules approved for it;
+    a :class:`ConfigError` naming the key that is wrong."""
+    if not isinstance(data, dict):
+        raise ConfigError(source, "approved", "must be a table of [approved.NAME] presets")
+    out: dict[str, ApprovedRules] = {}
+    for name, preset in data.items():
+        where = f"approved.{name}"
+        if not USER_NAME.fullmatch(name):
+            raise ConfigError(source, where, "a preset name is letters, digits, _ . - (1 to 64)")
+        if not isinstance(preset, dict):
+            raise ConfigError(source, where, "must be a table: tables = [...] and the rules")
+        unknown = sorted(set(preset) - {"tables", *RULE_KEYS})
+        if unknown:
+            raise ConfigError(
+                source, f"{where}.{unknown[0]}",
+                f"unknown key (known: tables, {', '.join(RULE_KEYS)})",
+            )  # fmt: skip
+        tables = preset.get("tables")
+        if (
+            not isinstance(tables, list)
+            or not tables
+            or not all(isinstance(t, str) and t and len(t) <= 64 for t in tables)
+        ):
+            raise ConfigError(
+                source, f"{where}.tables", 'must list the table ids (or "*"), e.g. ["CR-07"]'
+            )
+        base = FireBetRules().to_dict()
+        for key in RULE_KEYS:
+            if key not in preset:
+                continue
+            value = preset[key]
+            if key == "pays" and isinstance(value, dict):
+                value = {str(k): v for k, v in value.items()}
+            try:
+                FireBetRules.from_dict({**base, key: value})
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ConfigError(source, f"{where}.{key}", str(exc)) from None
+            base[key] = value
+        rules = FireBetRules.from_dict(base)
+        for table in tables:
+            if table in out:
+                raise ConfigError(
+                    source, f"{where}.tables",
+                    f"table {table!r} is approved in [approved.{out[table].name}] already",
+                )  # fmt: skip
+            out[table] = ApprovedRules(name, rules)
+    return out
+
+
 def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
     """Validate a parsed ``floor.toml``."""
-    checked = check_sections(data, {"floor": FLOOR_KEYS}, source, free=("tables", "users"))
+    checked = check_sections(
+        data,
+        {"floor": FLOOR_KEYS, "web": WEB_KEYS},
+        source,
+        free=("tables", "users", "approved", "shifts"),
+    )
     users: dict[str, str] = {}
     for name, encoded in checked.get("users", {}).items():
         if not USER_NAME.fullmatch(name):
@@ -198,9 +367,29 @@ def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
         if problem:
             raise ConfigError(source, f"users.{name}", problem)
         users[name] = encoded
+    shifts = checked.get("shifts", {})
+    for name, value in shifts.items():
+        problem = shift_problem(name, value)
+        if problem:
+            raise ConfigError(source, f"shifts.{name}", problem)
+    try:
+        parsed = parse_shifts(shifts) if shifts else DEFAULT_SHIFTS
+    except ValueError as exc:
+        raise ConfigError(source, "shifts", str(exc)) from None
     positions = _positions(checked.get("tables", {}), source)
+    web = WebSettings(**checked.get("web", {}))
+    if bool(web.tls_certfile) != bool(web.tls_keyfile):
+        missing = "web.tls_keyfile" if web.tls_certfile else "web.tls_certfile"
+        raise ConfigError(source, missing, "tls_certfile and tls_keyfile go together")
+    approved = approved_from_dict(checked.get("approved", {}), source)
     settings = FloorSettings(
-        **checked.get("floor", {}), users=users, positions=positions, source=source
+        **checked.get("floor", {}),
+        users=users,
+        positions=positions,
+        web=web,
+        approved=approved,
+        shifts=parsed,
+        source=source,
     )
     if settings.tls_ca and not settings.endpoint().tls:
         raise ConfigError(
@@ -214,3 +403,30 @@ def load_settings(path: str | Path | None) -> FloorSettings:
     if path is None:
         return FloorSettings()
     return settings_from_dict(read_file(path), str(path))
+
+
+def local_zone(environ: dict[str, str] | None = None) -> tzinfo:
+    """The floor's time zone: ``$TZ`` when it names one, else the system's
+    (``/etc/localtime``), else UTC."""
+    env = os.environ if environ is None else environ
+    name = env.get("TZ", "").lstrip(":")
+    if name:
+        try:
+            return zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+            pass
+    target = os.path.realpath("/etc/localtime")
+    _, found, key = target.partition("/zoneinfo/")
+    try:
+        if found:
+            return zoneinfo.ZoneInfo(key)
+        with open(target, "rb") as f:
+            return zoneinfo.ZoneInfo.from_file(f, key="localtime")
+    except (zoneinfo.ZoneInfoNotFoundError, OSError, ValueError):
+        return UTC
+
+
+def zone_name(zone: tzinfo) -> str:
+    """``Europe/Paris`` (a zone's key), else what it calls itself."""
+    key = getattr(zone, "key", None)
+    return key if isinstance(key, str) else str(zone)

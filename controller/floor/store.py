@@ -8,8 +8,11 @@ floor restart loses nothing.
 Tables
     ``records``   (table_id, record) once each, with the chain hash and the events the
                   table's engine decided, as received;
-    ``tables``    one row per table: presence, last status, the audit checkpoint;
+    ``tables``    one row per table: presence, last status, the audit checkpoint, the
+                  bad messages counted and whether it is quarantined;
     ``hands``     the hand logs the audit sorted the records into;
+    ``settled``   each settled hand's figures, by the time of the record that settled it
+                  (:func:`controller.floor.figures.settled_hand`; the shift figures);
     ``alerts``    surveillance, integrity, audit and offline alerts and what became of them.
 """
 
@@ -24,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from controller.core.times import to_ms
+from controller.floor.figures import SettledHand, settled_hand
 from controller.wire.messages import FloorRecord
 
 SCHEMA = """
@@ -49,7 +54,10 @@ CREATE TABLE IF NOT EXISTS tables (
     state TEXT,
     state_at TEXT,
     contiguous INTEGER NOT NULL DEFAULT 0,
-    audit TEXT
+    audit TEXT,
+    bad INTEGER NOT NULL DEFAULT 0,
+    last_bad TEXT,
+    quarantined TEXT
 );
 CREATE TABLE IF NOT EXISTS hands (
     table_id TEXT NOT NULL,
@@ -57,6 +65,19 @@ CREATE TABLE IF NOT EXISTS hands (
     log TEXT NOT NULL,
     PRIMARY KEY (table_id, hand)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS settled (
+    table_id TEXT NOT NULL,
+    hand INTEGER NOT NULL,
+    record INTEGER NOT NULL,
+    at_ms INTEGER NOT NULL,
+    unique_points INTEGER NOT NULL,
+    wagered INTEGER NOT NULL,
+    won INTEGER NOT NULL,
+    paid INTEGER NOT NULL,
+    PRIMARY KEY (table_id, hand)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS settled_at ON settled (at_ms);
+CREATE INDEX IF NOT EXISTS records_rules ON records (table_id, record) WHERE kind = 'rules';
 CREATE TABLE IF NOT EXISTS alerts (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     table_id TEXT NOT NULL,
@@ -82,7 +103,7 @@ class Alert:
 
     id: int
     table: str
-    kind: str  # surveillance, integrity, audit, offline
+    kind: str  # surveillance, integrity, audit, offline, quarantine
     hand: int | None
     record: int | None
     raised_at: str
@@ -126,6 +147,9 @@ class TableRow:
     state_at: str | None = None
     contiguous: int = 0
     audit: dict[str, Any] | None = None
+    bad: int = 0  # messages counted bad (not stored), ever
+    last_bad: str | None = None  # the newest one's reason
+    quarantined: str | None = None  # why the table is quarantined (None: it is not)
 
 
 class FloorStore:
@@ -135,13 +159,28 @@ class FloorStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = self._connect()
+        had_figures = self._db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'settled'"
+        ).fetchone()
         self._db.executescript(SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(records)")}
         if "events" not in columns:  # a floor.db from before the tables sent their events
             self._db.execute("ALTER TABLE records ADD COLUMN events TEXT")
         if "snapshot" not in columns:  # ... and the digests of their snapshots
             self._db.execute("ALTER TABLE records ADD COLUMN snapshot TEXT")
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(tables)")}
+        for column, kind in (
+            ("bad", "INTEGER NOT NULL DEFAULT 0"),
+            ("last_bad", "TEXT"),
+            ("quarantined", "TEXT"),
+        ):  # a floor.db from before bad messages were counted
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE tables ADD COLUMN {column} {kind}")
         self._readers = threading.local()
+        if not had_figures:  # a floor.db from before the shift figures: its hands' figures
+            with self.transaction():
+                for table, log in self._db.execute("SELECT table_id, log FROM hands").fetchall():
+                    self._settle(table, json.loads(log))
 
     def _connect(self, *, read_only: bool = False) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
@@ -164,6 +203,18 @@ class FloorStore:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A part of the open transaction that is undone alone when it fails."""
+        self._db.execute("SAVEPOINT one")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK TO one")
+            self._db.execute("RELEASE one")
+            raise
+        self._db.execute("RELEASE one")
 
     def reader(self) -> sqlite3.Connection:
         """A read-only connection for the calling thread."""
@@ -220,7 +271,7 @@ class FloorStore:
         """Every table the floor has heard of."""
         rows = self._db.execute(
             "SELECT table_id, online, online_at, program, announced, state, state_at, "
-            "contiguous, audit FROM tables"
+            "contiguous, audit, bad, last_bad, quarantined FROM tables"
         )
         out: dict[str, TableRow] = {}
         for r in rows:
@@ -234,6 +285,9 @@ class FloorStore:
                 r[6],
                 int(r[7]),
                 json.loads(r[8]) if r[8] else None,
+                int(r[9] or 0),
+                r[10],
+                r[11],
             )
         return out
 
@@ -241,12 +295,14 @@ class FloorStore:
         """Write what the floor keeps about one table."""
         self._db.execute(
             "INSERT INTO tables (table_id, online, online_at, program, announced, state, "
-            "state_at, contiguous, audit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "state_at, contiguous, audit, bad, last_bad, quarantined) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (table_id) DO UPDATE SET online = excluded.online, "
             "online_at = excluded.online_at, program = excluded.program, "
             "announced = excluded.announced, state = excluded.state, "
             "state_at = excluded.state_at, contiguous = excluded.contiguous, "
-            "audit = excluded.audit",
+            "audit = excluded.audit, bad = excluded.bad, last_bad = excluded.last_bad, "
+            "quarantined = excluded.quarantined",
             (
                 row.table,
                 None if row.online is None else int(row.online),
@@ -257,18 +313,76 @@ class FloorStore:
                 row.state_at,
                 row.contiguous,
                 json.dumps(row.audit, separators=(",", ":")) if row.audit is not None else None,
+                row.bad,
+                row.last_bad,
+                row.quarantined,
             ),
         )
 
     # hands ---------------------------------------------------------------------------
     def save_hand(self, table: str, log: dict[str, Any]) -> None:
+        """Keep a hand log, and its figures once it is settled."""
         self._db.execute(
             "INSERT OR REPLACE INTO hands (table_id, hand, log) VALUES (?, ?, ?)",
             (table, log["hand"], json.dumps(log, separators=(",", ":"))),
         )
+        self._settle(table, log)
+
+    def _settle(self, table: str, log: dict[str, Any]) -> None:
+        """The hand's row of figures: kept while it is settled, gone when it is not (a void
+        of the seven-out, a clear-halt that set its settlement aside)."""
+        figures = None
+        record = log.get("settled_record")
+        if isinstance(record, int):
+            row = self._db.execute(
+                "SELECT at FROM records WHERE table_id = ? AND record = ?", (table, record)
+            ).fetchone()
+            at = to_ms(row[0]) if row else None
+            figures = settled_hand(table, log, at) if at is not None else None
+        if figures is None:
+            self._db.execute(
+                "DELETE FROM settled WHERE table_id = ? AND hand = ?", (table, log["hand"])
+            )
+            return
+        self._db.execute(
+            "INSERT OR REPLACE INTO settled (table_id, hand, record, at_ms, unique_points, "
+            "wagered, won, paid) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (table, figures.hand, figures.record, figures.at_ms, figures.unique_points,
+             figures.wagered, figures.won, figures.paid),
+        )  # fmt: skip
 
     def drop_hand(self, table: str, hand: int) -> None:
         self._db.execute("DELETE FROM hands WHERE table_id = ? AND hand = ?", (table, hand))
+        self._db.execute("DELETE FROM settled WHERE table_id = ? AND hand = ?", (table, hand))
+
+    def settled_between(
+        self, start_ms: int, end_ms: int, table: str | None = None
+    ) -> Iterator[SettledHand]:
+        """The figures of the hands settled in [start_ms, end_ms), by table and time
+        (reader side; a cursor, not a list: a busy floor's day is many hands)."""
+        sql = (
+            "SELECT table_id, hand, record, at_ms, unique_points, wagered, won, paid "
+            "FROM settled WHERE at_ms >= ? AND at_ms < ?"
+        )
+        args: list[Any] = [start_ms, end_ms]
+        if table is not None:
+            sql += " AND table_id = ?"
+            args.append(table)
+        for row in self.reader().execute(sql + " ORDER BY table_id, at_ms", args):
+            yield SettledHand(*row)
+
+    def rules_records(self, table: str) -> list[tuple[int, str]]:
+        """A table's ``rules`` records (number, payload), in order (reader side)."""
+        rows = self.reader().execute(
+            "SELECT record, payload FROM records WHERE table_id = ? AND kind = 'rules' "
+            "ORDER BY record",
+            (table,),
+        )
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    def table_names(self) -> list[str]:
+        """Every table the floor has heard of, sorted (reader side)."""
+        return [r[0] for r in self.reader().execute("SELECT table_id FROM tables ORDER BY 1")]
 
     def recent_hands(self, table: str, count: int) -> list[dict[str, Any]]:
         """The last ``count`` hands of ``table``, newest first (reader side)."""

@@ -74,6 +74,7 @@ def table_summary(store: FloorStore, live: TableLive) -> dict[str, Any]:
         "checked_record": live.audit.record,
         "rules_record": live.audit.rules_record,
         "program": live.row.program,
-        "bad": live.bad,
-        "last_bad": live.last_bad or None,  # why the last bad message was not taken
+        "bad": live.row.bad,
+        "last_bad": live.row.last_bad,
+        "quarantined": live.row.quarantined,
     }

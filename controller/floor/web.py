@@ -15,18 +15,22 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
+import re
+import secrets
 import threading
 import time
 import uuid
-import zoneinfo
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
+from fractions import Fraction
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import (
     HTMLResponse,
@@ -38,7 +42,11 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
+from controller.core.odds import exact_distribution
+from controller.floor import shiftpage
+from controller.floor.figures import percent
 from controller.floor.findings import money
+from controller.floor.guard import ABORT, STREAMING, BodyLimit, LoginThrottle
 from controller.floor.layout import (
     FloorMap,
     boxes,
@@ -49,7 +57,7 @@ from controller.floor.layout import (
     wagers_words,
 )
 from controller.floor.live import Changes
-from controller.floor.passwords import Sessions, verify_password
+from controller.floor.passwords import Sessions, hash_password, verify_password
 from controller.floor.queue import (
     KIND_WORDS,
     SHOWN,
@@ -60,6 +68,7 @@ from controller.floor.queue import (
     queue,
 )
 from controller.floor.server import FloorService
+from controller.floor.settings import WebSettings, zone_name
 from controller.floor.store import Alert
 from controller.floor.summary import pays_at
 
@@ -68,10 +77,14 @@ log = logging.getLogger("firebet.floor")
 COOKIE = "firebet_floor"
 RECENT_HANDS = 10
 KEEPALIVE_S = 15.0
-SUBSCRIBER_BACKLOG = 2000
+ALERT_ID = re.compile(r"[1-9][0-9]{0,18}")
+MAX_ID = 2**63 - 1
+"""The largest alert id SQLite holds; anything else in its place is answered 400."""
+HASHING_AT_ONCE = 2
+"""Password hashes computed at once (scrypt takes 16 MB each)."""
 
 
-def _env(zone: tzinfo | None) -> Environment:
+def _env(zone: tzinfo) -> Environment:
     env = Environment(
         loader=PackageLoader("controller.floor", "templates"),
         autoescape=select_autoescape(["html"]),
@@ -85,7 +98,18 @@ def _env(zone: tzinfo | None) -> Environment:
     env.globals["WHAT_WORDS"] = WHAT_WORDS
     env.globals["timeline"] = timeline
     env.globals["zone_name"] = zone_name(zone)
+    env.filters["percent"] = percent
     return env
+
+
+FAVICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">'
+    '<rect width="32" height="32" rx="6" fill="#18402b"/>'
+    '<rect x="7" y="7" width="18" height="18" rx="3" fill="#fff"/>'
+    '<circle cx="12" cy="12" r="2" fill="#c00"/><circle cx="16" cy="16" r="2" fill="#c00"/>'
+    '<circle cx="20" cy="20" r="2" fill="#c00"/></svg>'
+)
+"""The console's icon: a die showing three on the felt's green (its own, no file)."""
 
 
 def ordinal(n: int) -> str:
@@ -94,39 +118,32 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def floor_zone(name: str) -> tzinfo | None:
-    """The console's time zone: ``name`` (IANA), or the machine's for an empty one."""
-    return zoneinfo.ZoneInfo(name) if name else None
-
-
-def zone_name(zone: tzinfo | None) -> str:
-    """What the console calls its time zone."""
-    if zone is not None:
-        return str(zone)
-    return datetime.now().astimezone().tzname() or "local time"
-
-
 @dataclass(eq=False)
 class Subscriber:
     """One browser's event stream (``table``: a table's page, which hears only that table)."""
 
     loop: asyncio.AbstractEventLoop
     table: str | None
+    user: str | None = None
+    abort: Callable[[], None] | None = None
     queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
+    queued_bytes: int = 0
     dropped: bool = False
 
 
 class Console:
     """Renders the console's pages and fragments and feeds the live streams."""
 
-    def __init__(self, service: FloorService) -> None:
+    def __init__(self, service: FloorService, web: WebSettings | None = None) -> None:
         self.service = service
         self.positions = service.settings.positions
-        self.env = _env(floor_zone(service.settings.time_zone))
+        self.web = web or WebSettings()
+        self.env = _env(service.settings.zone())
         self._subscribers: set[Subscriber] = set()
         self._lock = threading.Lock()
         self._mapped: frozenset[str] = frozenset()
         self.closing = False
+        self.streams_dropped = 0
 
     # data for the templates ------------------------------------------------------------
     def summaries(self) -> list[dict[str, Any]]:
@@ -201,9 +218,16 @@ class Console:
         return HTMLResponse(html)
 
     # live updates ----------------------------------------------------------------------
-    def subscribe(self, table: str | None) -> Subscriber:
-        sub = Subscriber(asyncio.get_running_loop(), table)
+    def subscribe(
+        self, table: str | None, user: str | None = None, abort: Callable[[], None] | None = None
+    ) -> Subscriber | None:
+        """A new live stream; None when the pit's streams are all taken (``max_streams``;
+        a logged-in surveillance user always gets one)."""
+        sub = Subscriber(asyncio.get_running_loop(), table, user, abort)
         with self._lock:
+            pit = sum(1 for s in self._subscribers if s.user is None)
+            if user is None and pit >= self.web.max_streams:
+                return None
             self._subscribers.add(sub)
         return sub
 
@@ -288,16 +312,38 @@ class Console:
 
     def _deliver(self, sub: Subscriber, data: bytes) -> None:
         def put() -> None:
-            if sub.queue.qsize() >= SUBSCRIBER_BACKLOG:
-                sub.dropped = True  # a browser that cannot keep up reloads instead
-                sub.queue.put_nowait(None)
-            elif not sub.dropped:
+            if sub.dropped:
+                return
+            if (
+                sub.queue.qsize() >= self.web.stream_max_events
+                or sub.queued_bytes + len(data) > self.web.stream_max_bytes
+            ):
+                self._drop(sub)
+            else:
+                sub.queued_bytes += len(data)
                 sub.queue.put_nowait(data)
 
         try:
             sub.loop.call_soon_threadsafe(put)
         except RuntimeError:  # its loop is gone
             self.unsubscribe(sub)
+
+    def _drop(self, sub: Subscriber) -> None:
+        """A reader that fell behind: its queue is let go and its connection dropped; the
+        page's EventSource reconnects and its new stream starts with everything shown."""
+        log.info(
+            "dropped a live stream %d events (%d bytes) behind (web.stream_max_events, "
+            "web.stream_max_bytes); its page reconnects", sub.queue.qsize(), sub.queued_bytes,
+        )  # fmt: skip
+        sub.dropped = True
+        while not sub.queue.empty():
+            sub.queue.get_nowait()
+        sub.queued_bytes = 0
+        sub.queue.put_nowait(None)
+        self.streams_dropped += 1
+        self.unsubscribe(sub)
+        if sub.abort is not None:
+            sub.abort()
 
     def close(self) -> None:
         self.closing = True
@@ -326,17 +372,40 @@ def _same_origin(request: Request) -> bool:
     return urlsplit(origin).netloc == request.headers.get("host", "")
 
 
+def alert_id(text: str) -> int | None:
+    """The alert id in a URL (1 to 2^63-1, plain digits); None for anything else."""
+    if not ALERT_ID.fullmatch(text):
+        return None
+    number = int(text)
+    return number if number <= MAX_ID else None
+
+
+def bad_alert_id(text: str) -> Response:
+    shown = text if len(text) <= 40 else text[:40] + "..."
+    return PlainTextResponse(
+        f"alert id {shown!r} is not an alert number (1 to {MAX_ID})", status_code=400
+    )
+
+
 async def _form(request: Request) -> dict[str, str]:
     body = (await request.body()).decode("utf-8", errors="replace")
     return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
 
 
 def build_app(
-    service: FloorService, users: dict[str, str], *, secure_cookie: bool = False
+    service: FloorService, users: dict[str, str], web: WebSettings | None = None
 ) -> Starlette:
     """The console's ASGI application."""
-    console = Console(service)
+    web = web or WebSettings()
+    console = Console(service, web)
     service.listen(console.on_changes)
+    throttle = LoginThrottle(set(users), web)
+    hashing = asyncio.Semaphore(HASHING_AT_ONCE)
+    stand_in = hash_password(secrets.token_urlsafe(16))  # an unknown user costs the same
+
+    def secure(request: Request) -> bool:
+        """The cookie is Secure behind a TLS proxy and whenever the console speaks https."""
+        return web.behind_tls_proxy or request.url.scheme == "https"
 
     def index(request: Request) -> Response:
         return console.page(
@@ -356,7 +425,8 @@ def build_app(
         name = request.path_params["table"]
         summary = service.ingest.summaries.get(name)
         if summary is None:
-            return PlainTextResponse(f"no table {name!r} on this floor", status_code=404)
+            shown = name if len(name) <= 64 else name[:64] + "..."
+            return PlainTextResponse(f"no table {shown!r} on this floor", status_code=404)
         return console.page(
             "table.html", request, t=summary, tile=console.tile(summary),
             q=console.queue_view(name), hands=service.store.recent_hands(name, RECENT_HANDS),
@@ -390,7 +460,19 @@ def build_app(
         return JSONResponse(out)
 
     async def events(request: Request) -> Response:
-        sub = console.subscribe((request.query_params.get("table") or "")[:64] or None)
+        sub = console.subscribe(
+            (request.query_params.get("table") or "")[:64] or None,
+            current_user(request),
+            request.scope.get("extensions", {}).get(ABORT),
+        )
+        if sub is None:
+            return PlainTextResponse(
+                f"the pit's {web.max_streams} live streams are all open (web.max_streams); "
+                "reload later, or log in", status_code=503, headers={"Retry-After": "30"},
+            )  # fmt: skip
+        streaming = request.scope.get("extensions", {}).get(STREAMING)
+        if streaming is not None:
+            streaming()
 
         async def stream() -> AsyncIterator[bytes]:
             try:
@@ -408,6 +490,7 @@ def build_app(
                         continue
                     if data is None:
                         return
+                    sub.queued_bytes -= len(data)
                     last = time.monotonic()
                     yield data
             finally:
@@ -424,24 +507,39 @@ def build_app(
 
     async def login(request: Request) -> Response:
         form = await _form(request)
-        name, password = form.get("user", ""), form.get("password", "")
+        name, password = form.get("user", "")[:200], form.get("password", "")[:1024]
+        client = request.client.host if request.client else "?"
+        wait = throttle.wait_s(client, name)
+        if wait > 0:
+            seconds = math.ceil(wait)
+            refused = console.page(
+                "login.html", request, live=None,
+                error=f"too many failed logins: try again in {seconds} s",
+            )  # fmt: skip
+            refused.status_code = 429
+            refused.headers["Retry-After"] = str(seconds)
+            return refused
         encoded = users.get(name)
-        ok = encoded is not None and await asyncio.to_thread(verify_password, password, encoded)
+        async with hashing:  # the same work for a name that is no user
+            matched = await asyncio.to_thread(verify_password, password, encoded or stand_in)
+        ok = encoded is not None and matched
         if not ok or not _same_origin(request):
-            log.warning("failed surveillance login for %r", name)
+            throttle.failed(client, name)
+            log.warning("failed surveillance login for %r from %s", name[:64], client)
             refused = console.page("login.html", request, error="wrong user or password", live=None)
             refused.status_code = 401
             return refused
+        throttle.succeeded(name)
         token = request.app.state.sessions.open(name)
         log.info("surveillance user %s logged in", name)
         response = RedirectResponse("/", status_code=303)
-        response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=secure_cookie)
+        response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=secure(request))
         return response
 
     async def logout(request: Request) -> Response:
         request.app.state.sessions.close(request.cookies.get(COOKIE))
         response = RedirectResponse("/", status_code=303)
-        response.delete_cookie(COOKIE)
+        response.delete_cookie(COOKIE, httponly=True, samesite="strict", secure=secure(request))
         return response
 
     async def act(request: Request, what: str) -> Response:
@@ -450,13 +548,15 @@ def build_app(
             return PlainTextResponse("surveillance login needed", status_code=401)
         if not _same_origin(request):
             return PlainTextResponse("cross-site request refused", status_code=403)
-        alert_id = int(request.path_params["alert"])
+        number = alert_id(request.path_params["alert"])
+        if number is None:
+            return bad_alert_id(request.path_params["alert"])
         form = await _form(request)
         if what == "confirm":
-            future = service.call(lambda: service.ingest.confirm(alert_id, user, str(uuid.uuid4())))
+            future = service.call(lambda: service.ingest.confirm(number, user, str(uuid.uuid4())))
         else:
             note, flood = form.get("note", "")[:500], form.get("flood") == "1"
-            future = service.call(lambda: service.ingest.clear(alert_id, user, note, flood=flood))
+            future = service.call(lambda: service.ingest.clear(number, user, note, flood=flood))
         try:
             await asyncio.wrap_future(future)
         except LookupError as exc:
@@ -473,11 +573,52 @@ def build_app(
     async def clear(request: Request) -> Response:
         return await act(request, "clear")
 
-    def health(request: Request) -> Response:
-        return JSONResponse(
-            {"broker": service.connected.is_set(), "last_error": service.last_error,
-             "tables": len(service.ingest.summaries), "ingested": service.ingest.ingested}
+    zone = service.settings.zone()  # the console's clock and the shifts' days alike
+
+    def figures_asked(request: Request) -> shiftpage.Asked:
+        return shiftpage.parse_query(
+            list(request.query_params.multi_items()), shifts=service.settings.shifts,
+            zone=zone, tables=service.store.table_names(), now=datetime.now(UTC),
         )  # fmt: skip
+
+    def figures_page(request: Request) -> Response:
+        try:
+            asked = figures_asked(request)
+        except shiftpage.BadQuery as exc:
+            return PlainTextResponse(f"bad figures query: {exc}", status_code=400)
+        shown = shiftpage.load(service.store, asked)
+        rows = shown.tables if asked.table is not None else [*shown.tables, shown.floor]
+        scope = shown.scope
+        query = {k: v for k, v in request.query_params.items() if k != "table"}
+        return console.page(
+            "figures.html", request, asked=asked, shifts=service.settings.shifts,
+            tables=service.store.table_names(), rows=rows, scope=scope,
+            shares=[Fraction(c, scope.hands) if scope.hands else None for c in scope.points],
+            exact=exact_distribution(), charts=shiftpage.charts(shown),
+            when=shiftpage.when(shown), zone=zone_name(zone),
+            csv_url="/figures.csv?" + urlencode(request.query_params.multi_items()),
+            table_url=lambda t: "/figures?" + urlencode({**query, "table": t}), live=None,
+        )  # fmt: skip
+
+    def figures_csv(request: Request) -> Response:
+        try:
+            asked = figures_asked(request)
+        except shiftpage.BadQuery as exc:
+            return PlainTextResponse(f"bad figures query: {exc}", status_code=400)
+        shown = shiftpage.load(service.store, asked)
+        return Response(
+            shiftpage.csv_text(shown),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": f'attachment; filename="{shiftpage.csv_name(shown)}"'},
+        )
+
+    def favicon(request: Request) -> Response:
+        return Response(
+            FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"}
+        )
+
+    def health(request: Request) -> Response:
+        return JSONResponse(service.health())  # FloorService.health: what /healthz says
 
     app = Starlette(
         routes=[
@@ -488,12 +629,17 @@ def build_app(
             Route("/api/tables", api_tables),
             Route("/api/alerts", api_alerts),
             Route("/healthz", health),
+            Route("/figures", figures_page),
+            Route("/figures.csv", figures_csv),
+            Route("/favicon.ico", favicon),
+            Route("/favicon.svg", favicon),
             Route("/login", login_page, methods=["GET"]),
             Route("/login", login, methods=["POST"]),
             Route("/logout", logout, methods=["POST"]),
-            Route("/alerts/{alert:int}/confirm", confirm, methods=["POST"]),
-            Route("/alerts/{alert:int}/clear", clear, methods=["POST"]),
+            Route("/alerts/{alert}/confirm", confirm, methods=["POST"]),
+            Route("/alerts/{alert}/clear", clear, methods=["POST"]),
         ],
+        middleware=[Middleware(BodyLimit, max_bytes=web.max_body_bytes)],
     )
     app.state.sessions = Sessions()
     app.state.console = console

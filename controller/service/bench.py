@@ -97,7 +97,13 @@ def _throw(
             why = "the reader is silent: it goes out when it speaks again"
         else:
             why = "the reader still waits for the ACK of an earlier roll"
-        return {"ok": True, "dice": [d1, d2], "seq": None, "acked": False, "said": f"{said}; {why}"}
+        # pending: the bench tester unplugged or silenced the reader, which keeps the throw
+        # and sends it later; otherwise an earlier roll still waits for its ACK (halted)
+        pending = not device.plugged or device.silent
+        return {
+            "ok": True, "dice": [d1, d2], "seq": None, "acked": False, "pending": pending,
+            "said": f"{said}; {why}",
+        }  # fmt: skip
     acked = device.wait_acked(seq, timeout=wait_s)
     # the snapshot is published before the ACK goes out: a roll held is in it by now
     number = next((h.number for h in held() if (h.seq, h.d1, h.d2) == (seq, d1, d2)), None)

@@ -12,6 +12,7 @@ reason, never a crash. Pure: the MQTT clients do the sending and the taking.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -24,6 +25,10 @@ MAX_COMMAND_BYTES = 4096
 VERSION = 1  # the version of the floor messages every payload carries, under "v"
 KNOWN_VERSIONS = frozenset({1})  # what either end reads; a message without "v" is version 1
 OFFLINE = '{"online":false,"v":1}'  # a clean stop's message, and the broker's will
+MAX_MESSAGE_BYTES = 256 * 1024  # a table's message (a record with its events, a status)
+MAX_DEPTH = 32  # JSON nested deeper than this is not a table's message
+MAX_NUMBER = 2**63 - 1  # every whole number fits the floor's store (SQLite INTEGER)
+MAX_TABLE_ID = 64  # characters of a table id (a topic level)
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 _CHAIN = re.compile(r"[0-9a-f]{64}")
 
@@ -97,14 +102,71 @@ def split_topic(prefix: str, name: str) -> tuple[str, str] | None:
     parts = name[len(head) :].split("/")
     if len(parts) != 2 or not parts[0] or parts[1] not in LEAVES:
         return None
+    if len(parts[0]) > MAX_TABLE_ID or not parts[0].isprintable():
+        return None
     return parts[0], parts[1]
 
 
+def _whole_number(text: str) -> int:
+    value = int(text)  # Python refuses more than 4,300 digits (ValueError)
+    if not -MAX_NUMBER <= value <= MAX_NUMBER:
+        raise ValueError(f"a whole number of {len(text)} digits (at most 2^63 - 1 in size)")
+    return value
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:20]} is not a finite number")
+    return value
+
+
+def _constant(text: str) -> Any:
+    raise ValueError(f"{text} is not a JSON number")
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests (iteratively: never recursion)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, level)
+            if level > MAX_DEPTH:
+                return level
+            todo.extend((child, level + 1) for child in item)
+    return deepest
+
+
 def _json(data: bytes) -> Any:
+    """A table's message as JSON, judged on its own: at most :data:`MAX_MESSAGE_BYTES`,
+    UTF-8, nested at most :data:`MAX_DEPTH` deep, whole numbers within ±(2^63 - 1), no
+    NaN or infinity; a :class:`BadMessage` naming what is wrong otherwise."""
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise BadMessage(f"a message of {len(data)} bytes (at most {MAX_MESSAGE_BYTES})")
     try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise BadMessage(f"not JSON: {exc}") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadMessage(f"not UTF-8: {exc}") from None
+    try:
+        body = json.loads(
+            text, parse_int=_whole_number, parse_float=_finite, parse_constant=_constant
+        )
+    except RecursionError:
+        raise BadMessage(f"not JSON: nested more than {MAX_DEPTH} deep") from None
+    except ValueError as exc:
+        raise BadMessage(f"not JSON: {str(exc)[:200]}") from None
+    if _depth(body) > MAX_DEPTH:
+        raise BadMessage(f"not JSON: nested more than {MAX_DEPTH} deep")
+    return body
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut short: a reason never carries a whole message."""
+    text = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _whole(value: Any) -> bool:
@@ -142,19 +204,19 @@ def parse_event(table: str, data: bytes) -> FloorRecord:
     if missing:
         raise BadMessage(f"an event needs {', '.join(missing)}")
     if body["table"] != table:
-        raise BadMessage(f"table {body['table']!r} published on the topic of table {table!r}")
+        raise BadMessage(f"table {_shown(body['table'])} published on the topic of table {table!r}")
     number = body["record"]
     if not _whole(number) or number < 1:
-        raise BadMessage(f"record {number!r} is not a record number (1, 2, ...)")
+        raise BadMessage(f"record {_shown(number)} is not a record number (1, 2, ...)")
     for key in ("at", "kind", "actor"):
         if not isinstance(body[key], str):
-            raise BadMessage(f"{key} must be a string, not {body[key]!r}")
+            raise BadMessage(f"{key} must be a string, not {_shown(body[key])}")
     chain = body["chain"]
     if not isinstance(chain, str) or not _CHAIN.fullmatch(chain):
-        raise BadMessage(f"chain {chain!r} is not a chain hash (64 hex digits)")
+        raise BadMessage(f"chain {_shown(chain)} is not a chain hash (64 hex digits)")
     snapshot = body.get("snapshot")
     if snapshot is not None and (not isinstance(snapshot, str) or not _CHAIN.fullmatch(snapshot)):
-        raise BadMessage(f"snapshot {snapshot!r} is not a SHA-256 (64 hex digits)")
+        raise BadMessage(f"snapshot {_shown(snapshot)} is not a SHA-256 (64 hex digits)")
     return FloorRecord(
         table, number, body["at"], body["kind"], body["actor"], body["payload"], chain,
         body.get("events"), snapshot,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.core.config import FireBetRules
 from controller.floor.ingest import Ingest, Message
 from controller.floor.store import FloorStore
 from controller.wire.messages import FloorRecord
@@ -158,7 +159,7 @@ def test_bad_messages_are_counted_not_stored(tmp_path: Path, records: list[Floor
         Message("elsewhere/T1/event", event_bytes(records[0])),
     ])  # fmt: skip
     assert floor.stored() == []
-    assert floor.ingest.tables["T1"].bad == 5
+    assert floor.ingest.tables["T1"].row.bad == 5
     assert floor.ingest.bad_topics == 1
 
 
@@ -170,8 +171,8 @@ def test_a_message_of_a_version_the_floor_does_not_know_is_counted_with_the_reas
     floor.ingest.handle([Message("firebet/T1/event", newer)])
     assert floor.stored() == []
     live = floor.ingest.tables["T1"]
-    assert live.bad == 1
-    assert live.last_bad == "event: an event of version 2: this end reads version 1 " + (
+    assert live.row.bad == 1
+    assert live.row.last_bad == "event: an event of version 2: this end reads version 1 " + (
         "(docs/floor.md, Versions)"
     )
     from controller.floor.summary import table_summary
@@ -220,3 +221,137 @@ def test_a_floor_db_from_before_the_events_column_is_opened(tmp_path: Path) -> N
     store = FloorStore(tmp_path / "floor.db")
     assert store.records("T1", 1, 1)[0].events is None
     store.close()
+
+
+GOOD = {"table": "T1", "record": 1, "at": "2026-01-01T00:00:00.000Z", "kind": "command",
+        "actor": "dealer", "payload": {}, "chain": "ab" * 32}  # fmt: skip
+
+
+def nested(depth: int) -> bytes:
+    return (
+        json.dumps({**GOOD, "payload": None})
+        .replace('"payload": null', '"payload": ' + "[" * (depth - 1) + "]" * (depth - 1))
+        .encode()
+    )
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b"[" * 5000 + b"]" * 5000, "not JSON: nested more than 32 deep"),
+        (nested(33), "not JSON: nested more than 32 deep"),
+        (json.dumps({**GOOD, "record": 2**63}).encode(), "a whole number of 19 digits"),
+        (json.dumps({**GOOD, "payload": [-(2**63)]}).encode(), "a whole number of 20 digits"),
+        (json.dumps({**GOOD, "payload": float("nan")}).encode(), "NaN is not a JSON number"),
+        (json.dumps({**GOOD, "payload": 1e308}).replace("1e+308", "1e999").encode(),
+         "1e999 is not a finite number"),
+        (b'{"x": ' + b"9" * 5000 + b"}", "not JSON"),  # past Python's 4,300 digits
+        (b'{"table": "\xff"}', "not UTF-8"),
+        (json.dumps({**GOOD, "payload": "x" * 300_000}).encode(), "a message of 300"),
+        (json.dumps({**GOOD, "chain": "z" * 10_000}).encode(), "chain 'zzzz"),
+    ],
+)  # fmt: skip
+def test_each_message_is_judged_on_its_own(
+    tmp_path: Path, records: list[FloorRecord], payload: bytes, reason: str
+) -> None:
+    floor = Floor(tmp_path)
+    floor.ingest.handle([
+        Message("firebet/T1/event", event_bytes(records[0])),
+        Message("firebet/T1/event", payload),
+        Message("firebet/T1/event", event_bytes(records[1])),
+    ])  # fmt: skip
+    assert floor.stored() == [1, 2]  # the bad one is not stored; the others are
+    row = floor.ingest.tables["T1"].row
+    assert row.bad == 1 and row.last_bad is not None and reason in row.last_bad
+    assert len(row.last_bad) <= 300  # a reason never carries the message
+
+
+def test_nested_32_deep_is_a_message(tmp_path: Path) -> None:
+    floor = Floor(tmp_path)
+    floor.ingest.handle([Message("firebet/T1/event", nested(32))])
+    assert floor.stored() == [1] and floor.ingest.tables["T1"].row.bad == 0
+
+
+def test_a_table_that_keeps_sending_bad_ones_is_quarantined_until_a_person_clears_it(
+    tmp_path: Path, records: list[FloorRecord]
+) -> None:
+    floor = Floor(tmp_path)
+    for _ in range(9):
+        floor.ingest.handle([Message("firebet/T1/event", b"junk")])
+        floor.clock.now += 10  # 9 in 80 s: not yet
+    assert floor.ingest.tables["T1"].row.quarantined is None
+    floor.ingest.handle([Message("firebet/T1/event", b"junk")])  # the 10th within 60 s? no
+    assert floor.ingest.tables["T1"].row.quarantined is None
+    for _ in range(10):
+        floor.ingest.handle([Message("firebet/T1/event", b"junk")])
+    row = floor.ingest.tables["T1"].row
+    assert row.quarantined is not None and row.quarantined.startswith("10 bad messages")
+    (alert,) = floor.alerts()
+    assert (alert.kind, alert.table) == ("quarantine", "T1")
+    floor.events(records[0])  # its good records are still stored
+    assert floor.stored() == [1]
+    again = Ingest(floor.store, "firebet", lambda t, p: None)  # a restart keeps it
+    assert again.tables["T1"].row.quarantined == row.quarantined
+    assert again.tables["T1"].row.bad == 20
+    floor.ingest.clear(alert.id, "alice", "the table's link was fixed")
+    assert floor.ingest.tables["T1"].row.quarantined is None
+    assert floor.ingest.summaries["T1"]["quarantined"] is None
+
+
+def rules_body(n: int) -> dict[str, object]:
+    """A rules record's settings whose 6-point tier pays ``1000 + n`` to 1."""
+    firebet = FireBetRules(pays={4: 24, 5: 249, 6: 1000 + n}).to_dict()
+    del firebet["positions"]
+    return {"table": {"id": "T1", "game": "craps", "positions": 16}, "firebet": firebet}
+
+
+def test_the_floor_keeps_a_bounded_number_of_rules_engines(
+    tmp_path: Path, records: list[FloorRecord]
+) -> None:
+    from controller.journal import replay
+
+    floor = Floor(tmp_path)
+    start = records[0]
+    rules = [
+        FloorRecord("T1", n, start.at, "rules", "service", rules_body(n), "ab" * 32)
+        for n in range(1, 41)
+    ]
+    floor.events(*rules)
+    assert floor.stored() == list(range(1, 41))
+    assert floor.ingest.tables["T1"].audit.rules.pay_table()[6] == 1040
+    assert len(replay._engines) <= replay.ENGINES_KEPT
+    audit = floor.ingest.tables["T1"].audit  # the floor's engine is the cache's, no other
+    assert audit.replay.engine is replay._engines[audit.rules.key()]
+
+
+def test_a_clear_halt_from_far_back_is_checked_by_folding_the_stored_records_again(
+    tmp_path: Path,
+) -> None:
+    from controller.floor.audit import RECENT_STATES, TableAudit
+    from controller.floor.ingest import REFOLD_EVERY_S
+
+    table = TableJournal(tmp_path / "table.db")
+    table.do("bet 1 5", "bet 2 2", *["6 5"] * (RECENT_STATES + 10))
+    records = table.records()
+    audit = TableAudit()
+    for rec in records[:3]:
+        audit.step(rec)
+    good, forged = audit.state.to_dict(), {**audit.state.to_dict(), "bets": {"1": 5}}
+    floor = Floor(tmp_path)
+    floor.events(*records)
+    n = len(records)
+
+    def clear(number: int, state: dict[str, object]) -> FloorRecord:
+        body = {"resume_from": 3, "resume_state": state}
+        return FloorRecord("T1", number, records[0].at, "clear_halt", "service", body, "ab" * 32)
+
+    floor.events(clear(n + 1, good))  # 3 is far past the recent states: folded again
+    assert floor.ingest.tables["T1"].audit.state.to_dict() == good
+    assert [a.kind for a in floor.alerts()] == []
+    floor.clock.now += REFOLD_EVERY_S
+    floor.events(clear(n + 2, forged))
+    (alert,) = floor.alerts()
+    assert alert.detail["what"] == "resume" and alert.record == n + 2
+    assert "a state the table's records do not give" in alert.detail["detail"]
+    floor.events(clear(n + 3, good))  # a refold again at once: not to be had
+    assert "the floor cannot check now" in floor.alerts()[-1].detail["detail"]

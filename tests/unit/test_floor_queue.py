@@ -77,7 +77,9 @@ def test_a_flood_of_audit_alerts_is_one_item_behind_every_surveillance_alert(
     assert [(i.alert.table, i.count) for i in queue(floor.store)] == [("CR-05", 1)]
 
 
-def test_red_above_yellow_above_grey_and_newest_first(tmp_path: Path, floor: Floor) -> None:
+def test_every_5th_point_first_then_red_then_grey_newest_first(
+    tmp_path: Path, floor: Floor
+) -> None:
     tables = {}
     for name in ("CR-01", "CR-02"):
         journal = TableJournal(tmp_path / f"{name}.db", table=name)
@@ -89,13 +91,14 @@ def test_red_above_yellow_above_grey_and_newest_first(tmp_path: Path, floor: Flo
     floor.events([replace(tables["CR-01"][2], chain="00" * 32)])
     items = queue(floor.store)
     assert [(i.alert.table, i.alert.kind) for i in items] == [
-        ("CR-01", "integrity"),  # red
-        ("CR-02", "surveillance"),  # yellow, newest first
+        ("CR-02", "surveillance"),  # yellow, every one first, newest first
         ("CR-01", "surveillance"),
+        ("CR-01", "integrity"),  # red
         ("CR-03", "offline"),  # grey
     ]
-    assert items[0].rank == RANK_RED and items[0].colour == "red"
-    assert [i.colour for i in items[1:]] == ["yellow", "yellow", "grey"]
+    assert items[2].rank == RANK_RED and items[2].colour == "red"
+    assert [i.colour for i in items] == ["yellow", "yellow", "red", "grey"]
+    assert [i.rank for i in items[:2]] == [RANK_SURVEILLANCE, RANK_SURVEILLANCE]
 
 
 def test_only_the_table_s_newest_alert_can_be_confirmed(tmp_path: Path, floor: Floor) -> None:

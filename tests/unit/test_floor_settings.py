@@ -13,7 +13,11 @@ from controller.floor.passwords import hash_password
 from controller.floor.settings import FloorSettings, load_settings, parse_broker, parse_http
 
 BAD = [
-    ("[pit]\nx = 1\n", "pit", "unknown section (known: floor, tables, users)"),
+    (
+        "[pit]\nx = 1\n",
+        "pit",
+        "unknown section (known: floor, web, tables, users, approved, shifts)",
+    ),
     ("floor = 1\n", "floor", "must be a [section] table"),
     ("[floor]\nbrokr = 'mqtt://x'\n", "floor.brokr", "unknown key (known in [floor]: broker,"),
     ("[floor]\nbroker = 1883\n", "floor.broker", "must be a string, not 1883"),
@@ -45,6 +49,24 @@ BAD = [
         "[tables.A]\nposition = [1, 1]\n[tables.B]\nposition = [1, 1]\n",
         "tables.B.position",
         "[1, 1] is already where A stands",
+    ),
+    ("[web]\nmax_body_bytes = 10\n", "web.max_body_bytes", "must be at least 1024"),
+    ("[web]\nmax_conections = 10\n", "web.max_conections", "unknown key (known in [web]:"),
+    ("[web]\nbehind_tls_proxy = 'yes'\n", "web.behind_tls_proxy", "must be true or false"),
+    ("[web]\nrequest_timeout_s = 0\n", "web.request_timeout_s", "must be greater than 0"),
+    ("[web]\ntrusted_proxies = '10.0.0.1, nowhere'\n", "web.trusted_proxies", "'nowhere'"),
+    ("[web]\ntls_certfile = 'c.pem'\n", "web.tls_keyfile", "go together"),
+    ("[floor]\nhealth_after_s = 0\n", "floor.health_after_s", "must be greater than 0"),
+    ("approved = 1\n", "approved", "must be a [section] table"),
+    ("[approved.nj]\npays = {4 = 24}\n", "approved.nj.tables", "must list the table ids"),
+    ("[approved.nj]\ntables = [1]\n", "approved.nj.tables", "must list the table ids"),
+    ("[approved.nj]\ntables = ['T1']\npay = 1\n", "approved.nj.pay", "unknown key"),
+    ("[approved.nj]\ntables = ['T1']\npays = 7\n", "approved.nj.pays", "must be a table"),
+    ("[approved.nj]\ntables = ['T1']\nmax_wager = '5'\n", "approved.nj.max_wager", "whole"),
+    (
+        "[approved.a]\ntables = ['T1']\n[approved.b]\ntables = ['T1']\n",
+        "approved.b.tables",
+        "table 'T1' is approved in [approved.a] already",
     ),
 ]
 
@@ -119,3 +141,16 @@ def test_where_the_tables_stand_and_the_console_s_time_zone(tmp_path: Path) -> N
     assert settings.time_zone == "Europe/Paris"
     assert settings.positions == {"CR-07": (2, 3), "CR-08": (2, 4)}
     assert FloorSettings().positions == {} and FloorSettings().time_zone == ""
+
+
+def test_approved_rules_are_per_table_or_for_every_other_table(tmp_path: Path) -> None:
+    path = tmp_path / "floor.toml"
+    path.write_text(
+        "[approved.house]\ntables = ['*']\n"
+        "[approved.high]\ntables = ['T1', 'T2']\npays = {4 = 30, 5 = 300, 6 = 1000}\n"
+    )
+    settings = load_settings(path)
+    assert sorted(settings.approved) == ["*", "T1", "T2"]
+    assert settings.approved["*"].rules.pay_table() == {4: 24, 5: 249, 6: 999}
+    assert settings.approved["T1"].name == "high"
+    assert settings.approved["T2"].rules.pay_table() == {4: 30, 5: 300, 6: 1000}

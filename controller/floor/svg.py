@@ -1,0 +1,139 @@
+"""Bar charts drawn on the server as SVG: axes, ticks, labels, a legend, accessible titles.
+
+The floor has no internet and no front-end build, so its charts are text the page
+carries: :func:`bar_chart` draws grouped bars (one group per category, one bar per
+series, negative values below the zero line) with a labelled value axis, the value on
+every bar, a ``<title>`` on every bar for a tooltip or a screen reader, and the chart's
+own ``<title>`` and ``<desc>`` (``role="img"``). Every text is escaped here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from html import escape
+
+from markupsafe import Markup
+
+WIDTH, HEIGHT = 760, 300
+LEFT, RIGHT, TOP, BOTTOM = 72, 16, 36, 56
+MAX_CATEGORIES = 5000  # a floor's tables (the caller widens the chart for many)
+
+
+@dataclass(frozen=True)
+class Series:
+    """One series of bars: its name (the legend), a value per category (None: no bar)
+    and the text shown for each value."""
+
+    name: str
+    values: Sequence[float | None]
+    labels: Sequence[str]
+    css: str = ""
+
+
+def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """Round tick values from at or below ``lo`` to at or above ``hi`` (about ``count``
+    steps of 1, 2, 2.5 or 5 times a power of ten); 0 always among them."""
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    if hi - lo <= 0 or not math.isfinite(hi - lo):
+        hi = lo + 1.0
+    raw = (hi - lo) / count
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw * (1 - 1e-9))
+    first = math.floor(lo / step)
+    last = math.ceil(hi / step)
+    places = max(0, 2 - math.floor(math.log10(step)))  # no float dust (0.30000000000000004)
+    return [round(i * step, places) for i in range(first, last + 1)]
+
+
+def _num(x: float) -> str:
+    return f"{x:.1f}".rstrip("0").rstrip(".")
+
+
+def bar_chart(
+    *,
+    ident: str,
+    title: str,
+    desc: str,
+    categories: Sequence[str],
+    series: Sequence[Series],
+    axis: Callable[[float], str],
+    width: int = WIDTH,
+    height: int = HEIGHT,
+) -> Markup:
+    """A grouped bar chart as an ``<svg>`` element (``axis`` words the tick values)."""
+    if len(categories) > MAX_CATEGORIES:
+        raise ValueError(f"at most {MAX_CATEGORIES} categories")
+    for s in series:
+        if len(s.values) != len(categories) or len(s.labels) != len(categories):
+            raise ValueError(f"series {s.name!r}: one value and one label a category")
+    values = [v for s in series for v in s.values if v is not None and math.isfinite(v)]
+    ticks = nice_ticks(min(values, default=0.0), max(values, default=0.0))
+    lo, hi = ticks[0], ticks[-1]
+    plot_w = width - LEFT - RIGHT
+    plot_h = height - TOP - BOTTOM
+
+    def y(v: float) -> float:
+        return TOP + (hi - v) / (hi - lo) * plot_h
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="{escape(ident)}" '
+        f'viewBox="0 0 {width} {height}" role="img" '
+        + (f'style="min-width: {width}px" ' if width > WIDTH else "")
+        + f'aria-labelledby="{escape(ident)}-title {escape(ident)}-desc">',
+        f'<title id="{escape(ident)}-title">{escape(title)}</title>',
+        f'<desc id="{escape(ident)}-desc">{escape(desc)}</desc>',
+        '<g class="axis y-axis" font-size="11" text-anchor="end">',
+    ]
+    for t in ticks:
+        ty = _num(y(t))
+        css = "zero" if t == 0 else "grid"
+        out.append(
+            f'<line class="{css}" x1="{LEFT}" x2="{width - RIGHT}" y1="{ty}" y2="{ty}"/>'
+            f'<text x="{LEFT - 6}" y="{ty}" dy="4">{escape(axis(t))}</text>'
+        )
+    out.append("</g>")
+    n = max(len(categories), 1)
+    group = plot_w / n
+    bar = group * 0.8 / max(len(series), 1)
+    many = len(categories) > 8
+    out.append('<g class="bars" font-size="11" text-anchor="middle">')
+    for i, category in enumerate(categories):
+        x0 = LEFT + i * group + group * 0.1
+        for j, s in enumerate(series):
+            v = s.values[i]
+            x = x0 + j * bar
+            cx = _num(x + bar / 2)
+            if v is None or not math.isfinite(v):
+                out.append(f'<text class="value none" x="{cx}" y="{_num(y(0) - 4)}">—</text>')
+                continue
+            top, bottom = (y(v), y(0)) if v >= 0 else (y(0), y(v))
+            label_y = top - 4 if v >= 0 else bottom + 12
+            words = f"{category}, {s.name}: {s.labels[i]}"
+            out.append(
+                f'<rect class="bar {escape(s.css)}" data-series="{escape(s.name)}" '
+                f'data-category="{escape(category)}" data-value="{v!r}" '
+                f'x="{_num(x)}" y="{_num(top)}" width="{_num(max(bar - 2, 1))}" '
+                f'height="{_num(max(bottom - top, 0.5))}"><title>{escape(words)}</title></rect>'
+            )
+            if not many:
+                out.append(
+                    f'<text class="value" x="{cx}" y="{_num(label_y)}">{escape(s.labels[i])}</text>'
+                )
+        cx = _num(LEFT + i * group + group / 2)
+        ly = height - BOTTOM + 16
+        turn = f' transform="rotate(-35 {cx} {ly})" text-anchor="end"' if many else ""
+        out.append(f'<text class="category" x="{cx}" y="{ly}"{turn}>{escape(category)}</text>')
+    out.append("</g>")
+    out.append(f'<line class="axis-line" x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + plot_h}"/>')
+    out.append('<g class="legend" font-size="12">')
+    x = LEFT
+    for s in series:
+        out.append(
+            f'<rect class="bar {escape(s.css)}" x="{x}" y="10" width="12" height="12"/>'
+            f'<text x="{x + 16}" y="20">{escape(s.name)}</text>'
+        )
+        x += 24 + 7 * len(s.name)
+    out.append("</g></svg>")
+    return Markup("".join(out))
