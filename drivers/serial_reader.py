@@ -29,6 +29,7 @@ import serial
 from controller.clock import now_iso
 from controller.core.commands import Command, ReaderFault, ReaderOk, ReaderSync
 from controller.core.errors import HardwareError
+from controller.core.table import SEQ_MODULO, SEQ_SYNC_EVERY
 from drivers.codec import (
     DEFAULT_PROTOCOL,
     Frame,
@@ -159,6 +160,7 @@ class SerialDiceReader(DiceReader):
         self.reopens = 0
         self._ok_seen = False  # an OK frame came since this start
         self._synced = False  # a good frame came since the port opened
+        self._told: int | None = None  # the seq the table last heard of (a roll, a sync)
         self._naks: dict[str, int] = dict.fromkeys(NakReason, 0)  # NAKs sent, by reason
         self.naks_withheld = 0  # frames a NAK would answer beyond NAK_PER_S
         self._nak_budget, self._nak_at = float(NAK_PER_S), time.monotonic()
@@ -387,7 +389,16 @@ class SerialDiceReader(DiceReader):
         at = now_iso()
         if not self._synced:  # the first good frame since the port opened: where it counts
             self._synced = True
+            self._told = frame.seq
             if frame.name is not FrameName.HELLO and frame.seq is not None:
+                self._emit(ReaderSync(seq=frame.seq, actor=READER, at=at))
+        elif frame.seq is not None:
+            if frame.name in (FrameName.HELLO, FrameName.ROLL) or self._told is None:
+                self._told = frame.seq
+            elif (frame.seq - self._told) % SEQ_MODULO >= SEQ_SYNC_EVERY:
+                # hours of heartbeats and no roll: the table hears where the numbering
+                # stands, so its next roll is never taken for an old copy (SEQ_ADVANCE)
+                self._told = frame.seq
                 self._emit(ReaderSync(seq=frame.seq, actor=READER, at=at))
         if frame.name is FrameName.FAULT:
             code = frame.text(2) or "FAULT"

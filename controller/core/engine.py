@@ -40,6 +40,7 @@ from controller.core.events import (
     FaultRecorded,
     HeldRollApplied,
     HeldRollDiscarded,
+    ReaderAdvanced,
     ReaderFaultHolds,
     ReaderFaultOver,
     ReaderRestarted,
@@ -58,7 +59,7 @@ from controller.core.outcome import Outcome
 from controller.core.outcome import outcome as _outcome
 from controller.core.rolls import LineSweep, Paid, RollPaths, RollRule
 from controller.core.state import HeldRoll, TableState, fold_all
-from controller.core.table import not_newer
+from controller.core.table import SEQ_ADVANCE, SEQ_MODULO, not_newer
 
 __all__ = [
     "CRAPS",
@@ -166,6 +167,12 @@ class Engine:
             seq, last = command.seq, state.reader_seq
             if isinstance(seq, int) and seq != last and not_newer(seq, last):
                 return [ReaderRestarted(seq)]  # behind the last roll: a HELLO never seen
+            if (
+                isinstance(seq, int)
+                and last is not None
+                and (seq - last) % SEQ_MODULO >= SEQ_ADVANCE
+            ):
+                return [ReaderAdvanced(seq)]  # heartbeats ran far past the last roll
             return []
         if isinstance(command, ReaderHello):
             return [ReaderRestarted(command.seq, command.model, command.firmware)]

@@ -82,6 +82,16 @@ class ReaderRestarted(Event):
     firmware: str = ""
 
 
+@dataclass(frozen=True)
+class ReaderAdvanced(Event):
+    """The reader's frames (heartbeats, on an idle table) ran far past the last roll
+    applied: ``seq`` is where its numbering stands now, and a roll is new when it is newer
+    than that (so hours of heartbeats never make the next roll look like an old copy)."""
+
+    name: ClassVar[str] = "reader_advanced"
+    seq: int
+
+
 @dataclass(frozen=True, init=False)
 class RollAccepted(Event):
     """A roll counted. ``outcome`` names what it did; ``phase`` and ``point`` are after it."""
@@ -359,6 +369,7 @@ EVENTS: dict[str, type[Event]] = {
         Refused,
         DuplicateRoll,
         ReaderRestarted,
+        ReaderAdvanced,
         RollAccepted,
         BettingClosed,
         NewDifferentPoint,

@@ -26,6 +26,7 @@ from controller.core.events import (
     HeldRollDiscarded,
     NewDifferentPoint,
     NewHand,
+    ReaderAdvanced,
     ReaderFaultHolds,
     ReaderFaultOver,
     ReaderRestarted,
@@ -337,6 +338,10 @@ def _reader_restarted(f: Fields, e: ReaderRestarted) -> None:
         f["reader_model"], f["reader_firmware"] = e.model, e.firmware
 
 
+def _reader_advanced(f: Fields, e: ReaderAdvanced) -> None:
+    f["reader_seq"], f["reader_dice"] = e.seq, None  # (the window of rolls is kept)
+
+
 def _reader_fault_holds(f: Fields, e: ReaderFaultHolds) -> None:
     f["reader_faulted"] = True
 
@@ -388,6 +393,7 @@ _RULES: dict[type[Event], Callable[[Fields, Any], None]] = {
     BetCancelled: _cancelled,
     RollVoided: _voided,
     ReaderRestarted: _reader_restarted,
+    ReaderAdvanced: _reader_advanced,
     SeqConflict: _seq_conflict,
     RollHeld: _roll_held,
     HeldRollApplied: _held_done,

@@ -24,6 +24,13 @@ READER_WINDOW = 64
 dice: a stale copy of one of them with other dice is a ``SEQ_CONFLICT``."""
 SEQ_MODULO = 65536  # the reader's seq is 0..65535, wrapping
 SEQ_BEHIND = SEQ_MODULO // 2  # the 32,768 seqs at or behind the last one are "not newer"
+SEQ_ADVANCE = 8192
+"""How far the reader's frames (its heartbeats take seqs too) may run past the last roll
+applied before the table moves its reference up to them (``reader_advanced``): far short
+of :data:`SEQ_BEHIND`, so a table idle for hours never takes its next roll for a copy."""
+SEQ_SYNC_EVERY = 4096
+"""The driver tells the table where the reader's numbering stands (a ``reader_sync``)
+after this many seqs with no roll; one that changes nothing is not journaled."""
 
 
 def not_newer(seq: int, last: int | None) -> bool:

@@ -36,13 +36,17 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     """Round tick values from at or below ``lo`` to at or above ``hi`` (about ``count``
     steps of 1, 2, 2.5 or 5 times a power of ten); 0 always among them."""
     lo, hi = min(lo, 0.0), max(hi, 0.0)
-    if hi - lo <= 0 or not math.isfinite(hi - lo):
+    if not math.isfinite(hi - lo) or hi - lo < 1e-9:  # nothing to span (or a float's dust)
         hi = lo + 1.0
     raw = (hi - lo) / count
     power = 10.0 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw * (1 - 1e-9))
     first = math.floor(lo / step)
     last = math.ceil(hi / step)
+    if first * step > lo:  # a quotient that underflowed or rounded: one step further out
+        first -= 1
+    if last * step < hi:
+        last += 1
     places = max(0, 2 - math.floor(math.log10(step)))  # no float dust (0.30000000000000004)
     return [round(i * step, places) for i in range(first, last + 1)]
 

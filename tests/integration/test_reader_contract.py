@@ -192,3 +192,18 @@ def test_a_reader_restarted_while_the_service_was_down_plays_on(tmp_path: Path) 
         t.throw(4, 4)
         s = t.status()
         assert s["rolls"] == 7 and s["reader"]["copies"]["stale"] == 0 and s["mode"] == "running"
+
+
+def test_an_idle_table_s_next_roll_counts_after_hours_of_heartbeats(
+    running_table: RunningTable,
+) -> None:
+    t = running_table
+    hello(t)
+    t.throw(2, 2)  # point 4
+    for _ in range(33_000):  # nine hours of heartbeats, one a second, sent at once
+        t.device.heartbeat()
+    t.throw(3, 3)  # past half the ring from the last roll: without the table following
+    s = t.status()  # the numbering this would be "not newer", a stale copy not applied
+    assert s["rolls"] == 2 and s["reader"]["copies"]["stale"] == 0
+    assert s["point"] == 4 and s["last_roll"] == [3, 3]
+    assert len(events_of(t, "reader_advanced")) >= 3  # journaled as the reference moved up

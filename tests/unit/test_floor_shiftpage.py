@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from controller.core.config import FireBetRules
@@ -179,6 +179,9 @@ def test_a_chart_escapes_its_words_and_draws_negative_bars_below_zero() -> None:
                   axis=str)  # fmt: skip
 
 
+@settings(max_examples=500)
+@example(5e-324, -6.0)  # a subnormal whose quotient underflows (found by hypothesis)
+@example(5e-324, 0.0)
 @given(st.floats(-1e9, 1e9), st.floats(-1e9, 1e9))
 def test_the_ticks_cover_the_values_and_zero(a: float, b: float) -> None:
     lo, hi = min(a, b), max(a, b)

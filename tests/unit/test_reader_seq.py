@@ -25,6 +25,7 @@ from controller.core.commands import (
 from controller.core.engine import Engine
 from controller.core.events import (
     DuplicateRoll,
+    ReaderAdvanced,
     ReaderFaultHolds,
     ReaderFaultOver,
     ReaderRestarted,
@@ -33,7 +34,7 @@ from controller.core.events import (
     SeqConflict,
 )
 from controller.core.state import TableState, fold
-from controller.core.table import READER_WINDOW, not_newer
+from controller.core.table import READER_WINDOW, SEQ_ADVANCE, SEQ_SYNC_EVERY, not_newer
 
 ENGINE = Engine()
 
@@ -95,6 +96,30 @@ def test_the_wrap_is_newer() -> None:
     assert state.rolls == 3 and state.reader_seq == 0
     out = ENGINE.apply(state, reader(65535, 2, 2))  # a copy from before the wrap
     assert out.events == (DuplicateRoll(65535, stale=True),)
+
+
+def test_hours_of_heartbeats_on_an_idle_table_never_make_its_next_roll_a_copy() -> None:
+    state, _ = run([reader(100, 2, 2), reader(101, 3, 3)])  # point 4, then a 6
+    # heartbeats ran on: the driver tells where the numbering stands every 4,096 seqs
+    near = ENGINE.apply(state, ReaderSync(seq=101 + SEQ_SYNC_EVERY))
+    assert near.events == () and near.state == state  # not far yet: nothing to keep
+    far = 101 + 2 * SEQ_SYNC_EVERY
+    assert far - 101 >= SEQ_ADVANCE
+    moved = ENGINE.apply(state, ReaderSync(seq=far))
+    assert moved.events == (ReaderAdvanced(far),)
+    assert moved.state.reader_seq == far and moved.state.reader_recent == state.reader_recent
+    # ... and on past half the ring from the last roll: without the reference moved up,
+    # the next roll (seq 101 + 40,000) would be "not newer" than 101: a stale copy
+    late = (101 + 40_000) % 65536
+    assert not_newer(late, 101)
+    state, _ = run([ReaderSync(seq=(far + k * SEQ_SYNC_EVERY) % 65536) for k in range(1, 8)],
+                   moved.state)  # fmt: skip
+    out = ENGINE.apply(state, reader(late, 4, 4))
+    assert out.state.rolls == 3 and out.state.reader_seq == late  # counted
+    assert ENGINE.apply(out.state, reader(late, 4, 4)).events == (DuplicateRoll(late),)
+    assert json.loads(json.dumps(moved.events[0].to_dict())) == {
+        "event": "reader_advanced", "seq": far
+    }  # fmt: skip
 
 
 def test_a_roll_in_the_readers_own_fault_is_held_and_counts_once() -> None:
