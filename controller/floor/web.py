@@ -575,24 +575,31 @@ def build_app(
 
     zone = service.settings.zone()  # the console's clock and the shifts' days alike
 
-    def figures_asked(request: Request) -> shiftpage.Asked:
-        return shiftpage.parse_query(
-            list(request.query_params.multi_items()), shifts=service.settings.shifts,
-            zone=zone, tables=service.store.table_names(), now=datetime.now(UTC),
-        )  # fmt: skip
-
-    def figures_page(request: Request) -> Response:
+    def figures_shown(request: Request) -> tuple[shiftpage.Shown, list[str]] | Response:
+        """The figures a query asks for, with the tables it could name (one read of
+        them); a 400 naming what is wrong in the query."""
+        names = service.store.table_names()
         try:
-            asked = figures_asked(request)
+            asked = shiftpage.parse_query(
+                list(request.query_params.multi_items()), shifts=service.settings.shifts,
+                zone=zone, tables=names, now=datetime.now(UTC),
+            )  # fmt: skip
         except shiftpage.BadQuery as exc:
             return PlainTextResponse(f"bad figures query: {exc}", status_code=400)
-        shown = shiftpage.load(service.store, asked)
+        return shiftpage.load(service.store, asked), names
+
+    def figures_page(request: Request) -> Response:
+        found = figures_shown(request)
+        if isinstance(found, Response):
+            return found
+        shown, names = found
+        asked = shown.asked
         rows = shown.tables if asked.table is not None else [*shown.tables, shown.floor]
         scope = shown.scope
         query = {k: v for k, v in request.query_params.items() if k != "table"}
         return console.page(
             "figures.html", request, asked=asked, shifts=service.settings.shifts,
-            tables=service.store.table_names(), rows=rows, scope=scope,
+            tables=names, rows=rows, scope=scope,
             shares=[Fraction(c, scope.hands) if scope.hands else None for c in scope.points],
             exact=exact_distribution(), charts=shiftpage.charts(shown),
             when=shiftpage.when(shown), zone=zone_name(zone),
@@ -601,11 +608,10 @@ def build_app(
         )  # fmt: skip
 
     def figures_csv(request: Request) -> Response:
-        try:
-            asked = figures_asked(request)
-        except shiftpage.BadQuery as exc:
-            return PlainTextResponse(f"bad figures query: {exc}", status_code=400)
-        shown = shiftpage.load(service.store, asked)
+        found = figures_shown(request)
+        if isinstance(found, Response):
+            return found
+        shown, _ = found
         return Response(
             shiftpage.csv_text(shown),
             media_type="text/csv; charset=utf-8",
