@@ -80,6 +80,16 @@ class ReaderRestarted(Event):
     seq: int
     model: str = ""
     firmware: str = ""
+    session: str = ""
+    applied: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event's body; ``session`` and ``applied`` (protocol 3: the session opened,
+        and what its WELCOME said of the roll carried over) only when a session is named."""
+        out = super().to_dict()
+        if not self.session:
+            del out["session"], out["applied"]
+        return out
 
 
 @dataclass(frozen=True)

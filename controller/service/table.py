@@ -33,6 +33,7 @@ from controller.core.commands import (
     DiscardHeld,
     ReaderFault,
     ReaderFaultCode,
+    ReaderHello,
     ReaderOk,
     ReaderSync,
     Roll,
@@ -43,7 +44,13 @@ from controller.core.commands import (
 from controller.core.config import Config, rules_settings
 from controller.core.engine import Outcome
 from controller.core.errors import FirebetError, Refusal, TableHalted
-from controller.core.events import DuplicateRoll, RollAccepted, RollHeld, RollVoided
+from controller.core.events import (
+    DuplicateRoll,
+    RollAccepted,
+    RollHeld,
+    RollVoided,
+    SeqConflict,
+)
 from controller.core.lamps import Mode, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
 from controller.core.rolls import recalled
@@ -70,6 +77,7 @@ from controller.service.jobs import (
     roll_key,
 )
 from controller.service.status import SEQ_CONFLICT, Published, ShownSettlement, status_line
+from drivers.codec import NakReason
 from drivers.lights import MarkerLights
 from drivers.reader import DiceReader
 
@@ -239,6 +247,8 @@ class Table:
                 command.d2,
                 command.seq,
             )
+            if self.reader is not None and command.seq is not None:
+                self.reader.refuse(command.seq, NakReason.CONFLICT)  # protocol 3: start anew
             return None
         try:
             outcome = self.record(command)
@@ -251,7 +261,18 @@ class Table:
                 exc,
             )
             self.refresh()
+            self._answer_hello(command)
             return None
+        self._answer_hello(command)
+        refused = outcome.refused
+        if refused is not None and refused.code == Refusal.READER_GAP and self.reader:
+            assert isinstance(command, Roll) and command.seq is not None
+            self.refusals.refused(
+                ("gap", *roll_key(command)), logging.WARNING, "%s", refused.reason
+            )
+            self.reader.refuse(command.seq, NakReason.GAP)
+        elif refused is not None and refused.code == Refusal.READER_SESSION:
+            self.refusals.refused(("session", command.name), logging.WARNING, "%s", refused.reason)
         if not isinstance(command, ReaderFault | ReaderOk):
             self.refusals.flush()
         self.refresh(announce=False)
@@ -266,10 +287,28 @@ class Table:
                 recorded = True
         if isinstance(command, Roll) and command.seq is not None and recorded and self.reader:
             self.reader.ack(command.seq)  # only now: the roll is durable and the lamps show it
+        elif (
+            isinstance(command, Roll)
+            and command.seq is not None
+            and self.reader
+            and any(isinstance(e, SeqConflict) for e in outcome.events)
+        ):
+            self.reader.refuse(command.seq, NakReason.CONFLICT)  # protocol 3: start anew
         self.announce()
         log_reader_events(log, outcome.events)  # after the ACK: the reader never waits
         log_game_events(log, outcome.events)
         return outcome
+
+    def _answer_hello(self, command: Command) -> None:
+        """Protocol 3: a HELLO the table holds now (journaled, or the one it held) is
+        answered with its WELCOME; any other is refused (the session held stays)."""
+        if not isinstance(command, ReaderHello) or not command.session or self.reader is None:
+            return
+        state = self.state
+        if state.reader_session == command.session:
+            self.reader.welcome(command.session, state.reader_welcome)
+        else:
+            self.reader.hello_refused(command.session)
 
     def _far_behind(self, seq: int) -> None:
         """A ROLL behind the last applied one and older than the rolls remembered: a very
@@ -302,7 +341,12 @@ class Table:
                 self._journal_rules()
             outcome = self.replay.engine.apply(self.state, command)
             copy = outcome.events and all(isinstance(e, DuplicateRoll) for e in outcome.events)
-            in_step = isinstance(command, ReaderSync) and not outcome.events  # nothing to keep
+            refused = outcome.refused
+            in_step = (  # nothing to keep: a repeated HELLO, a late copy of one, a gap
+                isinstance(command, ReaderSync | ReaderHello) and not outcome.events
+            ) or (
+                refused is not None and refused.code in (Refusal.READER_SESSION, Refusal.READER_GAP)
+            )
             if not (copy or in_step):
                 journaled = self.journal.append(command, outcome.state)
                 outcome = self._name_rolls(outcome, journaled.record)
