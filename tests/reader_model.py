@@ -20,7 +20,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from controller.core.commands import Command, ReaderHello, Roll
 from controller.core.engine import Engine
@@ -104,9 +104,12 @@ class ModelReader:
                         self.done.append(throw.number)  # applied before the restart
                     else:
                         self.queue.appendleft(throw)
-            elif frame.name is FrameName.NAK and self.welcomed:
-                if frame.text(2) in codec.SESSION_NAKS:
-                    self.power_on()
+            elif (
+                frame.name is FrameName.NAK
+                and self.welcomed
+                and frame.text(2) in codec.SESSION_NAKS
+            ):
+                self.power_on()
 
 
 class ModelTable:
