@@ -11,9 +11,11 @@ import pytest
 
 from controller.core.commands import Roll
 from controller.core.engine import Engine
+from controller.journal import Journal, recover
+from controller.journal.play import decide
+from controller.journal.replay import Replay
 from controller.service import health
 from controller.service.health import RecordWatch
-from tests.support import PlayedJournal
 
 ENGINE = Engine()
 SEAL_WORDS = "does not match its seal (edited, torn, or written without the table's key)"
@@ -26,12 +28,12 @@ def small_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(health, "WATCH_CHUNK", 4)
 
 
-def _played(path: Path, rolls: int) -> PlayedJournal:
-    journal = PlayedJournal(path)
-    journal.recover(ENGINE)
+def _played(path: Path, rolls: int) -> tuple[Journal, Replay]:
+    journal = Journal(path)
+    replayed = recover(journal, ENGINE.rules).replay
     for i in range(rolls):
-        journal.apply(ENGINE, Roll(1 + i % 6, 1 + (i // 6) % 6, seq=i))
-    return journal
+        decide(journal, replayed, Roll(1 + i % 6, 1 + (i // 6) % 6, seq=i))
+    return journal, replayed
 
 
 @pytest.mark.usefixtures("small_rounds")
@@ -39,7 +41,8 @@ def test_an_idle_tick_screens_only_its_round(tmp_path: Path) -> None:
     # before, every tick screened the newest WATCH_TAIL records again, new or not: an idle
     # table paid for them every 2 s
     path = tmp_path / "journal.db"
-    with _played(path, 60) as journal:
+    journal, _ = _played(path, 60)
+    with journal:
         watch = RecordWatch(journal, ENGINE.rules, lambda halt: None, threading.Event())
         db, key = journal.checker_view()
         try:
@@ -56,12 +59,13 @@ def test_an_idle_tick_screens_only_its_round(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("small_rounds")
 def test_a_new_record_is_screened_when_new(tmp_path: Path) -> None:
     path = tmp_path / "journal.db"
-    with _played(path, 30) as journal:
+    journal, replayed = _played(path, 30)
+    with journal:
         watch = RecordWatch(journal, ENGINE.rules, lambda halt: None, threading.Event())
         db, key = journal.checker_view()
         try:
             assert watch.tick(db, key) is None
-            journal.apply(ENGINE, Roll(3, 4, seq=100))
+            decide(journal, replayed, Roll(3, 4, seq=100))
             newest = journal.last_record
             edit = sqlite3.connect(path)  # the newest record edited before the next tick
             edit.execute("UPDATE records SET body = replace(body, '\"d1\":3', '\"d1\":5') "
