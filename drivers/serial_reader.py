@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 OpenPort = Callable[..., Any]
 READ_CHUNK = 4096  # bytes taken from a device port at once
+IDLE_WAIT_S = 0.5  # the longest the reader thread sleeps on a silent device (stop waits this)
 __all__ = ["NAK_PER_S", "SerialDiceReader", "device_fd", "open_port", "port_problem"]
 
 
@@ -312,6 +313,16 @@ class SerialDiceReader(DiceReader):
                 backoff = min(backoff * 2, self.backoff_max_s)
         self._close()
 
+    def _wait_s(self) -> float:
+        """How long the device may stay silent before this thread looks again: long while
+        the heartbeat's deadline is far (an idle table's reader thread wakes a few times a
+        second, not twenty: SPEC section 7's idle budget), then up to it."""
+        with self._lock:
+            left = self.session.quiet_left(time.monotonic())
+        if left > IDLE_WAIT_S:
+            return IDLE_WAIT_S
+        return max(left, self.read_timeout_s)
+
     def _failed(self, exc: BaseException) -> None:
         """Turn what ended a session into a fault with its reason (and a log line)."""
         reason_now = self.session.reason
@@ -339,7 +350,7 @@ class SerialDiceReader(DiceReader):
         while not self._stopping.is_set():
             data: bytes
             if fd is not None:
-                data = _read_device(fd, self.read_timeout_s)
+                data = _read_device(fd, self._wait_s())
             else:
                 data = port.read(1)
                 if data:

@@ -156,6 +156,13 @@ class ReaderSession:
             )
         return Step()
 
+    def quiet_left(self, now: float) -> float:
+        """Seconds of silence left before :meth:`tick` raises HEARTBEAT (infinity while a
+        fault is in force: nothing to watch for)."""
+        if self.fault is not None or self._last_good is None:
+            return float("inf")
+        return self._last_good + self.heartbeat_timeout_s - now
+
     def lost(self, reason: str, *, driver: bool = False) -> Step:
         """The port failed or would not open (``PORT_LOST``), or the transport's own thread
         failed (``driver``: ``DRIVER_ERROR``), with ``reason`` in words."""

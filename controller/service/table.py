@@ -35,7 +35,6 @@ from controller.core.commands import (
     ReaderFaultCode,
     ReaderHello,
     ReaderOk,
-    ReaderSync,
     Roll,
     RollSource,
     Surrender,
@@ -51,7 +50,7 @@ from controller.core.events import (
     RollVoided,
     SeqConflict,
 )
-from controller.core.lamps import Mode, desired_outputs
+from controller.core.lamps import LightsView, Mode, Outputs, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
 from controller.core.rolls import recalled
 from controller.core.state import TableState
@@ -68,6 +67,8 @@ from controller.journal import (
     preview_clear_halt,
     recover,
 )
+from controller.journal.play import decide, journal_rules
+from controller.journal.system import diagnostics_body, start_body, storage_over_body
 from controller.service import notify
 from controller.service.integrity import ProgramCheck
 from controller.service.jobs import (
@@ -125,6 +126,8 @@ class Table:
         # (``repeated``) and of an older one (``stale``): status --json reader.copies
         self.copies: dict[str, int] = {"repeated": 0, "stale": 0}
         self._far_logged = -60.0  # when a ROLL far behind was last logged (monotonic)
+        self.systemd_status = notify.StatusLine()  # systemd's, sent on a change (rate-limited)
+        self._shown: tuple[LightsView, Outputs] | None = None  # the lamps' view and outputs now
 
     # what the table is now ----------------------------------------------------------------
     @property
@@ -186,7 +189,7 @@ class Table:
                 RecordKind.START,
                 actor="service",
                 state=self.state,
-                payload={"pid": os.getpid(), "program": self.program.to_dict()},
+                payload=start_body(os.getpid(), self.program.to_dict()),
             )
             self._journal_rules()
         except JournalWriteError as exc:
@@ -197,17 +200,14 @@ class Table:
         """The ``rules`` record of this start, what changed since the rules in force, and
         who started the service with which file; the rules are in force from it on."""
         settings = rules_settings(self.config) | {"program": self.program.digest}
-        changed = self.replay.copy().take_rules(self.config.firebet, settings, None)
-        body = settings | {
-            "changed": changed,
-            "previous": self.replay.rules_record,
-            "config": self.config.source,
-            "started_by": identify(os.getuid(), os.getgid()).actor,
-        }
-        record = self.journal.append_system(
-            RecordKind.RULES, actor="service", state=self.state, payload=body
+        record, changed = journal_rules(
+            self.journal,
+            self.replay,
+            self.config.firebet,
+            settings,
+            config=self.config.source,
+            started_by=identify(os.getuid(), os.getgid()).actor,
         )
-        self.replay.take_rules(self.config.firebet, settings, record.record)
         self.rules_pending = False
         self.rules_shown = {"record": record.record, "at": record.at, "changed": changed}
         if changed:
@@ -328,9 +328,8 @@ class Table:
         )
 
     def record(self, command: Command) -> Outcome:
-        """Decide and journal ``command`` durably; raises when it cannot be recorded. A
-        copy of a roll already applied (the reader's retransmission) is not journaled
-        again: the original is durable."""
+        """Decide and journal ``command`` durably (the one step,
+        :func:`~controller.journal.play.decide`); raises when it cannot be recorded."""
         if self.program_problem is not None:
             raise TableHalted(
                 f"the table is halted ({self.program_problem}): reinstall firebet "
@@ -339,17 +338,7 @@ class Table:
         try:
             if self.journal.halted is None and self.rules_pending:
                 self._journal_rules()
-            outcome = self.replay.engine.apply(self.state, command)
-            copy = outcome.events and all(isinstance(e, DuplicateRoll) for e in outcome.events)
-            refused = outcome.refused
-            in_step = (  # nothing to keep: a repeated HELLO, a late copy of one, a gap
-                isinstance(command, ReaderSync | ReaderHello) and not outcome.events
-            ) or (
-                refused is not None and refused.code in (Refusal.READER_SESSION, Refusal.READER_GAP)
-            )
-            if not (copy or in_step):
-                journaled = self.journal.append(command, outcome.state)
-                outcome = self._name_rolls(outcome, journaled.record)
+            decided = decide(self.journal, self.replay, command)
         except JournalHalted as exc:
             raise TableHalted(
                 f"the table is halted ({exc.describe()}): a technician must check the "
@@ -361,7 +350,9 @@ class Table:
                 f"{command.name} refused: the journal cannot be written ({exc.reason}); "
                 "free disk space in the state directory, then try again"
             ) from exc
-        self.replay.resume(outcome.state)
+        outcome = decided.outcome
+        if decided.record is not None:
+            outcome = self._name_rolls(outcome, decided.record.record)
         self.storage_fault = None
         self.settlements.note(outcome.events)
         return outcome
@@ -437,7 +428,7 @@ class Table:
                 "code": Refusal.DIAGNOSTICS,
             }
         self.journal.append_system(
-            RecordKind.MODE, actor=actor, state=self.state, payload={"diagnostics": on}
+            RecordKind.MODE, actor=actor, state=self.state, payload=diagnostics_body(on)
         )
         self.diagnostics = on
         self.refresh()
@@ -482,7 +473,7 @@ class Table:
                 RecordKind.MODE,
                 actor="service",
                 state=self.state,
-                payload={"storage_fault": None, "was": was},
+                payload=storage_over_body(was),
             )
             if self.rules_pending:
                 self._journal_rules()
@@ -513,9 +504,13 @@ class Table:
         """
         state, mode = self.state, self.mode
         view = lights_view(state, mode)
-        outputs = desired_outputs(view)
-        if self.lights is not None:
-            self.lights.apply(outputs)
+        if self._shown is not None and self._shown[0] == view:
+            outputs = self._shown[1]  # the lamps show it already: nothing to drive
+        else:
+            outputs = desired_outputs(view)
+            if self.lights is not None:
+                self.lights.apply(outputs)
+            self._shown = (view, outputs)
         halted = self.journal.halted
         halt_text = halted.describe() if halted is not None else self.program_problem
         self.published = Published(
@@ -536,6 +531,8 @@ class Table:
             self.announce()
 
     def announce(self) -> None:
-        """Tell systemd's status line the published snapshot."""
-        if self.published is not None:
-            notify.status(status_line(self.published))
+        """Tell systemd's status line the published snapshot: at once when the mode changed,
+        the counts at most once a second (:class:`~controller.service.notify.StatusLine`)."""
+        published = self.published
+        if published is not None:
+            self.systemd_status.offer(published.mode, lambda: status_line(published))
