@@ -26,6 +26,12 @@ sim: $(STAMP)
 floor-demo: $(STAMP)
 	$(BIN)/python bench/floor_demo.py
 
+# two floor services on one PostgreSQL (started on a free port), one SIGKILLed mid-stream,
+# narrated; then the ingest rate and bytes a record of SQLite and PostgreSQL (docs/floor.md)
+.PHONY: floor-ha-demo
+floor-ha-demo: setup-test $(STAMP)
+	$(BIN)/python bench/floor_ha.py
+
 # the console's pictures in docs/floor.md, made by its browser tests (headless Chromium)
 .PHONY: screenshots
 screenshots: $(STAMP)
@@ -55,6 +61,15 @@ typecheck: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py
+
+# the service's CPU beside SPEC section 7's budget (a roll, an idle second, start-up, RSS)
+.PHONY: bench-cpu profile-roll
+bench-cpu: $(STAMP)
+	$(BIN)/python bench/cpu.py
+
+# where a roll's CPU goes: firebet run on a pty under cProfile (CPU time, every thread)
+profile-roll: $(STAMP)
+	$(BIN)/python bench/profile_roll.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache *.egg-info build dist
