@@ -86,6 +86,8 @@ def test_the_void_button_arms_a_correction_the_dealer_completes(
     wait_for(lambda: t.status()["correction_pending"] == [5, 3], what="the button's void")
     pin.drive_high()
     assert t.status()["rolls"] == 1
+    shown = run_firebet("status", "--socket", str(t.socket))
+    assert "CORRECTION PENDING" in shown.stdout and "read as 5 3" in shown.stdout
     t.throw(6, 6)  # the reader's roll meanwhile is held, not applied
     wait_for(lambda: t.status()["held_rolls"], what="the held roll")
     bet = run_firebet("bet", "2", "5", "--json", "--socket", str(t.socket))
