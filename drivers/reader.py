@@ -129,8 +129,8 @@ class DiceReader(ABC):
     def welcome(self, session: str, applied: int) -> None:  # noqa: B027
         """The table journaled (or already held) the HELLO of ``session``: answer it."""
 
-    def hello_refused(self, session: str) -> None:  # noqa: B027
-        """The table did not take the HELLO of ``session``."""
+    def hello_refused(self, session: str, *, over: bool = False) -> None:  # noqa: B027
+        """The table did not take the HELLO of ``session`` (``over``: a session past)."""
 
     def refuse(self, seq: int, reason: NakReason) -> None:  # noqa: B027
         """The table refused the ROLL ``seq`` (``GAP``, ``CONFLICT``): tell the reader."""

@@ -178,10 +178,11 @@ class SerialDiceReader(DiceReader):
         with self._lock:
             self._write(self.session.welcome(session, applied), f"WELCOME {session}")
 
-    def hello_refused(self, session: str) -> None:
-        """The table did not take the HELLO of ``session``."""
+    def hello_refused(self, session: str, *, over: bool = False) -> None:
+        """The table did not take the HELLO of ``session`` (``over``: a session past)."""
         with self._lock:
-            self.session.hello_refused(session)
+            step = self.session.hello_refused(session, time.monotonic(), over=over)
+        self._do(step)
 
     def refuse(self, seq: int, reason: NakReason) -> None:
         """The table refused ROLL ``seq`` (protocol 3: ``GAP``, ``CONFLICT``): its NAK."""

@@ -195,11 +195,17 @@ class ReaderSession:
         self.welcomes += 1
         return encode_welcome(session, applied, self.protocol)
 
-    def hello_refused(self, session: str) -> None:
-        """The table did not take the HELLO of ``session`` (a late copy of one past, or the
-        table could not record it): the session it holds stays the one that counts."""
+    def hello_refused(self, session: str, now: float, *, over: bool = False) -> Step:
+        """The table did not take the HELLO of ``session`` (``over``: a session already past,
+        or the table could not record it): the session it holds stays the one that counts.
+        A session past is answered ``NAK,0,SESSION,<session>``: a reader still repeating
+        that HELLO starts anew; a replayed copy's NAK is ignored by the reader (not its)."""
         if self.opening == session:
             self.opening = None
+        step = Step()
+        if over and self.protocol >= 3:
+            self._nak(Nak(0, NakReason.SESSION, self.protocol, session), None, now, step)
+        return step
 
     def refuse(self, seq: int, reason: NakReason, now: float) -> Step:
         """The table refused the ROLL ``seq`` of the session it holds (protocol 3: ``GAP``

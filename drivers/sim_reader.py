@@ -468,7 +468,7 @@ class SimulatedReader:
                 self.protocol >= 3
                 and frame.text(2) in codec.SESSION_NAKS
                 and frame.session == self.session
-                and self.welcomed
+                and (self.welcomed or frame.text(2) == codec.NakReason.SESSION)
             ):
                 self._open_session()  # the controller does not hold our session: anew
         log.warning("simulated reader: the controller answered NAK,%d,%s", *self.naks[-1])

@@ -104,10 +104,9 @@ class ModelReader:
                         self.done.append(throw.number)  # applied before the restart
                     else:
                         self.queue.appendleft(throw)
-            elif (
-                frame.name is FrameName.NAK
-                and self.welcomed
-                and frame.text(2) in codec.SESSION_NAKS
+            elif frame.name is FrameName.NAK and (
+                frame.text(2) == "SESSION"
+                or (self.welcomed and frame.text(2) in codec.SESSION_NAKS)
             ):
                 self.power_on()
 
@@ -152,7 +151,9 @@ class ModelTable:
             if self.state.reader_session == command.session:
                 self.out.append(self.session.welcome(command.session, self.state.reader_welcome))
             else:
-                self.session.hello_refused(command.session)
+                refused = outcome.refused
+                over = refused is not None and refused.code == Refusal.READER_SESSION
+                self.out += self.session.hello_refused(command.session, self.now, over=over).send
         if not isinstance(command, Roll) or command.seq is None:
             return
         for e in outcome.events:

@@ -262,9 +262,9 @@ class Table:
                 exc,
             )
             self.refresh()
-            self._answer_hello(command)
+            self._answer_hello(command, None)
             return None
-        self._answer_hello(command)
+        self._answer_hello(command, outcome)
         refused = outcome.refused
         if refused is not None and refused.code == Refusal.READER_GAP and self.reader:
             assert isinstance(command, Roll) and command.seq is not None
@@ -300,16 +300,20 @@ class Table:
         log_game_events(log, outcome.events)
         return outcome
 
-    def _answer_hello(self, command: Command) -> None:
+    def _answer_hello(self, command: Command, outcome: Outcome | None) -> None:
         """Protocol 3: a HELLO the table holds now (journaled, or the one it held) is
-        answered with its WELCOME; any other is refused (the session held stays)."""
+        answered with its WELCOME; any other is refused (the session held stays), and one
+        of a session past is told so (``NAK ... SESSION``: a reader still saying it starts
+        anew)."""
         if not isinstance(command, ReaderHello) or not command.session or self.reader is None:
             return
         state = self.state
         if state.reader_session == command.session:
             self.reader.welcome(command.session, state.reader_welcome)
-        else:
-            self.reader.hello_refused(command.session)
+            return
+        refused = outcome.refused if outcome is not None else None
+        over = refused is not None and refused.code == Refusal.READER_SESSION
+        self.reader.hello_refused(command.session, over=over)
 
     def _far_behind(self, seq: int) -> None:
         """A ROLL behind the last applied one and older than the rolls remembered: a very
