@@ -32,10 +32,17 @@ from controller.clock import now_iso
 from controller.core.state import TableState
 from controller.floor.audit import ApprovedRules, TableAudit
 from controller.floor.findings import Discrepancy, Findings
-from controller.floor.live import QUARANTINE_AFTER, QUARANTINE_WITHIN_S, Changes, TableLive
+from controller.floor.live import (
+    BACKLOG_AFTER,
+    QUARANTINE_AFTER,
+    QUARANTINE_WITHIN_S,
+    Changes,
+    TableLive,
+)
 from controller.floor.queue import confirm_problem
 from controller.floor.store import Alert, FloorStore, TableRow
 from controller.floor.summary import table_summary
+from controller.floor.vocabulary import AlertKind, AlertStatus, Finding
 from controller.wire.messages import (
     BadMessage,
     FloorRecord,
@@ -204,7 +211,7 @@ class Ingest:
             f"(the last: {row.last_bad})"
         )
         self.store.raise_alert(
-            row.table, "quarantine", now_iso(),
+            row.table, AlertKind.QUARANTINE, now_iso(),
             {"what": f"table {row.table} is quarantined: it keeps sending bad messages",
              "why": row.quarantined, "bad": row.bad},
         )  # fmt: skip
@@ -275,10 +282,10 @@ class Ingest:
         if chain == rec.chain:
             live.repeats += 1
             return
-        for alert in self._alerts_of(rec.table, "integrity", record=number):
+        for alert in self._alerts_of(rec.table, AlertKind.INTEGRITY, record=number):
             if alert.detail.get("received_chain") == rec.chain:
                 return  # this rewritten record is already on the queue
-        current = self.store.find_alert(rec.table, "integrity", open_only=True)
+        current = self.store.find_alert(rec.table, AlertKind.INTEGRITY, open_only=True)
         if current is not None and current.record != number:
             # a whole history sent again (a new journal) is one alert, not one per record
             more = current.detail.get("more_records", [])
@@ -294,12 +301,12 @@ class Ingest:
             "received_chain": rec.chain,
             "received": rec.message(),
         }
-        self.store.raise_alert(rec.table, "integrity", received, detail, record=number)
+        self.store.raise_alert(rec.table, AlertKind.INTEGRITY, received, detail, record=number)
         log.error("table %s: integrity alert at record %d", rec.table, number)
         changes.alerts = True
         changes.tables.add(rec.table)
 
-    def _alerts_of(self, table: str, kind: str, *, record: int) -> list[Alert]:
+    def _alerts_of(self, table: str, kind: AlertKind, *, record: int) -> list[Alert]:
         found = self.store.find_alert(table, kind, record=record)
         return [found] if found is not None else []
 
@@ -313,16 +320,18 @@ class Ingest:
         if presence.record is not None:
             live.row.announced = presence.record
         table = live.row.table
-        current = self.store.find_alert(table, "offline", open_only=True)
+        current = self.store.find_alert(table, AlertKind.OFFLINE, open_only=True)
         if not presence.online and current is None:
             self.store.raise_alert(
-                table, "offline", received,
+                table, AlertKind.OFFLINE, received,
                 {"what": "the table went offline (its link to the broker was lost)",
                  "last_record": live.row.contiguous},
             )  # fmt: skip
+            log.warning("table %s went offline: alert raised", table)
             changes.alerts = True
         elif presence.online and current is not None:
-            self.store.set_alert(current.id, "resolved", received, "table back online")
+            self.store.set_alert(current.id, AlertStatus.RESOLVED, received, "table back online")
+            log.info("table %s is back online: its offline alert %d resolved", table, current.id)
             changes.alerts = True
         if was != presence.online:
             changes.tables.add(table)
@@ -355,7 +364,7 @@ class Ingest:
                               table, rec.record)  # fmt: skip
                 live.audit.record = rec.record
                 findings.discrepancies.append(
-                    Discrepancy(rec.record, live.audit.state.hand, "unreadable",
+                    Discrepancy(rec.record, live.audit.state.hand, Finding.UNREADABLE,
                                 f"the second opinion could not take the record ({_short(exc)})")
                 )  # fmt: skip
         self._apply(live, findings, changes)
@@ -372,7 +381,7 @@ class Ingest:
             changes.hands.setdefault(table, set()).update(found.hands, found.dropped_hands)
         for d in found.discrepancies:
             self.store.raise_alert(
-                table, "audit", at,
+                table, AlertKind.AUDIT, at,
                 {"what": d.what, "detail": d.detail,
                  "rules_record": live.audit.rules_record, **(d.facts or {})},
                 hand=d.hand, record=d.record,
@@ -380,27 +389,50 @@ class Ingest:
             log.error("table %s record %d: second opinion differs: %s", table, d.record, d.detail)
             changes.alerts = True
         for a in found.alerts:
-            if self.store.find_alert(table, "surveillance", hand=a.hand) is not None:
+            if self.store.find_alert(table, AlertKind.SURVEILLANCE, hand=a.hand) is not None:
                 continue  # once per hand, even when the 5th point is voided and made again
             self.store.raise_alert(
-                table, "surveillance", a.at,
+                table, AlertKind.SURVEILLANCE, a.at,
                 {"unique_points": a.unique_points,
                  "pays": {str(k): v for k, v in live.audit.rules.pay_table().items()}},
                 hand=a.hand, record=a.record,
             )  # fmt: skip
             changes.alerts = True
+            log.warning(
+                "table %s: 5th-point alert for hand %d (record %d)", table, a.hand, a.record
+            )
+            self._backlog(table, at)
         for r in found.refusals:
-            refused = self.store.find_alert(table, "surveillance", hand=r.hand)
-            if refused is not None and refused.status != "confirmed":
+            refused = self.store.find_alert(table, AlertKind.SURVEILLANCE, hand=r.hand)
+            if refused is not None and refused.status is not AlertStatus.CONFIRMED:
                 detail = {**refused.detail, "refused": r.reason, "refused_record": r.record}
-                self.store.set_alert(refused.id, "refused", at, "table", detail=detail)
+                self.store.set_alert(refused.id, AlertStatus.REFUSED, at, "table", detail=detail)
+                log.warning("table %s: refused the confirmation of hand %d: %s",
+                            table, r.hand, r.reason)  # fmt: skip
                 changes.alerts = True
         for c in found.confirmations:
-            alert = self.store.find_alert(table, "surveillance", hand=c.hand)
+            alert = self.store.find_alert(table, AlertKind.SURVEILLANCE, hand=c.hand)
             if alert is not None:
                 detail = {**alert.detail, "confirmed_record": c.record}
-                self.store.set_alert(alert.id, "confirmed", at, c.by, detail=detail)
+                self.store.set_alert(alert.id, AlertStatus.CONFIRMED, at, c.by, detail=detail)
+                log.info("table %s: hand %d confirmed by %s (alert %d, record %d)",
+                         table, c.hand, c.by, alert.id, c.record)  # fmt: skip
                 changes.alerts = True
+
+    def _backlog(self, table: str, at: str) -> None:
+        """A table with :data:`BACKLOG_AFTER` or more open 5th points raises them faster
+        than surveillance confirms them: that is an alert of its own (one open at a time)."""
+        waiting = self.store.count_open(table, AlertKind.SURVEILLANCE)
+        if waiting < BACKLOG_AFTER:
+            return
+        if self.store.find_alert(table, AlertKind.BACKLOG, open_only=True) is not None:
+            return
+        self.store.raise_alert(
+            table, AlertKind.BACKLOG, at,
+            {"what": f"table {table} has {waiting} 5th-point alerts waiting for surveillance: "
+             "it raises them faster than they are confirmed", "waiting": waiting},
+        )  # fmt: skip
+        log.error("table %s: %d 5th-point alerts wait for surveillance (backlog)", table, waiting)
 
     # gaps ----------------------------------------------------------------------------
     def _gaps(self, changes: Changes) -> None:
@@ -447,9 +479,9 @@ class Ingest:
     def confirm(self, alert_id: int, user: str, command_id: str) -> Alert:
         """Send ``confirm`` for a surveillance alert; it shows confirmed once journaled."""
         alert = self.store.alert(alert_id)
-        if alert is None or alert.kind != "surveillance":
+        if alert is None or alert.kind is not AlertKind.SURVEILLANCE:
             raise LookupError(f"no surveillance alert {alert_id}")
-        if alert.status == "confirmed":
+        if alert.status is AlertStatus.CONFIRMED:
             return alert
         problem = confirm_problem(alert, self.summaries.get(alert.table))
         if problem is not None:
@@ -460,7 +492,9 @@ class Ingest:
             confirm_command(alert.hand, user, command_id),
         )
         with self.store.transaction():
-            self.store.set_alert(alert.id, "sent", now_iso(), user, command_id=command_id)
+            self.store.set_alert(alert.id, AlertStatus.SENT, now_iso(), user, command_id=command_id)
+        log.info("table %s: %s sent the confirmation of hand %d (alert %d)",
+                 alert.table, user, alert.hand, alert.id)  # fmt: skip
         self._publish({alert.table}, Changes(alerts=True))
         sent = self.store.alert(alert.id)
         assert sent is not None
@@ -474,10 +508,10 @@ class Ingest:
         alert = self.store.alert(alert_id)
         if alert is None:
             raise LookupError(f"no alert {alert_id}")
-        if alert.kind == "surveillance" and (
-            alert.status == "confirmed"
+        if alert.kind is AlertKind.SURVEILLANCE and (
+            alert.status is AlertStatus.CONFIRMED
             or (
-                alert.status != "refused"
+                alert.status is not AlertStatus.REFUSED
                 and confirm_problem(alert, self.summaries.get(alert.table)) is None
             )
         ):
@@ -486,7 +520,7 @@ class Ingest:
                 "(unless the table refused the confirmation or cannot take it)"
             )
         ids = [alert.id]
-        if flood and alert.kind != "surveillance":
+        if flood and alert.kind is not AlertKind.SURVEILLANCE:
             ids = self.store.open_ids(alert.table, alert.kind, upto=alert.id) or ids
         with self.store.transaction():
             at = now_iso()
@@ -495,12 +529,15 @@ class Ingest:
                 if one is None:
                     continue
                 detail = {**one.detail, "note": note} if note else None
-                self.store.set_alert(number, "cleared", at, user, detail=detail)
+                self.store.set_alert(number, AlertStatus.CLEARED, at, user, detail=detail)
             live = self.tables.get(alert.table)
-            if alert.kind == "quarantine" and live is not None:  # a person lifts it
+            if alert.kind is AlertKind.QUARANTINE and live is not None:  # a person lifts it
                 live.row.quarantined = None
                 live.bad_times.clear()
                 self.store.save_table(live.row)
+        log.info("table %s: %s cleared %d %s alert%s (newest %d)%s", alert.table, user,
+                 len(ids), alert.kind, "s" if len(ids) != 1 else "", alert.id,
+                 f": {note}" if note else "")  # fmt: skip
         self._publish({alert.table}, Changes(alerts=True))
         cleared = self.store.alert(alert.id)
         assert cleared is not None

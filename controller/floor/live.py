@@ -15,6 +15,9 @@ from controller.wire.messages import FloorRecord
 
 QUARANTINE_AFTER = 10  # bad messages ...
 QUARANTINE_WITHIN_S = 60.0  # ... this close together quarantine a table
+BACKLOG_AFTER = 10
+"""Open 5th-point alerts at one table that make a backlog alert: the table raises them
+faster than surveillance confirms them (a reader or a table to look at, or an attack)."""
 
 
 @dataclass

@@ -79,13 +79,13 @@ from controller.core.config.schema import (
     topic_prefix,
 )
 from controller.core.errors import ConfigError, FirebetError
+from controller.core.table_id import table_id_problem
 from controller.floor.audit import ApprovedRules
 from controller.floor.figures import DEFAULT_SHIFTS, Shift, parse_shifts, shift_problem
 from controller.floor.passwords import hash_problem
 from controller.wire.mqtt import read_password
 
 USER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 MAP_SIZE = 100  # rows and columns of the floor map, at most
 
 
@@ -263,8 +263,9 @@ def _positions(tables: dict[str, Any], source: str) -> dict[str, tuple[int, int]
     taken: dict[tuple[int, int], str] = {}
     for name, body in tables.items():
         key = f"tables.{name}"
-        if not TABLE_NAME.fullmatch(name):
-            raise ConfigError(source, key, "a table id is letters, digits, _ . - (1 to 64)")
+        problem = table_id_problem(name)
+        if problem:
+            raise ConfigError(source, key, problem)
         if not isinstance(body, dict):
             raise ConfigError(source, key, "must be a [tables.<id>] table")
         for k in body:
@@ -317,11 +318,15 @@ def approved_from_dict(data: Any, source: str) -> dict[str, ApprovedRules]:
         if (
             not isinstance(tables, list)
             or not tables
-            or not all(isinstance(t, str) and t and len(t) <= 64 for t in tables)
+            or not all(isinstance(t, str) for t in tables)
         ):
             raise ConfigError(
                 source, f"{where}.tables", 'must list the table ids (or "*"), e.g. ["CR-07"]'
             )
+        for table in tables:
+            problem = None if table == "*" else table_id_problem(table)
+            if problem:
+                raise ConfigError(source, f"{where}.tables", problem)
         base = FireBetRules().to_dict()
         for key in RULE_KEYS:
             if key not in preset:

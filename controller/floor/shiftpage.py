@@ -41,6 +41,8 @@ from controller.journal.replay import RecordError, settings_of
 KNOWN = ("date", "shift", "start", "end", "table")
 MAX_VALUE = 64
 DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+FIRST_DAY, LAST_DAY = date(1970, 1, 2), date(9999, 12, 30)
+"""The days a query may name: a period's end, in any time zone, is still a date."""
 FLOOR = "floor"  # the floor total's name in the charts
 
 
@@ -85,6 +87,8 @@ def parse_query(
             day = date.fromisoformat(text)
         except ValueError:
             raise BadQuery(f"date: must be a date YYYY-MM-DD (got {text!r})") from None
+        if not FIRST_DAY <= day <= LAST_DAY:
+            raise BadQuery(f"date: must be from {FIRST_DAY} to {LAST_DAY} (got {text!r})")
     else:
         day = now.astimezone(zone).date()
     table = seen.get("table", "") or None
@@ -277,9 +281,16 @@ CSV_HEADER = [
 ]  # fmt: skip
 
 
+FORMULA_START = re.compile(r"(^|[\s;,|])(?=[=+\-@])")
+"""Where a spreadsheet could read a formula: a formula character at the start of the cell
+or of any part it may split the cell into (at a ``;``, ``,``, ``|`` or a space)."""
+
+
 def _cell(text: str) -> str:
-    """A text cell a spreadsheet will not take for a formula."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    """A text cell a spreadsheet will not take for a formula: a ``'`` before every formula
+    character that starts the cell or a part of it; tabs and line breaks become spaces."""
+    flat = text.replace("\t", " ").replace("\r", " ").replace("\n", " ")
+    return FORMULA_START.sub(r"\1'", flat)
 
 
 def _decimal(x: Fraction | None, places: int) -> str:

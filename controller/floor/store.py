@@ -22,13 +22,14 @@ import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from controller.core.times import to_ms
 from controller.floor.figures import SettledHand, settled_hand
+from controller.floor.vocabulary import OPEN_STATUSES, AlertKind, AlertStatus
 from controller.wire.messages import FloorRecord
 
 SCHEMA = """
@@ -94,7 +95,8 @@ CREATE TABLE IF NOT EXISTS alerts (
 CREATE INDEX IF NOT EXISTS alerts_open ON alerts (status, table_id);
 """
 
-OPEN = ("open", "sent", "refused")  # alert statuses that still need a person
+OPEN: tuple[str, ...] = tuple(OPEN_STATUSES)  # the statuses of an alert that needs a person
+_MARKS = ", ".join("?" * len(OPEN))
 
 
 @dataclass(frozen=True)
@@ -103,12 +105,12 @@ class Alert:
 
     id: int
     table: str
-    kind: str  # surveillance, integrity, audit, offline, quarantine
+    kind: AlertKind
     hand: int | None
     record: int | None
     raised_at: str
     detail: dict[str, Any]
-    status: str  # open, sent, refused, confirmed, cleared, resolved
+    status: AlertStatus
     status_at: str | None
     status_by: str | None
     command_id: str | None
@@ -131,7 +133,10 @@ _ALERT_COLUMNS = (
 
 
 def _alert(row: tuple[Any, ...]) -> Alert:
-    return Alert(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]), *row[7:11])
+    return Alert(
+        row[0], row[1], AlertKind(row[2]), row[3], row[4], row[5], json.loads(row[6]),
+        AlertStatus(row[7]), *row[8:11],
+    )  # fmt: skip
 
 
 @dataclass
@@ -405,7 +410,7 @@ class FloorStore:
     def raise_alert(
         self,
         table: str,
-        kind: str,
+        kind: AlertKind,
         raised_at: str,
         detail: dict[str, Any],
         *,
@@ -415,13 +420,21 @@ class FloorStore:
         """A new open alert; its id."""
         cur = self._db.execute(
             "INSERT INTO alerts (table_id, kind, hand, record, raised_at, detail, status) "
-            "VALUES (?, ?, ?, ?, ?, ?, 'open')",
-            (table, kind, hand, record, raised_at, json.dumps(detail, sort_keys=True)),
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                table,
+                kind,
+                hand,
+                record,
+                raised_at,
+                json.dumps(detail, sort_keys=True),
+                AlertStatus.OPEN,
+            ),
         )
         return int(cur.lastrowid or 0)
 
     def find_alert(
-        self, table: str, kind: str, *, hand: int | None = None, record: int | None = None,
+        self, table: str, kind: AlertKind, *, hand: int | None = None, record: int | None = None,
         open_only: bool = False,
     ) -> Alert | None:  # fmt: skip
         """The newest alert of ``kind`` for ``table`` (and ``hand`` / ``record`` when given)."""
@@ -440,7 +453,7 @@ class FloorStore:
         return _alert(row) if row else None
 
     def set_alert(
-        self, alert_id: int, status: str, at: str, by: str | None, *,
+        self, alert_id: int, status: AlertStatus, at: str, by: str | None, *,
         command_id: str | None = None, detail: dict[str, Any] | None = None,
     ) -> None:  # fmt: skip
         """Move an alert on (sent, refused, confirmed, cleared, resolved)."""
@@ -477,15 +490,55 @@ class FloorStore:
         return [_alert(r) for r in rows]
 
     def open_surveillance(
-        self, *, limit: int = 1000, db: sqlite3.Connection | None = None
-    ) -> list[Alert]:
-        """Every open surveillance alert (up to ``limit``), newest first."""
+        self, *, limit: int = 1000, offset: int = 0, table: str | None = None,
+        db: sqlite3.Connection | None = None,
+    ) -> list[Alert]:  # fmt: skip
+        """One page of the open surveillance alerts (of ``table``), newest first."""
+        sql = f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE kind = ? AND status IN ({_MARKS})"
+        args: list[Any] = [AlertKind.SURVEILLANCE, *OPEN]
+        if table is not None:
+            sql += " AND table_id = ?"
+            args.append(table)
         rows = (db or self.reader()).execute(
-            f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE kind = 'surveillance' AND status IN "
-            f"({', '.join('?' * len(OPEN))}) ORDER BY id DESC LIMIT ?",
-            (*OPEN, limit),
+            sql + " ORDER BY id DESC LIMIT ? OFFSET ?", (*args, limit, offset)
         )
         return [_alert(r) for r in rows]
+
+    def open_surveillance_of(self, table: str, hands: Iterable[int]) -> bool:
+        """Whether any of ``hands`` of ``table`` has an open surveillance alert (reader)."""
+        wanted = sorted(set(hands))[:500]
+        if not wanted:
+            return False
+        row = (
+            self.reader()
+            .execute(
+                f"SELECT 1 FROM alerts WHERE table_id = ? AND kind = ? AND status IN ({_MARKS}) "
+                f"AND hand IN ({', '.join('?' * len(wanted))}) LIMIT 1",
+                (table, AlertKind.SURVEILLANCE, *OPEN, *wanted),
+            )
+            .fetchone()
+        )
+        return row is not None
+
+    def count_open(self, table: str, kind: AlertKind) -> int:
+        """Open alerts of ``kind`` at ``table`` (the writer's view, in its transaction)."""
+        row = self._db.execute(
+            f"SELECT COUNT(*) FROM alerts WHERE table_id = ? AND kind = ? AND status IN ({_MARKS})",
+            (table, kind, *OPEN),
+        ).fetchone()
+        return int(row[0])
+
+    def open_counts(
+        self, *, table: str | None = None, db: sqlite3.Connection | None = None
+    ) -> dict[AlertKind, int]:
+        """How many alerts of each kind are open (at ``table``): all of them, counted."""
+        sql = f"SELECT kind, COUNT(*) FROM alerts WHERE status IN ({_MARKS})"
+        args: list[Any] = [*OPEN]
+        if table is not None:
+            sql += " AND table_id = ?"
+            args.append(table)
+        rows = (db or self.reader()).execute(sql + " GROUP BY kind", args)
+        return {AlertKind(kind): int(n) for kind, n in rows}
 
     def open_groups(self, *, db: sqlite3.Connection | None = None) -> list[AlertGroup]:
         """The other open alerts, one group per table and kind: its newest alert, how many,
@@ -494,8 +547,8 @@ class FloorStore:
         marks = ", ".join("?" * len(OPEN))
         rows = con.execute(
             f"SELECT MAX(id), COUNT(*), MIN(record), MAX(record) FROM alerts "
-            f"WHERE kind != 'surveillance' AND status IN ({marks}) GROUP BY table_id, kind",
-            OPEN,
+            f"WHERE kind != ? AND status IN ({marks}) GROUP BY table_id, kind",
+            (AlertKind.SURVEILLANCE, *OPEN),
         ).fetchall()
         out: list[AlertGroup] = []
         for newest, count, first, last in rows:
@@ -514,7 +567,7 @@ class FloorStore:
         return out
 
     def open_ids(
-        self, table: str, kind: str, *, upto: int, db: sqlite3.Connection | None = None
+        self, table: str, kind: AlertKind, *, upto: int, db: sqlite3.Connection | None = None
     ) -> list[int]:
         """The open alerts of ``kind`` at ``table`` up to id ``upto`` (a flood, cleared whole)."""
         rows = (db or self._db).execute(

@@ -10,7 +10,11 @@ from typing import Any
 
 from controller.floor.findings import money
 from controller.floor.live import TableLive
-from controller.floor.store import FloorStore
+from controller.floor.store import OPEN, FloorStore
+from controller.floor.vocabulary import AlertKind
+
+TILE_ALERTS = 3
+"""A table's newest open 5th-point alerts its tile shows (the rest: on its page)."""
 
 
 def pays_at(pays: dict[str, int], wagers: dict[str, int]) -> dict[str, dict[str, int]]:
@@ -34,15 +38,19 @@ def table_summary(store: FloorStore, live: TableLive) -> dict[str, Any]:
     open_alerts: dict[str, int] = {}
     db = store.reader()
     for (kind,) in db.execute(
-        "SELECT kind FROM alerts WHERE table_id = ? AND status IN ('open', 'sent', 'refused')",
-        (table,),
+        f"SELECT kind FROM alerts WHERE table_id = ? AND status IN ({', '.join('?' * len(OPEN))})",
+        (table, *OPEN),
     ):
         open_alerts[kind] = open_alerts.get(kind, 0) + 1
     surveillance = db.execute(
-        "SELECT status, status_by FROM alerts WHERE table_id = ? AND kind = 'surveillance' "
+        "SELECT status, status_by FROM alerts WHERE table_id = ? AND kind = ? "
         "AND hand = ? ORDER BY id DESC LIMIT 1",
-        (table, state.hand),
+        (table, AlertKind.SURVEILLANCE, state.hand),
     ).fetchone()
+    waiting = [
+        {"id": a.id, "hand": a.hand, "status": a.status, "raised_at": a.raised_at}
+        for a in store.open_surveillance(table=table, limit=TILE_ALERTS, db=db)
+    ]
     missing = live.missing
     return {
         "table": table,
@@ -62,6 +70,7 @@ def table_summary(store: FloorStore, live: TableLive) -> dict[str, Any]:
             {"status": surveillance[0], "by": surveillance[1]} if surveillance else None
         ),
         "alerts": open_alerts,
+        "waiting": waiting,  # its newest open 5th points (the tile's, with their Confirm)
         "record": live.row.contiguous,
         "head": live.head,
         "missing": list(missing) if missing else None,

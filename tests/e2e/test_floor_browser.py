@@ -188,8 +188,9 @@ def test_thirty_tables_fit_a_wall_screen_with_the_alerts_in_sight(
         assert [a["table"] for a in api[:1]] == ["CR-05"]  # the flood did not push it off
         (flood_entry,) = [a for a in api if a["table"] == "CR-30"]
         assert flood_entry["flood"]["count"] == 130
-        for asked in ("9", "0", "x" * 20):  # a page past the end, or no page: the last, the first
-            assert 'data-page="1"' in floor.page(f"/alerts?page={asked}")
+        # a page past the end is the last (a page that is no number is a 400: #32,
+        # tests/e2e/test_floor_http_attacks.py)
+        assert 'data-page="1"' in floor.page("/alerts?page=9")
     finally:
         floor.stop()
 

@@ -92,6 +92,8 @@ def test_a_poison_flood_from_one_table_never_stops_another(
         assert quarantine["table"] == "CR-08"
         front = floor.page("/")  # named in the console's table list and alert queue
         assert 'class="badge b-quarantine">quarantine' in front
+        # the tally counts it too (it said "Alerts 1 open" over an empty tally, #32)
+        assert '<span class="k-quarantine c-red">table quarantined: 1</span>' in front
         assert "table CR-08 is quarantined: it keeps sending bad messages (10 bad" in front
         page = floor.page("/tables/CR-08")
         assert "<strong>quarantined</strong>: 10 bad messages within 60 s" in page

@@ -73,6 +73,9 @@ def test_a_shift_a_span_and_a_table() -> None:
         ("date=2026-13-01", "date: must be a date YYYY-MM-DD (got '2026-13-01')"),
         ("date=20261201", "date: must be a date YYYY-MM-DD"),
         ("date=" + "9" * 65, "date: longer than 64 characters"),
+        # the last day's period ended past the calendar: a 500 (#32)
+        ("date=9999-12-31", "date: must be from 1970-01-02 to 9999-12-30 (got '9999-12-31')"),
+        ("date=0001-01-01", "date: must be from 1970-01-02 to 9999-12-30"),
         ("shift=night", "shift: no shift 'night' (the shifts: grave, day, swing)"),
         ("shift=day&start=01:00&end=02:00", "give a shift or a start and an end, not both"),
         ("start=08:00", "end: a span needs a start and an end"),
@@ -142,6 +145,27 @@ def test_a_text_cell_is_never_a_formula() -> None:
     s.tables[0].table = "=HYPERLINK(1)"
     rows = list(csv.reader(io.StringIO(csv_text(s))))
     assert rows[1][5] == "'=HYPERLINK(1)"
+
+
+@pytest.mark.parametrize(
+    ("text", "cell"),
+    [
+        ("CR;=1+1", "CR;'=1+1"),  # a spreadsheet splitting at ";" read the formula (#32)
+        ("CR,@SUM(A1)", "CR,'@SUM(A1)"),
+        ("a | +1", "a | '+1"),
+        ("x\t=1", "x '=1"),
+        ("x\r\n-1", "x  '-1"),
+        ("CR-07", "CR-07"),
+        ("4: 24, 5: 249, 6: 999", "4: 24, 5: 249, 6: 999"),
+    ],
+)
+def test_a_formula_character_is_neutralised_wherever_it_starts_a_part(
+    text: str, cell: str
+) -> None:
+    s = shown()
+    s.tables[0].table = text
+    rows = list(csv.reader(io.StringIO(csv_text(s))))
+    assert rows[1][5] == cell
 
 
 def test_the_charts_carry_every_number() -> None:
