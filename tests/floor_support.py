@@ -164,13 +164,13 @@ class FloorProcess:
 
     def __init__(self, folder: Path, broker: Mosquitto, users: dict[str, str] | None = None,
                  extra: str = "", nofile: int | None = None,
-                 env: dict[str, str] | None = None) -> None:  # fmt: skip
+                 env: dict[str, str] | None = None, user: str = "floor") -> None:  # fmt: skip
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         lines = [
             "[floor]", f'broker = "{broker.url}"',
-            'username = "floor"',
-            f'password_file = "{broker.password_file("floor")}"', 'client_id = "floor-test"',
+            f'username = "{user}"',
+            f'password_file = "{broker.password_file(user)}"', f'client_id = "{user}-test"',
             "gap_grace_s = 0.5", "resend_every_s = 2.0", extra, "[users]",
         ]  # fmt: skip
         lines += [f'{name} = "{encoded}"' for name, encoded in (users or {}).items()]
@@ -260,9 +260,9 @@ def fill_floor(
     """Store each table's records (with its ``online`` and, when given, its mode) in the
     floor database ``db`` through the floor's own ingest, as if it had heard them."""
     from controller.floor.ingest import Ingest, Message
-    from controller.floor.store import FloorStore
+    from controller.floor.store import SqliteStore
 
-    store = FloorStore(db)
+    store = SqliteStore(db)
     try:
         ingest = Ingest(store, "firebet", lambda _t, _p: None)
         for name, records in tables.items():

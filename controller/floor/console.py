@@ -38,7 +38,7 @@ from controller.floor.queue import Item, confirm_problem, queue_page
 from controller.floor.server import FloorService
 from controller.floor.settings import WebSettings, zone_name
 from controller.floor.store import Alert
-from controller.floor.summary import pays_at
+from controller.floor.summary import TILE_ALERTS, pays_at
 from controller.floor.vocabulary import AlertKind, AlertStatus, Colour, Finding, finding_words
 
 log = logging.getLogger("firebet.floor")
@@ -154,11 +154,13 @@ class Console:
         )  # fmt: skip
 
     def _tile_confirm(self, summary: dict[str, Any]) -> Alert | None:
-        for waiting in summary.get("waiting") or []:
-            if waiting.get("status") == AlertStatus.SENT:
-                continue
-            alert = self.service.store.alert(int(waiting["id"]), db=self.service.store.reader())
-            if alert is not None and confirm_problem(alert, summary) is None:
+        """The newest open 5th point of the table that the table would take a confirm for."""
+        if not summary.get("waiting"):
+            return None
+        for alert in self.service.store.open_surveillance(
+            table=summary["table"], limit=TILE_ALERTS
+        ):
+            if alert.status is not AlertStatus.SENT and confirm_problem(alert, summary) is None:
                 return alert
         return None
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.floor.store import Alert, AlertGroup, FloorStore
+from controller.floor.store import Alert, AlertGroup, Store
 from controller.floor.vocabulary import AlertKind, AlertStatus, Colour
 
 SHOWN = 100  # items on one page of the queue
@@ -70,7 +70,7 @@ class QueuePage:
 
 
 def queue_page(
-    store: FloorStore, *, table: str | None = None, page: int = 1, size: int = SHOWN
+    store: Store, *, table: str | None = None, page: int = 1, size: int = SHOWN
 ) -> QueuePage:
     """Page ``page`` (from 1; past the end: the last) of the open items in the order
     surveillance reads them: every open 5th point newest first, then the groups. The
@@ -95,7 +95,7 @@ def queue_page(
     return QueuePage(items, counts, total, page, pages)
 
 
-def queue(store: FloorStore, *, table: str | None = None) -> list[Item]:
+def queue(store: Store, *, table: str | None = None) -> list[Item]:
     """Every open item, in the order surveillance should read them (``table``: its only)."""
     found = queue_page(store, table=table, size=2**62)
     return found.items

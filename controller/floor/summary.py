@@ -10,8 +10,7 @@ from typing import Any
 
 from controller.floor.findings import money
 from controller.floor.live import TableLive
-from controller.floor.store import OPEN, FloorStore
-from controller.floor.vocabulary import AlertKind
+from controller.floor.store import Store
 
 TILE_ALERTS = 3
 """A table's newest open 5th-point alerts its tile shows (the rest: on its page)."""
@@ -30,26 +29,15 @@ def pays_at(pays: dict[str, int], wagers: dict[str, int]) -> dict[str, dict[str,
     return out
 
 
-def table_summary(store: FloorStore, live: TableLive) -> dict[str, Any]:
+def table_summary(store: Store, live: TableLive) -> dict[str, Any]:
     """One table as the console shows it: the hand in play, its alerts, its records."""
     table = live.row.table
     state = live.audit.state
     status = live.row.state or {}
-    open_alerts: dict[str, int] = {}
-    db = store.reader()
-    for (kind,) in db.execute(
-        f"SELECT kind FROM alerts WHERE table_id = ? AND status IN ({', '.join('?' * len(OPEN))})",
-        (table, *OPEN),
-    ):
-        open_alerts[kind] = open_alerts.get(kind, 0) + 1
-    surveillance = db.execute(
-        "SELECT status, status_by FROM alerts WHERE table_id = ? AND kind = ? "
-        "AND hand = ? ORDER BY id DESC LIMIT 1",
-        (table, AlertKind.SURVEILLANCE, state.hand),
-    ).fetchone()
+    open_alerts, surveillance = store.table_alerts(table, state.hand)
     waiting = [
         {"id": a.id, "hand": a.hand, "status": a.status, "raised_at": a.raised_at}
-        for a in store.open_surveillance(table=table, limit=TILE_ALERTS, db=db)
+        for a in store.open_surveillance(table=table, limit=TILE_ALERTS)
     ]
     missing = live.missing
     return {
@@ -67,7 +55,7 @@ def table_summary(store: FloorStore, live: TableLive) -> dict[str, Any]:
         "alert_hand": state.alert_hand,  # the only hand the table would take a confirm for
         "confirmed_by": state.confirmed_by,
         "surveillance": (
-            {"status": surveillance[0], "by": surveillance[1]} if surveillance else None
+            {"status": surveillance.status, "by": surveillance.status_by} if surveillance else None
         ),
         "alerts": open_alerts,
         "waiting": waiting,  # its newest open 5th points (the tile's, with their Confirm)

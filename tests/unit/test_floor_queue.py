@@ -15,8 +15,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from controller.floor.ingest import Ingest, Message
-from controller.floor.live import BACKLOG_AFTER
 from controller.floor.layout import boxes, clock, place, tile_alert, timeline
+from controller.floor.live import BACKLOG_AFTER
 from controller.floor.queue import (
     RANK_FLOOD,
     RANK_RED,
@@ -25,7 +25,7 @@ from controller.floor.queue import (
     queue,
     queue_page,
 )
-from controller.floor.store import FloorStore
+from controller.floor.store import SqliteStore
 from controller.floor.vocabulary import AlertKind
 from controller.wire.messages import FloorRecord
 from tests.floor_support import TableJournal, event_bytes, make_points
@@ -33,7 +33,7 @@ from tests.floor_support import TableJournal, event_bytes, make_points
 
 class Floor:
     def __init__(self, path: Path) -> None:
-        self.store = FloorStore(path / "floor.db")
+        self.store = SqliteStore(path / "floor.db")
         self.ingest = Ingest(self.store, "firebet", lambda _t, _p: None)
 
     def events(self, records: list[FloorRecord]) -> None:
@@ -211,7 +211,9 @@ def test_a_table_s_open_5th_points_are_on_its_tile_and_a_backlog_is_an_alert(
     assert counts == {AlertKind.SURVEILLANCE: BACKLOG_AFTER, AlertKind.BACKLOG: 1}
     (backlog,) = [i for i in queue(floor.store) if i.alert.kind is AlertKind.BACKLOG]
     assert backlog.colour == "red" and "10 5th-point alerts waiting" in backlog.alert.detail["what"]
-    floor.events(journal.do(*make_points(4, 5, 6, 8, 9), "4 4", "3 4"))  # one backlog alert at a time
+    floor.events(
+        journal.do(*make_points(4, 5, 6, 8, 9), "4 4", "3 4")
+    )  # one backlog alert at a time
     assert floor.store.open_counts(table="CR-07")[AlertKind.BACKLOG] == 1
     # the newest confirmed (sent to the table): the tile turns at once to the next waiting
     newest = floor.ingest.summaries["CR-07"]["waiting"][0]

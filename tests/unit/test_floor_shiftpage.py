@@ -159,9 +159,7 @@ def test_a_text_cell_is_never_a_formula() -> None:
         ("4: 24, 5: 249, 6: 999", "4: 24, 5: 249, 6: 999"),
     ],
 )
-def test_a_formula_character_is_neutralised_wherever_it_starts_a_part(
-    text: str, cell: str
-) -> None:
+def test_a_formula_character_is_neutralised_wherever_it_starts_a_part(text: str, cell: str) -> None:
     s = shown()
     s.tables[0].table = text
     rows = list(csv.reader(io.StringIO(csv_text(s))))
