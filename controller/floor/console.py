@@ -94,6 +94,8 @@ class Console:
         self.positions = service.settings.positions
         self.web = web or WebSettings()
         self.env = _env(service.settings.zone())
+        self.env.globals["escalate_after_s"] = self.web.escalate_after_s
+        self.env.globals["sound_after_s"] = self.web.sound_after_s
         self._subscribers: set[Subscriber] = set()
         self._lock = threading.Lock()
         self._mapped: frozenset[str] = frozenset()

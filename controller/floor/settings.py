@@ -34,6 +34,8 @@ behind_tls_proxy = false           # true: the cookie is Secure, X-Forwarded-* t
 trusted_proxies = "127.0.0.1"      # ... from these addresses (IPs or networks, comma-separated)
 tls_certfile = ""                  # or serve https itself: PEM certificate (chain) ...
 tls_keyfile = ""                   # ... and its private key
+escalate_after_s = 120.0           # an open 5th point older than this turns red ...
+sound_after_s = 300.0              # ... and past this sounds again, once a minute
 
 [store]                            # where the records are kept (docs/floor.md, Two floors)
 url = ""                           # "" = the SQLite file [floor] database; or
@@ -112,6 +114,8 @@ class WebSettings:
     trusted_proxies: str = "127.0.0.1"
     tls_certfile: str = ""
     tls_keyfile: str = ""
+    escalate_after_s: float = 120.0
+    sound_after_s: float = 300.0
 
     @property
     def tls(self) -> bool:
@@ -267,6 +271,8 @@ WEB_KEYS: dict[str, Key] = {
         Key("web", "trusted_proxies", "str", "the proxy's addresses", proxies_problem),
         Key("web", "tls_certfile", "str", "serve https: PEM certificate"),
         Key("web", "tls_keyfile", "str", "serve https: its private key"),
+        Key("web", "escalate_after_s", "float", "an open 5th point turns red after", positive),
+        Key("web", "sound_after_s", "float", "and sounds again every minute after", positive),
     )
 }
 """The ``[web]`` keys: the console's HTTP limits, cookie and TLS."""

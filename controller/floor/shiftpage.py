@@ -207,7 +207,7 @@ def charts(shown: Shown) -> list[tuple[str, Markup]]:
         ident="chart-handle",
         title=f"Fire bets placed (handle) and paid by table, {when(shown)}",
         desc="; ".join(
-            f"{n}: handle {money(f.handle)}, paid {money(f.paid)}"
+            f"{n}: handle {money(f.handle)}, paid {money(f.won)}"
             for n, f in zip(names, rows, strict=True)
         ),
         categories=names,
@@ -218,7 +218,7 @@ def charts(shown: Shown) -> list[tuple[str, Markup]]:
                 [money(f.handle) for f in rows],
                 "s-handle",
             ),
-            Series("paid", [float(f.paid) for f in rows], [money(f.paid) for f in rows], "s-paid"),
+            Series("paid", [float(f.won) for f in rows], [money(f.won) for f in rows], "s-paid"),
         ],
         axis=_axis_money,
         width=wide,
@@ -275,7 +275,7 @@ def when(shown: Shown) -> str:
 
 # the CSV -----------------------------------------------------------------------------
 CSV_HEADER = [
-    "date", "shift", "start", "end", "scope", "table", "hands", "handle", "paid", "won",
+    "date", "shift", "start", "end", "scope", "table", "hands", "handle", "paid", "wagers_returned",
     "hold", "hold_pct", "theoretical_hold_pct", "pay_tables",
     *(f"points_{k}" for k in POINTS), *(f"expected_points_{k}" for k in POINTS),
 ]  # fmt: skip
@@ -314,7 +314,7 @@ def csv_rows(shown: Shown) -> Iterable[list[str]]:
             *head,
             "table" if f.table is not None else "floor",
             _cell(f.table or ""),
-            str(f.hands), str(f.handle), str(f.paid), str(f.won), str(f.hold),
+            str(f.hands), str(f.handle), str(f.won), str(f.returned), str(f.hold),
             _decimal(None if f.hold_pct is None else f.hold_pct * 100, 4),
             _decimal(None if f.theoretical is None else f.theoretical * 100, 4),
             _cell(" | ".join(sorted(f.pay_tables))),

@@ -118,11 +118,12 @@ def test_the_csv_has_a_header_a_row_a_table_and_the_floor_total() -> None:
     assert (a["date"], a["shift"], a["start"], a["end"]) == (
         "2026-12-02", "day", "2026-12-02T08:00:00-05:00", "2026-12-02T16:00:00-05:00"
     )  # fmt: skip
-    assert [a[k] for k in ("hands", "handle", "paid", "won", "hold", "hold_pct")] == [
-        "2", "12", "175", "168", "-163", "-1358.3333"
+    # paid: the winnings, as on an alert card; the wagers given back apart (#32)
+    assert [a[k] for k in ("hands", "handle", "paid", "wagers_returned", "hold", "hold_pct")] == [
+        "2", "12", "168", "7", "-163", "-1358.3333"
     ]  # fmt: skip
     assert [total[k] for k in ("hands", "handle", "paid", "hold", "hold_pct")] == [
-        "3", "20", "175", "-155", "-775.0000"
+        "3", "20", "168", "-155", "-775.0000"
     ]  # fmt: skip
     edge = house_edge(FireBetRules()) * 100
     assert total["theoretical_hold_pct"] == "20.7628" and abs(float(edge) - 20.7628) < 5e-5
