@@ -102,6 +102,17 @@ def rules_words(changed: Mapping[str, Any]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """The floor's own fold of a table after one record: what a fold from there needs."""
+
+    record: int
+    rules: FireBetRules
+    rules_record: int | None
+    settings: Mapping[str, Any] | None
+    state: TableState
+
+
 class TableAudit:
     """One table's second opinion: its rules, the state its records built, its open hands."""
 
@@ -134,6 +145,20 @@ class TableAudit:
         self.approved: ApprovedRules | None = None  # from the floor's config, not stored
         self.state_at: StateAt | None = None  # the floor's fold after a record (for clear_halt)
         self.recent: dict[int, TableState] = {}  # the states after the newest records
+
+    def checkpoint(self) -> Checkpoint:
+        """Where this fold stands (a value: the state is immutable)."""
+        return Checkpoint(
+            self.record, self.rules, self.rules_record, self.replay.settings, self.state
+        )
+
+    @classmethod
+    def resumed(cls, at: Checkpoint) -> TableAudit:
+        """A fold going on from ``at`` (to fold further records, not to audit hands)."""
+        return cls(
+            at.rules, rules_record=at.rules_record, settings=at.settings, state=at.state,
+            record=at.record,
+        )  # fmt: skip
 
     @property
     def rules(self) -> FireBetRules:
@@ -318,7 +343,7 @@ class TableAudit:
         given = (
             "a state the table's records do not give"
             if proven is not None
-            else "a state the floor cannot check now (too far back, or asked too often)"
+            else "a state the floor cannot check (the records it holds stop short of it)"
         )
         words = (
             f"the clear_halt at record {rec.record} resumes from record {resume_from} on "

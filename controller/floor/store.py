@@ -271,9 +271,12 @@ class Store(abc.ABC):
         )
         return [int(r[0]) for r in rows]
 
-    def records(self, table: str, first: int, last: int) -> list[FloorRecord]:
-        """The stored records ``first..last`` of ``table``, in order."""
-        rows = self._w(
+    def records(
+        self, table: str, first: int, last: int, *, reader: bool = False
+    ) -> list[FloorRecord]:
+        """The stored records ``first..last`` of ``table``, in order (``reader``: on the
+        calling thread's read-only connection, for a fold apart from the ingest thread)."""
+        rows = (self._r if reader else self._w)(
             "SELECT record, at, kind, actor, payload, chain, events, snapshot FROM records "
             "WHERE table_id = ? AND record BETWEEN ? AND ? ORDER BY record",
             (table, first, last),

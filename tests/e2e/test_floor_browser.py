@@ -430,10 +430,13 @@ def test_the_shift_figures_draw_the_hands_of_the_shift(
             return [c.strip() for c in row.all_inner_texts()]
 
         nj = "4: 24, 5: 249, 6: 999"
-        assert cells("CR-07") == ["CR-07", "2", "$12", "$175", "-$163", "-1,358.33%", "20.76%", nj]
-        assert cells("CR-08") == ["CR-08", "1", "$3", "$0", "$3", "100.00%", "20.76%", nj]
+        # paid: the winnings, as on an alert card; the wagers returned apart (#32)
+        assert cells("CR-07") == [
+            "CR-07", "2", "$12", "$168", "$7", "-$163", "-1,358.33%", "20.76%", nj
+        ]  # fmt: skip
+        assert cells("CR-08") == ["CR-08", "1", "$3", "$0", "$0", "$3", "100.00%", "20.76%", nj]
         assert cells("floor") == [
-            "the floor", "3", "$15", "$175", "-$160", "-1,066.67%", "20.76%", nj
+            "the floor", "3", "$15", "$168", "$7", "-$160", "-1,066.67%", "20.76%", nj
         ]  # fmt: skip
 
         def bar(chart: str, category: str, series: str) -> Any:
@@ -467,7 +470,7 @@ def test_the_shift_figures_draw_the_hands_of_the_shift(
         page.click("#figures-form button")
         page.wait_for_selector("#period:has-text('swing shift')")
         assert cells("CR-07")[1:3] == ["0", "$0"]
-        assert cells("CR-08")[1:6] == ["1", "$4", "$0", "$4", "100.00%"]
+        assert cells("CR-08")[1:7] == ["1", "$4", "$0", "$0", "$4", "100.00%"]
 
         # one table's page, and its CSV
         page.click('#figures tr[data-figures="CR-08"] a')
@@ -485,8 +488,8 @@ def test_the_shift_figures_draw_the_hands_of_the_shift(
         with urllib.request.urlopen(floor.url + "/figures.csv?date=2026-12-02&shift=day") as r:
             day_rows = list(csv.reader(io.StringIO(r.read().decode())))
         assert [(r[4], r[5], r[6], r[7], r[8]) for r in day_rows[1:]] == [
-            ("table", "CR-07", "2", "12", "175"), ("table", "CR-08", "1", "3", "0"),
-            ("floor", "", "3", "15", "175"),
+            ("table", "CR-07", "2", "12", "168"), ("table", "CR-08", "1", "3", "0"),
+            ("floor", "", "3", "15", "168"),
         ]  # fmt: skip
 
         # a bad query is refused, naming what was wrong; the icon is the floor's own
@@ -528,7 +531,7 @@ def test_a_console_for_a_dark_room_ages_escalates_sounds_and_confirms_from_the_t
         log_in(page, floor)
         assert page.evaluate("document.documentElement.dataset.theme") == "dark"
         assert page.locator("#sound").is_checked()  # on by default for surveillance
-        table8.publish(other.do("bet 3 5", *make_points(4, 5, 6), "8 2"))  # the point: 10
+        table8.publish(other.do("bet 3 5", *make_points(4, 5, 6), "6 4"))  # the point: 10
         journal.do("bet 3 5", "bet 7 2", *make_points(4, 5, 6, 8, 9))
         table.publish(journal.records())
         alert = page.locator('#alerts [data-kind="surveillance"][data-table="CR-07"]')
