@@ -17,10 +17,12 @@ from controller.core.commands import Command
 from controller.core.config import Config, rules_settings
 from controller.core.engine import Engine
 from controller.core.script import parse_line
+from controller.journal import Journal, Record, recover
+from controller.journal.history import history
+from controller.journal.play import decide, journal_rules
 from controller.link.fold import LinkFold
 from controller.wire.messages import FloorRecord, event_message, parse_event, topic
 from tests.broker import USERS, Mosquitto
-from tests.support import PlayedJournal as Journal
 
 
 def make_points(*points: int) -> list[str]:
@@ -30,21 +32,29 @@ def make_points(*points: int) -> list[str]:
 
 
 class TableJournal:
-    """A table's real journal (in ``path``), driven with replay-script lines."""
+    """A table's real journal (in ``path``), driven with replay-script lines through the
+    service's own decide-and-journal step."""
 
     def __init__(self, path: Path, table: str = "T1", config: Config | None = None) -> None:
         self.table = table
         self.engine = Engine(config.firebet if config is not None else None)
         self.journal = Journal(path, durable=False)
-        self.journal.recover(self.engine)
+        self.replay = recover(self.journal, self.engine.rules).replay
         if config is not None:  # as the service journals it at each start
-            rules = rules_settings(config) | {"program": "test-program"}
-            self.journal.append_system("rules", actor="service", payload=rules)
+            self.take_rules(config, program="test-program")
+
+    def take_rules(self, config: Config, program: str = "p") -> Record:
+        """A ``rules`` record of ``config``, as a start of the service journals it."""
+        settings = rules_settings(config) | {"program": program}
+        record, _ = journal_rules(
+            self.journal, self.replay, config.firebet, settings, config=None, started_by="test"
+        )
+        return record
 
     def apply(self, command: Command) -> list[FloorRecord]:
         """Apply one command (a floor ``confirm``, say); the records it journaled."""
         first = self.journal.last_record + 1
-        self.journal.apply(self.engine, command)
+        decide(self.journal, self.replay, command)
         return self.records(first)
 
     def do(self, *lines: str) -> list[FloorRecord]:
@@ -53,8 +63,13 @@ class TableJournal:
         for line in lines:
             command = parse_line(line)
             if command is not None:
-                self.journal.apply(self.engine, command)
+                decide(self.journal, self.replay, command)
         return self.records(first)
+
+    def history(self, hands: int) -> list[dict[str, Any]]:
+        """``firebet history`` of the newest ``hands`` hands."""
+        with self.journal.view() as db:
+            return history(db, self.engine.rules, hands)
 
     def records(self, first: int = 1) -> list[FloorRecord]:
         """The records from ``first`` on, exactly as the table's floor link publishes them

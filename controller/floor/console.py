@@ -198,6 +198,15 @@ class Console:
             self._subscribers.add(sub)
         return sub
 
+    def stream_counts(self) -> dict[str, int]:
+        """The open live streams, by who holds them (``pit``, ``surveillance``)."""
+        with self._lock:
+            users = [s.user for s in self._subscribers]
+        return {
+            "pit": sum(u is None for u in users),
+            "surveillance": sum(u is not None for u in users),
+        }
+
     def unsubscribe(self, sub: Subscriber) -> None:
         with self._lock:
             self._subscribers.discard(sub)

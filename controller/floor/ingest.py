@@ -147,8 +147,9 @@ class Ingest:
                         self._message(live, leaf, message.payload, received, changes)
                 except BadMessage as exc:
                     self._bad(live, f"{leaf}: {exc}", changes)
-                except self.store.trouble:
-                    raise  # the store's trouble (a full disk, a lost server): kept
+                except self.store.aborts:
+                    raise  # the store's trouble (a full disk, a lost server): the batch is
+                    # kept; or, without savepoints, the batch is taken one at a time
                 except Exception as exc:  # judged on its own: the batch goes on
                     if live.row.bad < 10:  # the trace of the first few (a flood: counted)
                         log.exception("table %s: a %s message the floor could not take",

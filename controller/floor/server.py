@@ -28,6 +28,7 @@ import paho.mqtt.client as mqtt
 from controller.core.errors import ConfigError, FirebetError
 from controller.floor.ingest import Ingest, Message
 from controller.floor.live import Changes
+from controller.floor.metrics import FloorMetrics
 from controller.floor.settings import FloorSettings
 from controller.floor.store import open_store
 from controller.wire.messages import subscriptions
@@ -69,6 +70,7 @@ class FloorService:
         self.state_dir = state_dir
         state_dir.mkdir(parents=True, exist_ok=True)
         self.store = open_store(settings, state_dir)
+        self.metrics = FloorMetrics()  # /metrics (the console reports the rest at a scrape)
         self._queue: queue.SimpleQueue[_Received | _Call | None] = queue.SimpleQueue()
         self._listeners: list[Listener] = []
         self._generation = 0
@@ -269,7 +271,9 @@ class FloorService:
         if not batch:
             return
         taken: list[_Received] = []
-        if self._guard(lambda: self.ingest.handle([r.message for r in batch])):
+        with self.metrics.store_seconds.time():
+            stored = self._guard(lambda: self.ingest.handle([r.message for r in batch]))
+        if stored:
             taken = batch
         else:
             for r in batch:

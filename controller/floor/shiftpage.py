@@ -36,7 +36,8 @@ from controller.floor.figures import (
 from controller.floor.findings import money
 from controller.floor.store import Store
 from controller.floor.svg import WIDTH, Series, bar_chart
-from controller.journal.replay import RecordError, settings_of
+from controller.journal.recipe import RecordError
+from controller.journal.system import read_rules
 
 KNOWN = ("date", "shift", "start", "end", "table")
 MAX_VALUE = 64
@@ -123,7 +124,7 @@ def rules_history(store: Store, table: str) -> RulesHistory:
     changes = []
     for record, payload in store.rules_records(table):
         try:
-            rules, _ = settings_of(payload)
+            rules = read_rules(payload).rules
         except RecordError:
             continue
         changes.append((record, rules))

@@ -199,6 +199,10 @@ class Store(abc.ABC):
     trouble: tuple[type[Exception], ...] = ()
     """The engine's own failures (a full disk, a lost server): the messages of a batch
     that hit one are kept and tried again, not counted bad."""
+    aborts: tuple[type[Exception], ...] = ()
+    """The failures that undo the whole batch (its messages are then taken one at a time,
+    :meth:`controller.floor.server.FloorService._alone`): the store's trouble, and with
+    an engine whose savepoints cost a round trip each (PostgreSQL) any of its errors."""
     shared = False
     """Whether other floor services may write the same store at the same time."""
     what_sql = "json_extract(detail, '$.what')"
@@ -625,6 +629,7 @@ class SqliteStore(Store):
     durably (``synchronous=FULL``); one writer connection and one reader a thread."""
 
     trouble = (sqlite3.OperationalError,)
+    aborts = trouble
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)

@@ -33,6 +33,7 @@ def build_app(
     web = web or WebSettings()
     console = Console(service, web)
     service.listen(console.on_changes)
+    service.metrics.watch(service, console.stream_counts)
     logins = Logins(users, web)
     app = Starlette(
         routes=[

@@ -67,6 +67,12 @@ def health(request: Request) -> Response:
     return JSONResponse(console_of(request).service.health())  # what /healthz says
 
 
+def metrics(request: Request) -> Response:
+    """The floor's Prometheus metrics (controller.floor.metrics: docs/floor.md, Metrics)."""
+    body, kind = console_of(request).service.metrics.text()
+    return Response(body, headers={"Content-Type": kind})
+
+
 def favicon(request: Request) -> Response:
     return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
@@ -76,6 +82,7 @@ def routes() -> list[Route]:
         Route("/api/tables", api_tables),
         Route("/api/alerts", api_alerts),
         Route("/healthz", health),
+        Route("/metrics", metrics),
         Route("/favicon.ico", favicon),
         Route("/favicon.svg", favicon),
     ]
