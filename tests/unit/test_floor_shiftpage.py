@@ -28,7 +28,7 @@ from controller.floor.shiftpage import (
     parse_query,
     when,
 )
-from controller.floor.svg import Series, bar_chart, nice_ticks
+from controller.floor.svg import Series, bar_chart, nice_ticks, outliers
 
 NY = ZoneInfo("America/New_York")
 NOW = datetime(2026, 12, 2, 17, 0, tzinfo=UTC)  # noon in New York
@@ -220,3 +220,26 @@ def test_a_floor_of_many_tables_gets_wide_charts_with_every_bar() -> None:
     (_, hold), (_, money), _ = charts(Shown(ask(""), tables, floor))
     assert str(hold).count('data-series="hold %"') == 251  # and the floor's
     assert 'style="min-width: 9136px"' in str(money)
+
+
+def test_an_outlier_is_drawn_off_the_scale_and_named_so_every_bar_stays_readable() -> None:
+    """One hand with a -99,900% hold flattened every other bar of the shift chart (#32)."""
+    chart = str(
+        bar_chart(
+            ident="c", title="hold", desc="hold by table",
+            categories=["CR-06", "CR-07", "CR-08"],
+            series=[Series("hold", [20.0, -99_900.0, 35.0], ["20%", "-99,900%", "35%"], "s")],
+            axis=lambda v: f"{v:g}%",
+        )
+    )  # fmt: skip
+    assert outliers([20.0, -99_900.0, 35.0]) == {1}
+    assert outliers([20.0, -30.0, 35.0]) == set()
+    ticks = [float(t) for t in re.findall(r'<text x="\d+" y="[\d.]+" dy="4">(-?[\d.]+)%', chart)]
+    assert min(ticks) >= -10 and max(ticks) <= 40  # the scale of the readable bars
+    heights = {
+        m[0]: float(m[1])
+        for m in re.findall(r'data-category="([^"]+)"[^>]*height="([\d.]+)"', chart)
+    }
+    assert heights["CR-08"] > 100 and heights["CR-06"] > 50  # not flattened
+    assert 'class="bar s clipped" data-series="hold" data-category="CR-07"' in chart
+    assert "off the scale: CR-07 hold -99,900%" in chart
