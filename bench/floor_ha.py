@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import signal
 import sys
 import tempfile
@@ -199,7 +200,7 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=2000)
     ap.add_argument("--figures-only", action="store_true", help="skip the narrated failover")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="floor-ha-"))
+    work = Path(tempfile.mkdtemp(prefix="floor-ha-"))  # removed at the end
     postgres = Postgres()
     postgres.start()
     try:
@@ -207,6 +208,7 @@ def main() -> int:
         f = figures(work, postgres, args.tables, args.records)
     finally:
         postgres.stop()
+        shutil.rmtree(work, ignore_errors=True)
     print()
     print("| figure | value |\n|---|---|")
     if took is not None:

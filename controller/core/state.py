@@ -18,6 +18,7 @@ from controller.core.events import (
     BetAccepted,
     BetCancelled,
     BettingClosed,
+    CorrectionArmed,
     DuplicateRoll,
     Event,
     FaultRecorded,
@@ -32,6 +33,7 @@ from controller.core.events import (
     ReaderRestarted,
     Refused,
     RollAccepted,
+    RollCorrected,
     RollHeld,
     RollOutcome,
     RollVoided,
@@ -260,6 +262,7 @@ def _new_hand(f: Fields, e: NewHand) -> None:
         bets={},
         betting_open=True,
         surrender_pending=False,
+        finishing_point=False,
         settled=False,
         alert_raised=False,
         meters=_but(m, hands=m.hands + 1),
@@ -269,14 +272,17 @@ def _new_hand(f: Fields, e: NewHand) -> None:
 def _surrendered(f: Fields, e: Surrendered) -> None:
     keep = e.carries_points or not e.pending
     m = f["meters"]
+    # a point that was on stays on: the successor throws for it (SPEC section 2); with
+    # no fire bet riding the next hand's betting opens when that point is decided
+    on_point = f["phase"] is Phase.POINT
     f.update(
-        phase=Phase.NEW_SHOOTER,
-        point=None,
+        phase=Phase.POINT if on_point else Phase.NEW_SHOOTER,
         shooter=e.shooter,
         points=f["points"] if keep else (),
         alert_raised=f["alert_raised"] if keep else False,
-        betting_open=not e.pending,
+        betting_open=not e.pending and not on_point,
         surrender_pending=e.pending,
+        finishing_point=on_point and not e.pending,
         meters=_but(m, surrenders=m.surrenders + 1),
         undo=None,
         last_settlement=None,
@@ -368,6 +374,21 @@ def _held_done(f: Fields, e: HeldRollApplied | HeldRollDiscarded) -> None:
     left = tuple(h for h in f["held"] if h.number != e.number)
     f["held"] = left
     f["hold_reader"] = bool(left)
+    if type(e) is HeldRollApplied:  # the roll thrown again counts: no correction waits
+        f["correcting"] = None
+
+
+def _correction_armed(f: Fields, e: CorrectionArmed) -> None:
+    f["correcting"] = (e.d1, e.d2)
+    f["hold_reader"] = True  # the reader's rolls wait until the true dice are given
+
+
+def _corrected(f: Fields, e: RollCorrected) -> None:
+    m = f["meters"]
+    f["meters"] = _but(m, corrections=m.corrections + 1)
+    if f["correcting"] is not None:  # an armed correction completed
+        f["correcting"] = None
+        f["hold_reader"] = bool(f["held"])
 
 
 def _fault(f: Fields, e: FaultRecorded) -> None:
@@ -392,6 +413,8 @@ _RULES: dict[type[Event], Callable[[Fields, Any], None]] = {
     BetAccepted: _bet,
     BetCancelled: _cancelled,
     RollVoided: _voided,
+    CorrectionArmed: _correction_armed,
+    RollCorrected: _corrected,
     ReaderRestarted: _reader_restarted,
     ReaderAdvanced: _reader_advanced,
     SeqConflict: _seq_conflict,

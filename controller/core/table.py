@@ -85,6 +85,7 @@ class Meters:
     voids: int = 0
     surrenders: int = 0
     faults: int = 0
+    corrections: int = 0  # misread rolls corrected (each also counts as a void)
 
     def to_dict(self, rolls: int) -> dict[str, Any]:
         """The meters as JSON; ``rolls`` is the table's accepted-roll count (a void takes
@@ -103,6 +104,8 @@ class Meters:
             "voids": self.voids,
             "surrenders": self.surrenders,
             "faults": self.faults,
+            # only once there is one, so snapshots written before it still match
+            **({"corrections": self.corrections} if self.corrections else {}),
         }
 
     @classmethod
@@ -120,6 +123,7 @@ class Meters:
             voids=d["voids"],
             surrenders=d["surrenders"],
             faults=d["faults"],
+            corrections=d.get("corrections", 0),
         )
 
 
@@ -159,6 +163,9 @@ class TableState:
     bets: dict[int, int] = field(default_factory=dict)  # position -> dollars riding
     betting_open: bool = True
     surrender_pending: bool = False  # a surrendered hand waits for the successor's loser 7
+    # the successor throws for the point a shooter surrendered with no fire bet riding: the
+    # next fire-bet hand (betting open) starts when that point is decided (SPEC section 2)
+    finishing_point: bool = False
     settled: bool = False  # this hand's bets were already paid at the 6th point
     alert_raised: bool = False  # the surveillance alert was raised this hand
     surveillance_alert: bool = False  # raised and not yet acknowledged
@@ -166,6 +173,9 @@ class TableState:
     confirmed_by: str | None = None  # who in surveillance confirmed that hand (the floor)
     last_roll: tuple[int, int] | None = None
     rolls: int = 0  # accepted rolls, all hands
+    # a void armed a correction: the dice it voided, until a correction gives the true
+    # ones (the reader's rolls are held and wagers wait meanwhile)
+    correcting: tuple[int, int] | None = None
     reader_seq: int | None = field(default=None, compare=False)
     reader_dice: tuple[int, int] | None = field(default=None, compare=False)
     reader_conflict: int | None = field(default=None, compare=False)  # seq, until HELLO
@@ -203,6 +213,8 @@ class TableState:
             "bets": {str(p): a for p, a in sorted(self.bets.items())},
             "betting_open": self.betting_open,
             "surrender_pending": self.surrender_pending,
+            # only when set, so snapshots written before it existed read as before
+            **({"finishing_point": True} if self.finishing_point else {}),
             "settled": self.settled,
             "alert_raised": self.alert_raised,
             "surveillance_alert": self.surveillance_alert,
@@ -211,6 +223,7 @@ class TableState:
             **({"confirmed_by": self.confirmed_by} if self.confirmed_by is not None else {}),
             "last_roll": list(self.last_roll) if self.last_roll else None,
             "rolls": self.rolls,
+            **({"correcting": list(self.correcting)} if self.correcting else {}),
             "reader_seq": self.reader_seq,
             **self._reader_dict(),
             "meters": self.meters.to_dict(self.rolls),
@@ -254,6 +267,7 @@ class TableState:
             bets={int(p): a for p, a in d["bets"].items()},
             betting_open=d["betting_open"],
             surrender_pending=d["surrender_pending"],
+            finishing_point=bool(d.get("finishing_point", False)),
             settled=d["settled"],
             alert_raised=d["alert_raised"],
             surveillance_alert=d["surveillance_alert"],
@@ -261,6 +275,7 @@ class TableState:
             confirmed_by=d.get("confirmed_by"),
             last_roll=(d["last_roll"][0], d["last_roll"][1]) if d["last_roll"] else None,
             rolls=d["rolls"],
+            correcting=(d["correcting"][0], d["correcting"][1]) if d.get("correcting") else None,
             reader_seq=d["reader_seq"],
             reader_dice=(d["reader_dice"][0], d["reader_dice"][1])
             if d.get("reader_dice")

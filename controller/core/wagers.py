@@ -12,6 +12,7 @@ from controller.core.errors import Refusal
 from controller.core.events import (
     BetAccepted,
     BetCancelled,
+    CorrectionArmed,
     Event,
     HandResult,
     NewHand,
@@ -33,6 +34,11 @@ def betting_closed_reason(rules: FireBetRules, state: TableState) -> str:
     """Why betting is closed, in a dealer's words."""
     if state.surrender_pending:
         return "betting is closed: the surrendered hand's fire bets are still pending"
+    if state.finishing_point:
+        return (
+            f"betting is closed: the new shooter throws for the surrendered point "
+            f"{state.point}; betting opens for his first come-out roll"
+        )
     if state.settled:
         return "betting is closed: this hand's fire bets were already paid"
     if rules.betting_closes == "first_point":
@@ -86,6 +92,9 @@ def _position_problem(rules: FireBetRules, position: object) -> str | None:
 
 def bet(rules: FireBetRules, state: TableState, cmd: Bet) -> list[Event]:
     """A wager placed or raised at a position, within the limits, while betting is open."""
+    pending = correction_pending("bet", state)
+    if pending:
+        return pending
     problem = _position_problem(rules, cmd.position)
     if problem:
         return [Refused("bet", problem, Refusal.NO_SUCH_POSITION)]
@@ -137,6 +146,9 @@ def bet(rules: FireBetRules, state: TableState, cmd: Bet) -> list[Event]:
 
 def cancel(rules: FireBetRules, state: TableState, cmd: Cancel) -> list[Event]:
     """A position's wager called off, only while betting is open."""
+    pending = correction_pending("cancel", state)
+    if pending:
+        return pending
     problem = _position_problem(rules, cmd.position)
     if problem:
         return [Refused("cancel", problem, Refusal.NO_SUCH_POSITION)]
@@ -194,6 +206,9 @@ def confirm(state: TableState, cmd: Confirm) -> list[Event]:
 
 def surrender(rules: FireBetRules, state: TableState, cmd: Surrender) -> list[Event]:
     """The shooter gives up the dice; what happens to the fire bets (SPEC §2)."""
+    waiting = correction_pending("surrender", state)
+    if waiting:
+        return waiting
     if cmd.kind not in SURRENDER_KINDS:
         return [
             Refused(
@@ -215,14 +230,31 @@ def surrender(rules: FireBetRules, state: TableState, cmd: Surrender) -> list[Ev
             at=cmd.at,
         )
     ]
-    if not state.bets and not state.betting_open:
+    if not state.bets and not state.betting_open and state.point is None:
         # no fire bet riding: nothing carries, the successor starts a new fire-bet hand
+        # (with a point on he throws for it first: the hand starts when it is decided)
         events.append(NewHand(state.hand + 1, state.shooter + 1))
     return events
 
 
+def correction_pending(command: str, state: TableState) -> list[Event]:
+    """Refused while a void waits for the true dice of the roll it undid (none else)."""
+    if state.correcting is None:
+        return []
+    d1, d2 = state.correcting
+    return [
+        Refused(
+            command,
+            f"a correction is pending: the roll read as {d1} {d2} was voided and waits for "
+            "its true dice (firebet correct D1 D2)",
+            Refusal.CORRECTION_PENDING,
+        )
+    ]
+
+
 def void(state: TableState, cmd: Void) -> list[Event]:
-    """The last accepted roll reversed, its settlement with it."""
+    """The last accepted roll reversed, its settlement with it (``arm``: and a correction
+    armed, waiting for its true dice)."""
     if state.undo is None or state.last_roll is None:
         return [
             Refused(
@@ -232,6 +264,9 @@ def void(state: TableState, cmd: Void) -> list[Event]:
             )
         ]
     d1, d2 = state.last_roll
-    return [
-        RollVoided(d1, d2, reversed_settlement=state.last_settlement, actor=cmd.actor, at=cmd.at)
-    ]
+    voided = RollVoided(
+        d1, d2, reversed_settlement=state.last_settlement, actor=cmd.actor, at=cmd.at
+    )
+    if cmd.arm:
+        return [voided, CorrectionArmed(d1, d2, actor=cmd.actor, at=cmd.at)]
+    return [voided]

@@ -338,7 +338,7 @@ class Ingest:
                 return
         else:
             chain = self.store.chain(rec.table, number)
-            if chain == rec.chain:
+            if chain == rec.chain or chain is None:  # None: held once, archived since
                 live.repeats += 1
                 return
         for alert in self._alerts_of(rec.table, AlertKind.INTEGRITY, record=number):

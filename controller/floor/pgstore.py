@@ -26,17 +26,19 @@ import os
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from controller.core.errors import ConfigError
-from controller.floor.store import ALERT_KEYS, Notice, Rows, Store
+from controller.floor.store import ALERT_KEYS, EXPIRE_CHUNK, Notice, Rows, Store
 
 log = logging.getLogger("firebet.floor")
 
 SCHEMA_VERSION = 1
 SCHEMA_LOCK = 0x6669_7265_6265_74  # "firebet": the advisory lock the migrations take
+EXPIRE_LOCK = SCHEMA_LOCK + 1  # ... and the one a service holds while it archives
 CHANNEL = "firebet_floor"
 NOTICE_BYTES = 7000  # a NOTIFY payload is at most 8000 bytes: longer lists go in parts
 CONNECT_TIMEOUT_S = 10
@@ -208,6 +210,19 @@ class PostgresStore(Store):
     def savepoint(self) -> Iterator[None]:
         """None: a failed statement undoes the batch (:attr:`aborts`), not just itself."""
         yield
+
+    def expire(
+        self, before_ms: int, archive: Path, *, chunk: int = EXPIRE_CHUNK, rounds: int = 0
+    ) -> dict[str, int]:
+        """As :meth:`Store.expire`, by one floor service at a time (the others find the
+        lock taken and leave it: nothing is archived twice)."""
+        got = self._db.execute("SELECT pg_try_advisory_lock(%s)", (EXPIRE_LOCK,)).fetchone()
+        if not got or not got[0]:
+            return {"records": 0, "hands": 0, "alerts": 0}
+        try:
+            return super().expire(before_ms, archive, chunk=chunk, rounds=rounds)
+        finally:
+            self._db.execute("SELECT pg_advisory_unlock(%s)", (EXPIRE_LOCK,))
 
     # the other services ---------------------------------------------------------------
     def announce(self, tables: Iterable[str]) -> None:

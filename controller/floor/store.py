@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import gzip
+import itertools
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -36,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from controller.core.times import to_ms
+from controller.core.times import iso, to_ms
 from controller.floor.figures import SettledHand, settled_hand
 from controller.floor.vocabulary import OPEN_STATUSES, AlertKind, AlertStatus
 from controller.wire.messages import FloorRecord
@@ -112,6 +115,7 @@ ALERT_KEYS = "CREATE UNIQUE INDEX IF NOT EXISTS alerts_once ON alerts (table_id,
 OPEN: tuple[str, ...] = tuple(OPEN_STATUSES)  # the statuses of an alert that needs a person
 _MARKS = ", ".join("?" * len(OPEN))
 OPEN_KEY = "open"  # the key of an alert kind a table has one of at a time (offline, quarantine)
+EXPIRE_CHUNK = 5000  # rows archived and deleted a transaction (the writer is not held long)
 RESEND_AFTER_S = 30.0  # a confirm sent and not journaled this long may be sent again
 
 
@@ -622,6 +626,64 @@ class Store(abc.ABC):
             "FROM records"
         ).fetchone()
         return {"records": int(rows), "distinct": int(distinct), "tables": int(tables)}
+
+    # retention ------------------------------------------------------------------------
+    def expire(
+        self, before_ms: int, archive: Path, *, chunk: int = EXPIRE_CHUNK, rounds: int = 0
+    ) -> dict[str, int]:
+        """Archive, then delete, what is older than ``before_ms``: records by the table's
+        time, settled hands (their logs and figures) by the record that settled them, and
+        closed alerts by when they were raised; open alerts and unsettled hands stay.
+        Each part is written to ``archive`` (JSON lines, gzip, fsynced) before the
+        transaction that deletes it, at most ``chunk`` rows a transaction (and ``rounds``
+        transactions of each part, when not 0: the caller comes back for the rest); how
+        many rows of each were archived and deleted."""
+        before = iso(before_ms)
+        done = {"records": 0, "hands": 0, "alerts": 0}
+        marks = ", ".join("?" * len(OPEN))
+        parts = (
+            ("records",
+             "SELECT table_id, record, at, kind, actor, payload, chain, received, events, "
+             "snapshot FROM records WHERE at < ? ORDER BY table_id, record LIMIT ?",
+             "DELETE FROM records WHERE table_id = ? AND record = ?", (before,)),
+            ("hands",
+             "SELECT s.table_id, s.hand, s.at_ms, h.log FROM settled s LEFT JOIN hands h "
+             "ON h.table_id = s.table_id AND h.hand = s.hand WHERE s.at_ms < ? "
+             "ORDER BY s.table_id, s.hand LIMIT ?",
+             "", (before_ms,)),
+            ("alerts",
+             f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE raised_at < ? AND status NOT IN "
+             f"({marks}) ORDER BY id LIMIT ?",
+             "DELETE FROM alerts WHERE id = ?", (before, *OPEN)),
+        )  # fmt: skip
+        columns = {
+            "records": ("table", "record", "at", "kind", "actor", "payload", "chain",
+                        "received", "events", "snapshot"),
+            "hands": ("table", "hand", "at_ms", "log"),
+            "alerts": ("id", "table", "kind", "hand", "record", "raised_at", "detail",
+                       "status", "status_at", "status_by", "command_id"),
+        }  # fmt: skip
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(archive, "at", encoding="utf-8") as out:
+            for name, select, delete, args in parts:
+                for _ in itertools.count() if not rounds else range(rounds):
+                    rows = self._w(select, (*args, chunk)).fetchall()
+                    if not rows:
+                        break
+                    for row in rows:
+                        out.write(json.dumps({"part": name, **dict(zip(columns[name], row,
+                                                                       strict=True))},
+                                             separators=(",", ":")) + "\n")  # fmt: skip
+                    out.flush()
+                    os.fsync(out.fileno())  # archived on disk before it is deleted
+                    with self.transaction():
+                        for row in rows:
+                            if name == "hands":
+                                self.drop_hand(row[0], row[1])
+                            else:
+                                self._w(delete, (row[0],) if name == "alerts" else row[:2])
+                    done[name] += len(rows)
+        return done
 
 
 class SqliteStore(Store):

@@ -16,7 +16,7 @@ import queue
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from controller.control.ops import Op
 from controller.control.protocol import CLIENT_GRACE_S, EncodedReply, Request
@@ -25,13 +25,14 @@ from controller.core.errors import FirebetError, Refusal
 from controller.core.events import Refused
 from controller.core.lamps import Mode
 from controller.journal import Journal
-from controller.service import bench
 from controller.service.jobs import Job, log_game_events
 from controller.service.recall import HistoryRecall
 from controller.service.requests import dealer_command
 from controller.service.status import Published
 from controller.service.table import Table
-from drivers.sim_reader import SimulatedReader
+
+if TYPE_CHECKING:  # only with --simulated-reader
+    from drivers.sim_reader import SimulatedReader
 
 log = logging.getLogger("firebet.service")
 
@@ -69,6 +70,8 @@ def on_request(
     if request.op == Op.STATUS:
         return service.status()
     if request.op == Op.SIM_READER:
+        from controller.service import bench  # the bench device's op only
+
         return bench.act(service.simulated_reader, request.args, lambda: service.published)
     if request.op == Op.HISTORY:
         return service.recall.history(service.journal, request)
