@@ -25,13 +25,11 @@ from controller.core.errors import FirebetError, Refusal
 from controller.core.events import Refused
 from controller.core.lamps import Mode
 from controller.journal import Journal
-from controller.service import bench
 from controller.service.jobs import Job, log_game_events
 from controller.service.recall import HistoryRecall
 from controller.service.requests import dealer_command
 from controller.service.status import Published
 from controller.service.table import Table
-from drivers.sim_reader import SimulatedReader
 
 log = logging.getLogger("firebet.service")
 
@@ -47,8 +45,6 @@ class Service(Protocol):
     def queue(self) -> queue.Queue[Any]: ...
     @property
     def recall(self) -> HistoryRecall: ...
-    @property
-    def simulated_reader(self) -> SimulatedReader | None: ...
     @property
     def published(self) -> Published | None: ...
     def status(self) -> dict[str, Any]: ...
@@ -66,8 +62,6 @@ def on_request(
     """
     if request.op == Op.STATUS:
         return service.status()
-    if request.op == Op.SIM_READER:
-        return bench.act(service.simulated_reader, request.args, lambda: service.published)
     if request.op == Op.HISTORY:
         return service.recall.history(service.journal, request)
     if request.decided_at is not None:

@@ -46,7 +46,6 @@ from controller.service.table import Table
 from drivers.buttons import DealerButtons
 from drivers.lights import MarkerLights
 from drivers.reader import DiceReader
-from drivers.sim_reader import SimulatedReader
 
 log = logging.getLogger("firebet.service")
 
@@ -65,7 +64,6 @@ class Parts:
     buttons: DealerButtons | None = None
     control: ControlServer | None = None
     link: FloorLink | None = None
-    simulated_reader: SimulatedReader | None = None  # the bench device ``sim-reader`` drives
 
 
 class Service:
@@ -111,11 +109,6 @@ class Service:
     @property
     def link(self) -> FloorLink | None:
         return self.parts.link
-
-    @property
-    def simulated_reader(self) -> SimulatedReader | None:
-        """The bench device ``sim-reader`` drives (None at a real table)."""
-        return self.parts.simulated_reader
 
     @property
     def on_change(self) -> Callable[[Published], None] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -78,9 +79,10 @@ def pair(transport: str) -> Iterator[tuple[SimulatedReader, Line]]:
     sim.stop()
 
 
-def test_pty_port_is_a_tty_path() -> None:
+def test_pty_port_is_a_link_to_the_terminal_never_its_number() -> None:
     with SimulatedReader() as sim:
-        assert sim.port.startswith("/dev/pts/")
+        assert Path(sim.port).is_symlink() and not sim.port.startswith("/dev/pts/")
+        assert os.path.realpath(sim.port).startswith("/dev/pts/")
 
 
 def test_heartbeats_count_up(pair: tuple[SimulatedReader, Line]) -> None:
