@@ -47,6 +47,8 @@ class Service(Protocol):
     def recall(self) -> HistoryRecall: ...
     @property
     def published(self) -> Published | None: ...
+    @property
+    def first_record(self) -> int: ...
     def status(self) -> dict[str, Any]: ...
 
 
@@ -133,11 +135,13 @@ def answer(service: Service, request: Request) -> dict[str, Any]:
 
 def already_decided(service: Service, request: Request) -> dict[str, Any]:
     """The reply to a retry of a request the journal decided before the service restarted
-    (its first reply was lost with the old process): what was decided then, replayed from
-    the journal by the recall worker; nothing is done again."""
+    (its first reply was lost with the old process), or longer ago than the replies the
+    socket keeps: what was decided then, replayed from the journal by the recall worker;
+    nothing is done again."""
     record = request.decided_at
     assert record is not None
-    before = f"decided at record {record}, before the service restarted; not done again"
+    when = ", before the service restarted" if record <= service.first_record else ""
+    before = f"decided at record {record}{when}; not done again"
     events = service.recall.decided(service.journal, record, request.deadline)
     if events is None:
         return {

@@ -15,9 +15,11 @@ import pytest
 
 from controller.core.commands import Roll
 from controller.core.engine import Engine
+from controller.journal import Journal, recover
+from controller.journal.play import decide
 from controller.service import health
 from controller.service.health import RecordWatch
-from tests.support import PROCESS_DEADLINE_S, ROOT, PlayedJournal, run_firebet, wait_for
+from tests.support import PROCESS_DEADLINE_S, ROOT, run_firebet, wait_for
 
 ENGINE = Engine()
 
@@ -81,15 +83,15 @@ def test_a_record_edited_under_the_running_table_halts_it(tmp_path: Path) -> Non
     assert run_firebet("journal", "verify", "--state-dir", str(state)).returncode == 0
 
 
-def _played(path: Path, rolls: int) -> PlayedJournal:
-    journal = PlayedJournal(path)
-    journal.recover(ENGINE)
+def _played(path: Path, rolls: int) -> Journal:
+    journal = Journal(path)
+    replayed = recover(journal, ENGINE.rules).replay
     for i in range(rolls):
-        journal.apply(ENGINE, Roll(1 + i % 6, 1 + (i // 6) % 6, seq=i))
+        decide(journal, replayed, Roll(1 + i % 6, 1 + (i // 6) % 6, seq=i))
     return journal
 
 
-def _screen(journal: PlayedJournal, ticks: int) -> tuple[RecordWatch, Any]:
+def _screen(journal: Journal, ticks: int) -> tuple[RecordWatch, Any]:
     watch = RecordWatch(journal, ENGINE.rules, lambda halt: None, threading.Event())
     db, key = journal.checker_view()
     try:
