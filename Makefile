@@ -26,6 +26,12 @@ sim: $(STAMP)
 floor-demo: $(STAMP)
 	$(BIN)/python bench/floor_demo.py
 
+# two floor services on one PostgreSQL (started on a free port), one SIGKILLed mid-stream,
+# narrated; then the ingest rate and bytes a record of SQLite and PostgreSQL (docs/floor.md)
+.PHONY: floor-ha-demo
+floor-ha-demo: setup-test $(STAMP)
+	$(BIN)/python bench/floor_ha.py
+
 # the console's pictures in docs/floor.md, made by its browser tests (headless Chromium)
 .PHONY: screenshots
 screenshots: $(STAMP)

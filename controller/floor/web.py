@@ -231,6 +231,15 @@ class Console:
             self._subscribers.add(sub)
         return sub
 
+    def stream_counts(self) -> dict[str, int]:
+        """The open live streams, by who holds them (``pit``, ``surveillance``)."""
+        with self._lock:
+            users = [s.user for s in self._subscribers]
+        return {
+            "pit": sum(u is None for u in users),
+            "surveillance": sum(u is not None for u in users),
+        }
+
     def unsubscribe(self, sub: Subscriber) -> None:
         with self._lock:
             self._subscribers.discard(sub)
@@ -626,6 +635,12 @@ def build_app(
     def health(request: Request) -> Response:
         return JSONResponse(service.health())  # FloorService.health: what /healthz says
 
+    service.metrics.watch(service, console.stream_counts)
+
+    def metrics(request: Request) -> Response:
+        body, kind = service.metrics.text()  # controller.floor.metrics: docs/floor.md, Metrics
+        return Response(body, headers={"Content-Type": kind})
+
     app = Starlette(
         routes=[
             Route("/", index),
@@ -635,6 +650,7 @@ def build_app(
             Route("/api/tables", api_tables),
             Route("/api/alerts", api_alerts),
             Route("/healthz", health),
+            Route("/metrics", metrics),
             Route("/figures", figures_page),
             Route("/figures.csv", figures_csv),
             Route("/favicon.ico", favicon),

@@ -43,6 +43,7 @@ from controller.service.jobs import Checked, Halt, Job, Stop
 from controller.service.recall import HistoryRecall
 from controller.service.status import Published, status_report
 from controller.service.table import Table
+from controller.service.textfile import TextfileWriter
 from drivers.buttons import DealerButtons
 from drivers.lights import MarkerLights
 from drivers.reader import DiceReader
@@ -189,6 +190,9 @@ class Service:
             self.journal, self.config.firebet, self.queue.put, self.stopping
         )
         threading.Thread(target=self.record_watch.run, name="journal watch", daemon=True).start()
+        if self.config.metrics.textfile_dir:  # node_exporter's textfile collector
+            writer = TextfileWriter(self.config.metrics.textfile_dir, self.status, self.stopping)
+            threading.Thread(target=writer.run, name="metrics file", daemon=True).start()
 
     def journaled(self, uid: int, rid: str | int) -> tuple[str, int] | None:
         """On the socket's thread: ``(digest, record)`` of the request ``rid`` of ``uid``
