@@ -62,6 +62,15 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py
 
+# the service's CPU beside SPEC section 7's budget (a roll, an idle second, start-up, RSS)
+.PHONY: bench-cpu profile-roll
+bench-cpu: $(STAMP)
+	$(BIN)/python bench/cpu.py
+
+# where a roll's CPU goes: firebet run on a pty under cProfile (CPU time, every thread)
+profile-roll: $(STAMP)
+	$(BIN)/python bench/profile_roll.py
+
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache *.egg-info build dist
 

@@ -10,18 +10,16 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.cli import logs
 from controller.cli import options as paths
-from controller.cli.sim_device import with_bench_device
 from controller.control.ops import ROLES
 from controller.control.protocol import Handler
 from controller.control.server import ControlServer
 from controller.core.config import Config
 from controller.core.errors import ConfigError, UsageError
 from controller.core.lamps import Mode
-from controller.link.link import FloorLink
 from controller.service.integrity import ProgramCheck
 from controller.service.service import Parts, Service
 from controller.service.status import Published
@@ -30,7 +28,9 @@ from drivers.lights import MarkerLights, Timing
 from drivers.pins import make_pin_factory
 from drivers.reader import DiceReader
 from drivers.serial_reader import SerialDiceReader
-from drivers.sim_reader import SimulatedReader
+
+if TYPE_CHECKING:  # only with --simulated-reader
+    from drivers.sim_reader import SimulatedReader
 
 log = logging.getLogger("firebet")
 
@@ -50,6 +50,8 @@ def simulated_reader(config: Config, state: Path, **settings: Any) -> SimulatedR
     whose port is the state directory's :data:`SIM_READER_LINK`, never the terminal's own
     number; ``settings``: :class:`SimulatedReader`'s (seed, interval_s, ...). Not started
     (the state directory must exist by then)."""
+    from drivers.sim_reader import SimulatedReader  # a bench's only: not at a table's start
+
     return SimulatedReader(
         link=state / SIM_READER_LINK, protocol=config.reader.protocol, **settings
     )
@@ -141,6 +143,8 @@ def assemble(
             handler: Handler = service.on_request
             roles = ROLES
             if bench_device is not None:
+                from controller.cli.sim_device import with_bench_device  # a bench's only
+
                 handler, roles = with_bench_device(
                     service.on_request, bench_device, lambda: service.published
                 )
@@ -152,6 +156,8 @@ def assemble(
                 roles=roles,
             )
         if config.floor.enabled:
+            from controller.link.link import FloorLink  # paho: only for a table on a floor
+
             parts.link = FloorLink(
                 config.floor,
                 config.table.id,

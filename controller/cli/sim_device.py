@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.control.ops import BENCH_ROLES, ROLES, Op, Role
 from controller.control.protocol import Handler, Request
@@ -25,7 +25,9 @@ from controller.core.errors import UsageError
 from controller.core.lamps import Mode
 from controller.core.table import HeldRoll
 from controller.service.status import Published
-from drivers.sim_reader import SimulatedReader
+
+if TYPE_CHECKING:
+    from drivers.sim_reader import SimulatedReader
 
 ACTIONS: dict[str, str] = {
     "throw": "throw the dice (D1 D2, or random); waits for the controller's ACK",

@@ -65,10 +65,12 @@ def self_check(table: Table, state_dir: Path) -> None:
 
 class RecordWatch:
     """While the table runs (a thread of its own): in every :data:`WATCH_S` seconds, screen
-    the seals of the newest :data:`WATCH_TAIL` records and of the next
-    :data:`WATCH_ROUND` older ones (a round over the whole journal, after its newest
-    clear-halt), on a read-only connection of its own; a record changed, missing or
-    resealed without the key halts the table with the words recovery uses at start.
+    the seals of the records journaled since the last time (the newest :data:`WATCH_TAIL`
+    the first time) and of the next :data:`WATCH_ROUND` older ones (a round over the whole
+    journal, after its newest clear-halt), on a read-only connection of its own; a record
+    changed, missing or resealed without the key halts the table with the words recovery
+    uses at start. A record is screened once when it is new and again each round, never
+    at every tick (an idle table's watch costs its round, SPEC section 7).
 
     It only reads and posts: the halt goes to the engine thread as a
     :class:`~controller.service.jobs.Halt` on the one queue, so nothing slow ever runs on
@@ -91,6 +93,7 @@ class RecordWatch:
         self.floor: int | None = None  # the newest clear-halt (None: not read yet)
         self.clears = journal.clears  # the journal's clear-halts when the floor was read
         self.round_at = 0  # the last record the round screened
+        self.new_at: int | None = None  # the newest record screened (None: none yet)
         self.screened = 0  # records screened since start (for the tests)
         self.trouble = ""  # why the journal could not be read, last time it could not
 
@@ -135,6 +138,7 @@ class RecordWatch:
                     "WHERE kind IN ('halt', 'clear_halt') AND kind = 'clear_halt'"
                 ).fetchone()
                 self.floor = self.round_at = int(floor)
+                self.new_at = None
             (last,) = db.execute("SELECT coalesce(max(record), 0) FROM records").fetchone()
             if last < known:  # newest records deleted under the table
                 gone = damage_at(db, key, self.rules, known) or (last + 1, _gone(last, known))
@@ -142,14 +146,20 @@ class RecordWatch:
         finally:
             if db.in_transaction:
                 db.execute("ROLLBACK")
-        tail = max(self.floor + 1, last - WATCH_TAIL + 1)
-        if self.round_at + 1 >= tail:
-            self.round_at = self.floor  # the round is done: from the oldest again
-        ranges = [(tail, last)]
-        if self.round_at + 1 < tail:
-            end = min(tail - 1, self.round_at + WATCH_ROUND)
-            ranges.insert(0, (self.round_at + 1, end))
+        newest = last - WATCH_TAIL if self.new_at is None else min(self.new_at, last)
+        tail = max(self.floor + 1, newest + 1)  # the records new since the last time
+        self.new_at = last
+        older = tail - 1  # the round's records: all before the new ones
+        left = min(WATCH_ROUND, older - self.floor)  # each at most once a time
+        rounds: list[tuple[int, int]] = []
+        while left > 0:
+            if self.round_at >= older:
+                self.round_at = self.floor  # the round is done: from the oldest again
+            end = min(older, self.round_at + left)
+            rounds.append((self.round_at + 1, end))
+            left -= end - self.round_at
             self.round_at = end
+        ranges = rounds + ([(tail, last)] if tail <= last else [])
         chunks = [
             range(start, min(upto, start + WATCH_CHUNK - 1) + 1)
             for first, upto in ranges

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.control.protocol import EncodedReply, Request
 from controller.control.server import ControlServer
@@ -35,7 +35,6 @@ from controller.core.errors import FirebetError, JournalIntegrityError
 from controller.core.lamps import Mode
 from controller.core.state import TableState
 from controller.journal import Journal, RequestIndex
-from controller.link.link import FloorLink
 from controller.link.report import disabled_status
 from controller.service import answers, health, notify
 from controller.service.integrity import ProgramCheck, check_program
@@ -48,9 +47,16 @@ from drivers.buttons import DealerButtons
 from drivers.lights import MarkerLights
 from drivers.reader import DiceReader
 
+if TYPE_CHECKING:  # loaded only when used: the link (and paho) when [floor] names a
+    # broker (SPEC section 7: start-up)
+    from controller.link.link import FloorLink
+
 log = logging.getLogger("firebet.service")
 
 STORAGE_PROBE_S = 1.0  # in a storage fault, try writing the journal again this often
+# idle, the engine thread looks at the journal's files (and systemd's status line) this
+# often: once a second, not four times (SPEC section 7: the idle CPU budget)
+IDLE_LOOK_S = 1.0
 
 
 @dataclass
@@ -237,11 +243,12 @@ class Service:
                 except Exception:  # the probe must never stop the engine
                     log.exception("storage probe failed")
             try:
-                item = self.queue.get(timeout=min(tick, 0.25))
+                item = self.queue.get(timeout=min(tick, IDLE_LOOK_S))
             except queue.Empty:
                 if self.stopping.is_set():
                     break
                 table.watch_journal()
+                table.systemd_status.flush()  # the counts that waited (at most one a second)
                 continue
             if isinstance(item, Stop):
                 break

@@ -43,7 +43,7 @@ from controller.core.config import Config, rules_settings
 from controller.core.engine import Outcome
 from controller.core.errors import FirebetError, Refusal, TableHalted
 from controller.core.events import DuplicateRoll, RollAccepted, RollHeld, RollVoided
-from controller.core.lamps import Mode, desired_outputs
+from controller.core.lamps import LightsView, Mode, Outputs, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
 from controller.core.rolls import recalled
 from controller.core.state import TableState
@@ -118,6 +118,8 @@ class Table:
         # (``repeated``) and of an older one (``stale``): status --json reader.copies
         self.copies: dict[str, int] = {"repeated": 0, "stale": 0}
         self._far_logged = -60.0  # when a ROLL far behind was last logged (monotonic)
+        self.systemd_status = notify.StatusLine()  # systemd's, sent on a change (rate-limited)
+        self._shown: tuple[LightsView, Outputs] | None = None  # the lamps' view and outputs now
 
     # what the table is now ----------------------------------------------------------------
     @property
@@ -463,9 +465,13 @@ class Table:
         """
         state, mode = self.state, self.mode
         view = lights_view(state, mode)
-        outputs = desired_outputs(view)
-        if self.lights is not None:
-            self.lights.apply(outputs)
+        if self._shown is not None and self._shown[0] == view:
+            outputs = self._shown[1]  # the lamps show it already: nothing to drive
+        else:
+            outputs = desired_outputs(view)
+            if self.lights is not None:
+                self.lights.apply(outputs)
+            self._shown = (view, outputs)
         halted = self.journal.halted
         halt_text = halted.describe() if halted is not None else self.program_problem
         self.published = Published(
@@ -486,6 +492,8 @@ class Table:
             self.announce()
 
     def announce(self) -> None:
-        """Tell systemd's status line the published snapshot."""
-        if self.published is not None:
-            notify.status(status_line(self.published))
+        """Tell systemd's status line the published snapshot: at once when the mode changed,
+        the counts at most once a second (:class:`~controller.service.notify.StatusLine`)."""
+        published = self.published
+        if published is not None:
+            self.systemd_status.offer(published.mode, lambda: status_line(published))
