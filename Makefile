@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 SETUP  := .ci/setup-host
 
 .PHONY: sim floor-demo test test-stress lint typecheck bench install-service clean \
-	setup-test deb test-deb bench-pi
+	setup-test deb test-deb bench-pi bench-surrender
 
 $(BIN)/python:
 	@PYTHON=$(PYTHON) $(SETUP) python
@@ -61,6 +61,10 @@ typecheck: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py
+
+# the old surrender exploit (issue 30) over 200,000 hands through `firebet replay`
+bench-surrender: $(STAMP)
+	$(BIN)/python bench/surrender.py --hands 200000
 
 # the service's CPU beside SPEC section 7's budget (a roll, an idle second, start-up, RSS)
 .PHONY: bench-cpu profile-roll

@@ -42,7 +42,6 @@ from controller.service.jobs import Checked, Halt, Job, Stop
 from controller.service.recall import HistoryRecall
 from controller.service.status import Published, status_report
 from controller.service.table import Table
-from controller.service.textfile import TextfileWriter
 from drivers.buttons import DealerButtons
 from drivers.lights import MarkerLights
 from drivers.reader import DiceReader
@@ -197,6 +196,8 @@ class Service:
         )
         threading.Thread(target=self.record_watch.run, name="journal watch", daemon=True).start()
         if self.config.metrics.textfile_dir:  # node_exporter's textfile collector
+            from controller.service.textfile import TextfileWriter  # prometheus_client: only here
+
             writer = TextfileWriter(self.config.metrics.textfile_dir, self.status, self.stopping)
             threading.Thread(target=writer.run, name="metrics file", daemon=True).start()
 

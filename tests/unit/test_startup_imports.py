@@ -1,9 +1,9 @@
 """``firebet run`` imports only what the service needs at start-up (issue 31; SPEC section 7:
 start-up to READY at most 1 s of CPU with no bytecode cache, and every module imported is
-compiled then). The floor link (paho), the parallel check's process pool, the simulated
-reader, the console's terminal (rich) and ``importlib.resources`` are loaded only by the
-commands and settings that use them; a new import on the service's path must fit the budget
-below or be made lazy."""
+compiled then). The floor link (paho), the metrics file (prometheus_client), the parallel
+check's process pool, the simulated reader, the console's terminal (rich) and
+``importlib.resources`` are loaded only by the commands and settings that use them; a new
+import on the service's path must fit the budget below or be made lazy."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ NEVER_AT_START = (
     "drivers.sim_reader",  # only with --simulated-reader
     "controller.cli.sim_device",  # the bench device's op: only on a bench's socket
     "rich",  # a terminal's tables, never the service
+    "prometheus_client",  # only with [metrics] textfile_dir
+    "controller.service.textfile",
 )
 
 PROBE = """
