@@ -35,7 +35,8 @@ def test_roles_table_covers_every_client_op() -> None:
         "ping", "whoami", "status", "history",
     }  # fmt: skip
     assert {op for op, r in ROLES.items() if r is Role.DEALER} == {
-        "roll", "void", "surrender", "bet", "cancel", "ack", "held-apply", "held-discard",
+        "roll", "void", "correct", "surrender", "bet", "cancel", "ack", "held-apply",
+        "held-discard",
     }  # fmt: skip
     assert {op for op, r in ROLES.items() if r is Role.TECHNICIAN} == {
         "clear-halt", "diagnostics-on", "diagnostics-off",
