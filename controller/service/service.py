@@ -48,9 +48,8 @@ from drivers.reader import DiceReader
 from drivers.session import RISKS
 
 if TYPE_CHECKING:  # loaded only when used: the link (and paho) when [floor] names a
-    # broker, the simulated reader with --simulated-reader (SPEC section 7: start-up)
+    # broker (SPEC section 7: start-up)
     from controller.link.link import FloorLink
-    from drivers.sim_reader import SimulatedReader
 
 log = logging.getLogger("firebet.service")
 
@@ -69,7 +68,6 @@ class Parts:
     buttons: DealerButtons | None = None
     control: ControlServer | None = None
     link: FloorLink | None = None
-    simulated_reader: SimulatedReader | None = None  # the bench device ``sim-reader`` drives
 
 
 class Service:
@@ -117,11 +115,6 @@ class Service:
     @property
     def link(self) -> FloorLink | None:
         return self.parts.link
-
-    @property
-    def simulated_reader(self) -> SimulatedReader | None:
-        """The bench device ``sim-reader`` drives (None at a real table)."""
-        return self.parts.simulated_reader
 
     @property
     def on_change(self) -> Callable[[Published], None] | None:
