@@ -323,7 +323,8 @@ class ReaderSession:
         if frame.session == self.session and self.opening is None:
             return True
         self.foreign += 1
-        if frame.session != self.opening:  # (the opening session's frames wait for WELCOME)
+        if frame.session not in (self.opening, self.session):
+            # (the held session's and the opening one's wait for the table's answer)
             nak = Nak(frame.seq or 0, NakReason.SESSION, self.protocol, frame.session)
             self._nak(nak, frame, now, step)
         return False
