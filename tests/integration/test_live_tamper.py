@@ -62,7 +62,16 @@ def test_a_record_edited_under_the_running_table_halts_it(tmp_path: Path) -> Non
             db.close()
         wait_for(lambda: status(sock).get("mode") == "halted", 30, "the halt")
         words = f"record {record} {SEAL_WORDS}"
-        assert status(sock)["halted"] == words
+        halted = status(sock)
+        assert halted["halted"] == words
+        # the wagers shown rest on the edited record: marked, the verified ones beside
+        # (before the edited bet nothing rode) (issue 30)
+        assert halted["verified"] is False and halted["break"] == record
+        assert halted["bets"] == {"1": 5, "2": 3} and halted["last_verified"]["bets"] == {}
+        recall = run_firebet("history", "--hands", "1", *where)
+        assert recall.returncode == 4 and "UNVERIFIED" in recall.stdout, recall.stderr
+        for line in recall.stdout.splitlines():
+            assert "amount=4" not in line or f"UNVERIFIED (record {record})" in line
         wait_for(lambda: f"journal halted: {words}" in log.read_text(), what="the log line")
         # the words of the start-up check's walk, which journal verify runs too
         verified = run_firebet("journal", "verify", "--state-dir", str(state))
