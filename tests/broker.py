@@ -25,7 +25,12 @@ from paho.mqtt.enums import CallbackAPIVersion
 from tests.support import ROOT, wait_for
 
 ACL_EXAMPLE = ROOT / "systemd" / "mosquitto-acl.example"
-USERS = {"floor": "floor-secret", "CR-07": "table-07-secret", "CR-08": "table-08-secret"}
+USERS = {
+    "floor": "floor-secret",
+    "floor-2": "floor-2-secret",
+    "CR-07": "table-07-secret",
+    "CR-08": "table-08-secret",
+}
 
 
 def free_port() -> int:

@@ -8,6 +8,10 @@
 - ``wait_for``: poll a condition with a generous deadline (never a fixed sleep).
 - ``mosquitto``: a real MQTT broker on a free local port with the example ACL
   (``tests/broker.py``), stopped afterwards.
+- ``postgres``: a real PostgreSQL server on a free local port (``tests/postgres.py``), one
+  for the session, started when a test first asks for it and stopped at the end;
+  ``store_engine``: each floor store test once with SQLite and once with PostgreSQL
+  (``open_store(tmp_path)`` opens the same store again, as a second floor service would).
 - every test runs with ``$FIREBET_CONFIG`` naming a file that keeps the journal's
   key in the state directory (no test needs /etc), and behind the fence of
   ``tests/isolation/sitecustomize.py``: neither the test process nor any Python
@@ -30,6 +34,7 @@ from gpiozero.pins.mock import MockFactory, MockPWMPin
 from tests import support
 from tests.broker import Mosquitto
 from tests.isolation import sitecustomize as fence
+from tests.postgres import Postgres
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -126,6 +131,48 @@ def mosquitto(tmp_path: Path) -> Iterator[Mosquitto]:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """One real PostgreSQL server for the session (each test makes its own database)."""
+    server = Postgres()
+    server.start()  # stops what it started when it fails
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+StoreOpener = Callable[[], Any]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreOpener]:
+    """Opens the floor's store, SQLite in ``tmp_path`` or a fresh PostgreSQL database (each
+    call another connection to the same store); every store opened is closed after."""
+    from controller.floor.pgstore import PostgresStore
+    from controller.floor.store import SqliteStore
+
+    opened: list[Any] = []
+    if request.param == "sqlite":
+        path = tmp_path / "floor.db"
+
+        def opener() -> Any:
+            opened.append(SqliteStore(path))
+            return opened[-1]
+    else:
+        url = request.getfixturevalue("postgres").database()
+
+        def opener() -> Any:
+            opened.append(PostgresStore(url))
+            return opened[-1]
+
+    try:
+        yield opener
+    finally:
+        for store in opened:
+            store.close()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -17,10 +17,12 @@ from controller.core.commands import Command
 from controller.core.config import Config, rules_settings
 from controller.core.engine import Engine
 from controller.core.script import parse_line
+from controller.journal import Journal, Record, recover
+from controller.journal.history import history
+from controller.journal.play import decide, journal_rules
 from controller.link.fold import LinkFold
 from controller.wire.messages import FloorRecord, event_message, parse_event, topic
 from tests.broker import USERS, Mosquitto
-from tests.support import PlayedJournal as Journal
 
 
 def make_points(*points: int) -> list[str]:
@@ -30,21 +32,29 @@ def make_points(*points: int) -> list[str]:
 
 
 class TableJournal:
-    """A table's real journal (in ``path``), driven with replay-script lines."""
+    """A table's real journal (in ``path``), driven with replay-script lines through the
+    service's own decide-and-journal step."""
 
     def __init__(self, path: Path, table: str = "T1", config: Config | None = None) -> None:
         self.table = table
         self.engine = Engine(config.firebet if config is not None else None)
         self.journal = Journal(path, durable=False)
-        self.journal.recover(self.engine)
+        self.replay = recover(self.journal, self.engine.rules).replay
         if config is not None:  # as the service journals it at each start
-            rules = rules_settings(config) | {"program": "test-program"}
-            self.journal.append_system("rules", actor="service", payload=rules)
+            self.take_rules(config, program="test-program")
+
+    def take_rules(self, config: Config, program: str = "p") -> Record:
+        """A ``rules`` record of ``config``, as a start of the service journals it."""
+        settings = rules_settings(config) | {"program": program}
+        record, _ = journal_rules(
+            self.journal, self.replay, config.firebet, settings, config=None, started_by="test"
+        )
+        return record
 
     def apply(self, command: Command) -> list[FloorRecord]:
         """Apply one command (a floor ``confirm``, say); the records it journaled."""
         first = self.journal.last_record + 1
-        self.journal.apply(self.engine, command)
+        decide(self.journal, self.replay, command)
         return self.records(first)
 
     def do(self, *lines: str) -> list[FloorRecord]:
@@ -53,8 +63,13 @@ class TableJournal:
         for line in lines:
             command = parse_line(line)
             if command is not None:
-                self.journal.apply(self.engine, command)
+                decide(self.journal, self.replay, command)
         return self.records(first)
+
+    def history(self, hands: int) -> list[dict[str, Any]]:
+        """``firebet history`` of the newest ``hands`` hands."""
+        with self.journal.view() as db:
+            return history(db, self.engine.rules, hands)
 
     def records(self, first: int = 1) -> list[FloorRecord]:
         """The records from ``first`` on, exactly as the table's floor link publishes them
@@ -164,13 +179,13 @@ class FloorProcess:
 
     def __init__(self, folder: Path, broker: Mosquitto, users: dict[str, str] | None = None,
                  extra: str = "", nofile: int | None = None,
-                 env: dict[str, str] | None = None) -> None:  # fmt: skip
+                 env: dict[str, str] | None = None, user: str = "floor") -> None:  # fmt: skip
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         lines = [
             "[floor]", f'broker = "{broker.url}"',
-            'username = "floor"',
-            f'password_file = "{broker.password_file("floor")}"', 'client_id = "floor-test"',
+            f'username = "{user}"',
+            f'password_file = "{broker.password_file(user)}"', f'client_id = "{user}-test"',
             "gap_grace_s = 0.5", "resend_every_s = 2.0", extra, "[users]",
         ]  # fmt: skip
         lines += [f'{name} = "{encoded}"' for name, encoded in (users or {}).items()]
@@ -260,9 +275,9 @@ def fill_floor(
     """Store each table's records (with its ``online`` and, when given, its mode) in the
     floor database ``db`` through the floor's own ingest, as if it had heard them."""
     from controller.floor.ingest import Ingest, Message
-    from controller.floor.store import FloorStore
+    from controller.floor.store import SqliteStore
 
-    store = FloorStore(db)
+    store = SqliteStore(db)
     try:
         ingest = Ingest(store, "firebet", lambda _t, _p: None)
         for name, records in tables.items():

@@ -24,26 +24,16 @@ from controller.cli.run import assemble
 from controller.control.client import ControlClient
 from controller.control.protocol import Handler
 from controller.control.server import ControlServer
-from controller.core.commands import Command
 from controller.core.config import Config, FireBetRules, load_config
 from controller.core.engine import Engine, Outcome
-from controller.core.events import DuplicateRoll, Event, Refused, Settlement
+from controller.core.events import Event, Refused, Settlement
 from controller.core.script import parse_line
 from controller.core.state import TableState
 from controller.journal import (
     Journal,
-    Record,
-    RecordKind,
-    Recovered,
-    Replay,
-    VerifyReport,
-    clear_halt,
-    recover,
-    verify,
 )
 from controller.journal.files import HeadWriter
 from controller.journal.history import history
-from controller.journal.replay import settings_of
 from controller.service.integrity import ProgramCheck
 from controller.service.service import Service
 from drivers.serial_reader import SerialDiceReader
@@ -124,68 +114,11 @@ MARKER_PINS = {4: 5, 5: 6, 6: 13, 8: 19, 9: 26, 10: 21}
 DICE = {4: (2, 2), 5: (2, 3), 6: (3, 3), 8: (4, 4), 9: (4, 5), 10: (5, 5)}
 
 
-class PlayedJournal(Journal):
-    """A journal driven as the service drives it, for the tests: recovered (its tail
-    replayed), each command decided by the engine given (the table's program) in the state
-    the records made and journaled (a retransmitted roll is not), the state kept; the full
-    check, clear-halt and the recall under the rules it was recovered with."""
-
-    _rules = FireBetRules()
-    _replay: Replay | None = None
-
-    def recover(self, engine: Engine | None = None) -> Recovered:
-        self._rules = engine.rules if engine is not None else FireBetRules()
-        recovered = recover(self, self._rules)
-        self._replay = recovered.replay
-        return recovered
-
-    @property
-    def replay(self) -> Replay:
-        assert self._replay is not None, "recover() first"
-        return self._replay
-
-    @property
-    def state(self) -> TableState:
-        return self.replay.state
-
-    def apply(self, engine: Engine | None, command: Command) -> tuple[Outcome, Record | None]:
-        outcome = (engine or self.replay.engine).apply(self.state, command)
-        record = None
-        if not (outcome.events and all(isinstance(e, DuplicateRoll) for e in outcome.events)):
-            record = self.append(command, outcome.state)
-        self.replay.resume(outcome.state)
-        return outcome, record
-
-    def append_system(  # type: ignore[override]
-        self,
-        kind: str,
-        *,
-        actor: str,
-        payload: dict[str, Any] | None = None,
-        state: TableState | None = None,
-    ) -> Record:
-        record = super().append_system(
-            RecordKind(kind), actor=actor, payload=payload, state=state or self.state
-        )
-        if kind == RecordKind.RULES:
-            self.replay.take_rules(*settings_of(payload or {}), record.record)
-        return record
-
-    def verify(self, engine: Engine | None = None, *, processes: int = 1) -> VerifyReport:
-        return verify(
-            self, engine.rules if engine is not None else self._rules, processes=processes
-        )
-
-    def clear_halt(self, actor: str, *, note: str = "") -> Record | None:
-        done = clear_halt(self, self._rules, actor, note=note)
-        if done is None:
-            return None
-        self._replay = done[0]
-        return done[1]
-
-    def history(self, hands: int) -> list[dict[str, Any]]:
-        with self.view() as db:
-            return history(db, self._rules, hands)
+def recall(journal: Journal, hands: int, rules: FireBetRules | None = None) -> list[dict[str, Any]]:
+    """``firebet history`` of the newest ``hands`` hands of ``journal`` (under ``rules``
+    where it holds no rules record: the defaults unless told)."""
+    with journal.view() as db:
+        return history(db, rules if rules is not None else FireBetRules(), hands)
 
 
 @dataclass

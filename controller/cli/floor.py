@@ -257,8 +257,8 @@ def run(args: argparse.Namespace) -> int:
     service.start()
     watch_broker(service)
     scheme = "https" if settings.web.tls else "http"
-    log.info("console at %s://%s:%d/ (broker %s, state %s)", scheme, shown, bound[1],
-             settings.broker, state)  # fmt: skip
+    log.info("console at %s://%s:%d/ (broker %s, state %s, store %s)", scheme, shown, bound[1],
+             settings.broker, state, service.store.describe())  # fmt: skip
     print(f"firebet floor: console at {scheme}://{shown}:{bound[1]}/ (broker {settings.broker}, "
           f"state {state})", flush=True)  # fmt: skip
     try:

@@ -63,6 +63,7 @@ from controller.journal.replay import (
     engine_for,
     resume_state_of,
 )
+from controller.journal.system import read_rules
 from controller.wire.messages import FloorRecord
 
 UNCHECKED_KEPT = 20  # the newest hands not checked, named on the console
@@ -256,8 +257,8 @@ class TableAudit:
             )
             return
         if rec.kind == RecordKind.RULES:
-            program = (step.body or {}).get("program")
-            self.program = program if isinstance(program, str) else self.program
+            program = read_rules(step.body).program if step.body is not None else None
+            self.program = program if program is not None else self.program
             if step.changed:
                 words = f"the table's rules changed at record {rec.record}: " + rules_words(
                     step.changed

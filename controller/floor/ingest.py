@@ -22,19 +22,19 @@ shows of each table is :mod:`controller.floor.summary`.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controller.clock import now_iso
+from controller.clock import now_iso, now_ms
 from controller.core.state import TableState
+from controller.core.times import iso
 from controller.floor.audit import ApprovedRules, TableAudit
 from controller.floor.findings import Discrepancy, Findings
 from controller.floor.live import QUARANTINE_AFTER, QUARANTINE_WITHIN_S, Changes, TableLive
 from controller.floor.queue import confirm_problem
-from controller.floor.store import Alert, FloorStore, TableRow
+from controller.floor.store import OPEN_KEY, RESEND_AFTER_S, Alert, Store, TableRow
 from controller.floor.summary import table_summary
 from controller.wire.messages import (
     BadMessage,
@@ -78,7 +78,7 @@ class Ingest:
 
     def __init__(
         self,
-        store: FloorStore,
+        store: Store,
         prefix: str,
         send: Send,
         *,
@@ -135,15 +135,15 @@ class Ingest:
                         self._message(live, leaf, message.payload, received, changes)
                 except BadMessage as exc:
                     self._bad(live, f"{leaf}: {exc}", changes)
-                except sqlite3.OperationalError:
-                    raise  # the store's trouble (a full disk), not the message's: kept
+                except self.store.trouble:
+                    raise  # the store's trouble (a full disk, a lost server): kept
                 except Exception as exc:  # judged on its own: the batch goes on
                     if live.row.bad < 10:  # the trace of the first few (a flood: counted)
                         log.exception("table %s: a %s message the floor could not take",
                                       table, leaf)  # fmt: skip
                     self._bad(live, f"{leaf}: the floor could not take it ({_short(exc)})", changes)
                 touched.add(table)
-            for table in touched:
+            for table in sorted(touched):  # one order: two floors' batches never deadlock
                 self._advance(self.tables[table], changes)
                 self.store.save_table(self.tables[table].row)
         self._gaps(changes)
@@ -207,6 +207,7 @@ class Ingest:
             row.table, "quarantine", now_iso(),
             {"what": f"table {row.table} is quarantined: it keeps sending bad messages",
              "why": row.quarantined, "bad": row.bad},
+            key=OPEN_KEY,
         )  # fmt: skip
         log.error("table %s is quarantined: %s", row.table, row.quarantined)
         changes.alerts = True
@@ -265,16 +266,21 @@ class Ingest:
         number = rec.record
         held = number <= live.row.contiguous or number in live.above
         if not held:
-            self.store.add_record(rec, received)
-            live.fresh[number] = rec  # for the audit, without reading it back
-            live.above.add(number)
-            live.highest = max(live.highest, number)
-            self.ingested += 1
-            return
-        chain = self.store.chain(rec.table, number)
-        if chain == rec.chain:
-            live.repeats += 1
-            return
+            stored = self.store.add_record(rec, received)
+            # not stored: another floor service sharing the store has it; the same record
+            # is this floor's too (for its own audit), a different one is an integrity alert
+            chain = None if stored else self.store.chain(rec.table, number)
+            if stored or chain == rec.chain:
+                live.fresh[number] = rec  # for the audit, without reading it back
+                live.above.add(number)
+                live.highest = max(live.highest, number)
+                self.ingested += stored
+                return
+        else:
+            chain = self.store.chain(rec.table, number)
+            if chain == rec.chain:
+                live.repeats += 1
+                return
         for alert in self._alerts_of(rec.table, "integrity", record=number):
             if alert.detail.get("received_chain") == rec.chain:
                 return  # this rewritten record is already on the queue
@@ -294,7 +300,12 @@ class Ingest:
             "received_chain": rec.chain,
             "received": rec.message(),
         }
-        self.store.raise_alert(rec.table, "integrity", received, detail, record=number)
+        key = f"record {number} {rec.chain}"
+        if (
+            self.store.raise_alert(rec.table, "integrity", received, detail, record=number, key=key)
+            is None
+        ):
+            return  # another floor service raised it
         log.error("table %s: integrity alert at record %d", rec.table, number)
         changes.alerts = True
         changes.tables.add(rec.table)
@@ -319,6 +330,7 @@ class Ingest:
                 table, "offline", received,
                 {"what": "the table went offline (its link to the broker was lost)",
                  "last_record": live.row.contiguous},
+                key=OPEN_KEY,
             )  # fmt: skip
             changes.alerts = True
         elif presence.online and current is not None:
@@ -375,7 +387,7 @@ class Ingest:
                 table, "audit", at,
                 {"what": d.what, "detail": d.detail,
                  "rules_record": live.audit.rules_record, **(d.facts or {})},
-                hand=d.hand, record=d.record,
+                hand=d.hand, record=d.record, key=f"record {d.record} {d.what} {d.detail}"[:500],
             )  # fmt: skip
             log.error("table %s record %d: second opinion differs: %s", table, d.record, d.detail)
             changes.alerts = True
@@ -386,7 +398,7 @@ class Ingest:
                 table, "surveillance", a.at,
                 {"unique_points": a.unique_points,
                  "pays": {str(k): v for k, v in live.audit.rules.pay_table().items()}},
-                hand=a.hand, record=a.record,
+                hand=a.hand, record=a.record, key=f"hand {a.hand}",
             )  # fmt: skip
             changes.alerts = True
         for r in found.refusals:
@@ -455,12 +467,16 @@ class Ingest:
         if problem is not None:
             raise ValueError(f"cannot confirm: {problem}; clear the alert with a note instead")
         assert alert.hand is not None
-        self.send(
-            topic(self.prefix, alert.table, "command"),
-            confirm_command(alert.hand, user, command_id),
-        )
-        with self.store.transaction():
-            self.store.set_alert(alert.id, "sent", now_iso(), user, command_id=command_id)
+        now = now_ms()
+        at, stale = iso(now), iso(now - int(RESEND_AFTER_S * 1000))
+        if self.store.claim_confirm(alert.id, at, user, command_id, stale_before=stale):
+            # this console's click is the one: the table hears one confirm, whichever
+            # console of whichever floor service sent it (another's, within
+            # RESEND_AFTER_S, is shown as sent)
+            self.send(
+                topic(self.prefix, alert.table, "command"),
+                confirm_command(alert.hand, user, command_id),
+            )
         self._publish({alert.table}, Changes(alerts=True))
         sent = self.store.alert(alert.id)
         assert sent is not None
@@ -508,10 +524,21 @@ class Ingest:
 
     # the console's view --------------------------------------------------------------
     def _publish(self, tables: Iterable[str], changes: Changes) -> None:
+        tables = set(tables)
         for table in tables:
             self.summaries[table] = table_summary(self.store, self.tables[table])
-        changes.tables |= set(tables)
+        changes.tables |= tables
         self._pending.merge(changes)
+        if changes.alerts and self.store.shared:  # the other floors' consoles show it too
+            self.store.announce(changes.tables)
+
+    def heard(self, tables: set[str]) -> None:
+        """Another floor service sharing the store changed the alerts of ``tables`` (none
+        named: any table's): the console is told, as if this floor had."""
+        known = set(self.tables) if not tables else tables & set(self.tables)
+        for table in known:
+            self.summaries[table] = table_summary(self.store, self.tables[table])
+        self._pending.merge(Changes(tables=known, alerts=True))
 
     def take_changes(self) -> Changes:
         """Everything changed since the last call (batches, ticks, surveillance's actions)."""

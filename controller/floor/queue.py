@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.floor.store import Alert, AlertGroup, FloorStore
+from controller.floor.store import Alert, AlertGroup, Store
 
 SHOWN = 100  # items on one page of the queue
 # every open 5th-point alert first, each on its own (SPEC: a surveillance alert is never
@@ -75,7 +75,7 @@ def _group(g: AlertGroup) -> Item:
     return Item(g.newest, g.count, g.first_record, g.last_record, g.whats)
 
 
-def queue(store: FloorStore, *, table: str | None = None) -> list[Item]:
+def queue(store: Store, *, table: str | None = None) -> list[Item]:
     """Every open item, in the order surveillance should read them (``table``: its only)."""
     items = [Item(a) for a in store.open_surveillance()]
     items += [_group(g) for g in store.open_groups()]

@@ -16,7 +16,6 @@ import concurrent.futures
 import itertools
 import logging
 import queue
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -30,7 +29,7 @@ from controller.core.errors import ConfigError, FirebetError
 from controller.floor.ingest import Ingest, Message
 from controller.floor.live import Changes
 from controller.floor.settings import FloorSettings
-from controller.floor.store import FloorStore
+from controller.floor.store import open_store
 from controller.wire.messages import subscriptions
 from controller.wire.mqtt import connect, make_client
 
@@ -69,7 +68,7 @@ class FloorService:
         self.settings = settings
         self.state_dir = state_dir
         state_dir.mkdir(parents=True, exist_ok=True)
-        self.store = FloorStore(state_dir / settings.database)
+        self.store = open_store(settings, state_dir)
         self._queue: queue.SimpleQueue[_Received | _Call | None] = queue.SimpleQueue()
         self._listeners: list[Listener] = []
         self._generation = 0
@@ -200,6 +199,8 @@ class FloorService:
     def start(self) -> None:
         """Connect (in the background; paho reconnects by itself) and start ingesting."""
         self._thread.start()
+        # another floor service sharing the store changed alerts: this console shows it
+        self.store.hear(lambda tables: self.call(lambda: self.ingest.heard(tables)))
         connect(self.client, self.settings, keepalive=15, persistent=True)
         self.client.loop_start()
 
@@ -262,7 +263,7 @@ class FloorService:
         each message is tried alone, and one that cannot be stored alone is counted bad
         with the reason: every message is acknowledged once it is stored or counted, so
         no message can hold the broker's window (and the other tables' records) hostage.
-        Only the store's own trouble (a full disk: ``sqlite3.OperationalError``) leaves
+        Only the store's own trouble (a full disk, a lost server: ``Store.trouble``) leaves
         messages unacknowledged: they are kept and tried again at each tick until the
         store takes them (``/healthz`` says when one waits long)."""
         if not batch:
@@ -292,7 +293,7 @@ class FloorService:
         try:
             self.ingest.handle([message])
             return True
-        except sqlite3.OperationalError:
+        except self.store.trouble:
             log.exception("the floor's store refused a message; it is kept and tried again")
             self.ingest = self._ingest()
             return False

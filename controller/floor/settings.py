@@ -35,6 +35,10 @@ trusted_proxies = "127.0.0.1"      # ... from these addresses (IPs or networks, 
 tls_certfile = ""                  # or serve https itself: PEM certificate (chain) ...
 tls_keyfile = ""                   # ... and its private key
 
+[store]                            # where the records are kept (docs/floor.md, Two floors)
+url = ""                           # "" = the SQLite file [floor] database; or
+                                   # "postgresql://USER:PASS@HOST:PORT/DB", shared by 2+ floors
+
 [approved.standard]                # rules a table is approved for (a preset of the floor's)
 tables = ["CR-07", "CR-08"]        # the tables it is for; "*": every table not named elsewhere
 pays = { 4 = 24, 5 = 249, 6 = 999 } # any key left out is the rules' default (FireBetRules)
@@ -120,6 +124,33 @@ class WebSettings:
 
 
 @dataclass(frozen=True)
+class StoreSettings:
+    """Where the floor keeps its records, and for how long (``[store]``)."""
+
+    url: str = ""  # "" = SQLite ([floor] database); postgresql://... = shared by 2+ floors
+
+    def shown(self) -> str:
+        """The url without its password (for the log and the console)."""
+        return hide_password(self.url)
+
+
+def hide_password(url: str) -> str:
+    """``url`` with the password between ``:`` and ``@`` of its user part hidden."""
+    scheme, sep, rest = url.partition("://")
+    user, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in user:
+        return url
+    return f"{scheme}://{user.split(':', 1)[0]}:***@{host}"
+
+
+def store_url_problem(value: str) -> str | None:
+    """Why ``value`` is not ``""`` or a ``postgresql://`` URL (None: it is)."""
+    if not value or value.startswith(("postgresql://", "postgres://")):
+        return None
+    return 'must be "" (the SQLite file) or postgresql://USER@HOST:PORT/DATABASE'
+
+
+@dataclass(frozen=True)
 class FloorSettings:
     """The whole, validated configuration of the floor service."""
 
@@ -137,6 +168,7 @@ class FloorSettings:
     users: dict[str, str] = field(default_factory=dict)
     positions: dict[str, tuple[int, int]] = field(default_factory=dict)  # table -> (row, col)
     web: WebSettings = field(default_factory=WebSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
     health_after_s: float = 30.0
     approved: dict[str, ApprovedRules] = field(default_factory=dict)  # table id or "*"
     shifts: tuple[Shift, ...] = DEFAULT_SHIFTS
@@ -238,6 +270,12 @@ WEB_KEYS: dict[str, Key] = {
     )
 }
 """The ``[web]`` keys: the console's HTTP limits, cookie and TLS."""
+
+STORE_KEYS: dict[str, Key] = {
+    key.name: key
+    for key in (Key("store", "url", "str", '"" (SQLite) or postgresql://...', store_url_problem),)
+}
+"""The ``[store]`` keys: which store."""
 
 
 def parse_broker(url: str, source: str = "floor.toml") -> Broker:
@@ -349,7 +387,7 @@ def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
     """Validate a parsed ``floor.toml``."""
     checked = check_sections(
         data,
-        {"floor": FLOOR_KEYS, "web": WEB_KEYS},
+        {"floor": FLOOR_KEYS, "web": WEB_KEYS, "store": STORE_KEYS},
         source,
         free=("tables", "users", "approved", "shifts"),
     )
@@ -387,6 +425,7 @@ def settings_from_dict(data: dict[str, Any], source: str) -> FloorSettings:
         users=users,
         positions=positions,
         web=web,
+        store=StoreSettings(**checked.get("store", {})),
         approved=approved,
         shifts=parsed,
         source=source,

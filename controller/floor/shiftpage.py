@@ -34,9 +34,10 @@ from controller.floor.figures import (
     whole_day,
 )
 from controller.floor.findings import money
-from controller.floor.store import FloorStore
+from controller.floor.store import Store
 from controller.floor.svg import WIDTH, Series, bar_chart
-from controller.journal.replay import RecordError, settings_of
+from controller.journal.recipe import RecordError
+from controller.journal.system import read_rules
 
 KNOWN = ("date", "shift", "start", "end", "table")
 MAX_VALUE = 64
@@ -113,13 +114,13 @@ def parse_query(
     return Asked(whole_day(day, zone), "", table)
 
 
-def rules_history(store: FloorStore, table: str) -> RulesHistory:
+def rules_history(store: Store, table: str) -> RulesHistory:
     """The pay tables a table journaled, by record (a ``rules`` record that cannot be
     read leaves the rules before it in force, as the second opinion's replay does)."""
     changes = []
     for record, payload in store.rules_records(table):
         try:
-            rules, _ = settings_of(payload)
+            rules = read_rules(payload).rules
         except RecordError:
             continue
         changes.append((record, rules))
@@ -140,7 +141,7 @@ class Shown:
         return self.tables[0] if self.asked.table is not None and self.tables else self.floor
 
 
-def load(store: FloorStore, asked: Asked) -> Shown:
+def load(store: Store, asked: Asked) -> Shown:
     """The figures for ``asked``, from the floor's stored hands."""
     names = [asked.table] if asked.table is not None else store.table_names()
     p = asked.period

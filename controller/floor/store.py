@@ -1,9 +1,16 @@
-"""The floor's store: every table's records once each, its alerts, hands and checks (SQLite).
+"""The floor's store: every table's records once each, its alerts, hands and checks.
 
-One writer (the floor's ingest thread) and any number of readers (the console),
-in WAL mode. A batch of messages is one transaction, committed durably
-(``synchronous=FULL``) before the broker is told the messages arrived, so a
-floor restart loses nothing.
+One interface, :class:`Store`, with two engines behind it: :class:`SqliteStore`
+(the embedded default, one file in the state directory) and
+:class:`controller.floor.pgstore.PostgresStore` (``[store] url = "postgresql://..."``,
+shared by two or more floor services, SPEC section 9). :func:`open_store` picks one.
+
+One writer a service (its ingest thread) and any number of readers (the console).
+A batch of messages is one transaction, committed durably before the broker is
+told the messages arrived, so a floor restart loses nothing. Every write is
+idempotent, so two services writing the same broker messages keep each
+(table, record) once and each alert once (:meth:`Store.add_record`,
+:meth:`Store.raise_alert` with its ``key``, :meth:`Store.claim_confirm`).
 
 Tables
     ``records``   (table_id, record) once each, with the chain hash and the events the
@@ -13,23 +20,28 @@ Tables
     ``hands``     the hand logs the audit sorted the records into;
     ``settled``   each settled hand's figures, by the time of the record that settled it
                   (:func:`controller.floor.figures.settled_hand`; the shift figures);
-    ``alerts``    surveillance, integrity, audit and offline alerts and what became of them.
+    ``alerts``    surveillance, integrity, audit and offline alerts and what became of them,
+                  each with the key that makes it once (``akey``; NULL: no such key).
 """
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from controller.core.times import to_ms
 from controller.floor.figures import SettledHand, settled_hand
 from controller.wire.messages import FloorRecord
+
+if TYPE_CHECKING:
+    from controller.floor.settings import FloorSettings
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -89,12 +101,16 @@ CREATE TABLE IF NOT EXISTS alerts (
     status TEXT NOT NULL,
     status_at TEXT,
     status_by TEXT,
-    command_id TEXT
+    command_id TEXT,
+    akey TEXT
 );
 CREATE INDEX IF NOT EXISTS alerts_open ON alerts (status, table_id);
 """
+ALERT_KEYS = "CREATE UNIQUE INDEX IF NOT EXISTS alerts_once ON alerts (table_id, kind, akey)"
 
 OPEN = ("open", "sent", "refused")  # alert statuses that still need a person
+OPEN_KEY = "open"  # the key of an alert kind a table has one of at a time (offline, quarantine)
+RESEND_AFTER_S = 30.0  # a confirm sent and not journaled this long may be sent again
 
 
 @dataclass(frozen=True)
@@ -130,7 +146,7 @@ _ALERT_COLUMNS = (
 )
 
 
-def _alert(row: tuple[Any, ...]) -> Alert:
+def _alert(row: Sequence[Any]) -> Alert:
     return Alert(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]), *row[7:11])
 
 
@@ -152,90 +168,86 @@ class TableRow:
     quarantined: str | None = None  # why the table is quarantined (None: it is not)
 
 
-class FloorStore:
-    """The floor's SQLite database; the writer methods belong to one thread."""
+class Rows(Protocol):
+    """What a query gives back, from either engine (a DB-API cursor)."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = self._connect()
-        had_figures = self._db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'settled'"
-        ).fetchone()
-        self._db.executescript(SCHEMA)
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(records)")}
-        if "events" not in columns:  # a floor.db from before the tables sent their events
-            self._db.execute("ALTER TABLE records ADD COLUMN events TEXT")
-        if "snapshot" not in columns:  # ... and the digests of their snapshots
-            self._db.execute("ALTER TABLE records ADD COLUMN snapshot TEXT")
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(tables)")}
-        for column, kind in (
-            ("bad", "INTEGER NOT NULL DEFAULT 0"),
-            ("last_bad", "TEXT"),
-            ("quarantined", "TEXT"),
-        ):  # a floor.db from before bad messages were counted
-            if column not in columns:
-                self._db.execute(f"ALTER TABLE tables ADD COLUMN {column} {kind}")
-        self._readers = threading.local()
-        if not had_figures:  # a floor.db from before the shift figures: its hands' figures
-            with self.transaction():
-                for table, log in self._db.execute("SELECT table_id, log FROM hands").fetchall():
-                    self._settle(table, json.loads(log))
+    @property
+    def rowcount(self) -> int: ...
 
-    def _connect(self, *, read_only: bool = False) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=FULL")
-        if read_only:
-            db.execute("PRAGMA query_only=ON")
-        return db
+    def fetchone(self) -> Any: ...
 
-    def close(self) -> None:
-        self._db.close()
+    def fetchall(self) -> list[Any]: ...
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+Notice = Callable[[set[str]], object]
+"""Told the tables whose alerts another floor service changed (an empty set: any table)."""
+
+
+class Store(abc.ABC):
+    """The floor's store; the writer methods belong to one thread (the ingest's).
+
+    The SQL below is written once, with ``?`` marks; an engine runs it on its
+    writer (:meth:`_w`) or on the calling thread's reader (:meth:`_r`)."""
+
+    trouble: tuple[type[Exception], ...] = ()
+    """The engine's own failures (a full disk, a lost server): the messages of a batch
+    that hit one are kept and tried again, not counted bad."""
+    shared = False
+    """Whether other floor services may write the same store at the same time."""
+    what_sql = "json_extract(detail, '$.what')"
+    """The engine's SQL for an alert's ``detail.what``."""
+
+    @abc.abstractmethod
+    def _w(self, sql: str, args: Sequence[Any] = ()) -> Rows:
+        """Run ``sql`` on the writer's connection."""
+
+    @abc.abstractmethod
+    def _r(self, sql: str, args: Sequence[Any] = ()) -> Rows:
+        """Run ``sql`` on the calling thread's read-only connection."""
+
+    @abc.abstractmethod
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
         """One durable transaction (the writer's)."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
 
-    @contextlib.contextmanager
-    def savepoint(self) -> Iterator[None]:
+    @abc.abstractmethod
+    def savepoint(self) -> contextlib.AbstractContextManager[None]:
         """A part of the open transaction that is undone alone when it fails."""
-        self._db.execute("SAVEPOINT one")
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK TO one")
-            self._db.execute("RELEASE one")
-            raise
-        self._db.execute("RELEASE one")
 
-    def reader(self) -> sqlite3.Connection:
-        """A read-only connection for the calling thread."""
-        db: sqlite3.Connection | None = getattr(self._readers, "db", None)
-        if db is None:
-            db = self._readers.db = self._connect(read_only=True)
-        return db
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close every connection this store opened."""
+
+    def describe(self) -> str:
+        """Where the store is, for the log (never a password)."""
+        return type(self).__name__
+
+    def announce(self, tables: Iterable[str]) -> None:
+        """Tell the other floor services sharing this store that the alerts of ``tables``
+        changed (after the change is committed); nothing for a store no one shares."""
+        return
+
+    def hear(self, notice: Notice) -> None:
+        """Call ``notice(tables)`` when another floor service announces a change; nothing
+        for a store no one shares."""
+        return
 
     # records -------------------------------------------------------------------------
     def chain(self, table: str, record: int) -> str | None:
         """The chain hash stored for (table, record), None when not stored."""
-        row = self._db.execute(
+        row = self._w(
             "SELECT chain FROM records WHERE table_id = ? AND record = ?", (table, record)
         ).fetchone()
         return None if row is None else str(row[0])
 
-    def add_record(self, rec: FloorRecord, received: str) -> None:
-        """Store a record not stored before."""
-        self._db.execute(
+    def add_record(self, rec: FloorRecord, received: str) -> bool:
+        """Store a record; False when (table, record) was stored already (by another floor
+        service sharing the store: :meth:`chain` tells whether it is the same record)."""
+        cur = self._w(
             "INSERT INTO records (table_id, record, at, kind, actor, payload, chain, received, "
-            "events, snapshot) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "events, snapshot) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (table_id, record) DO NOTHING",
             (
                 rec.table, rec.record, rec.at, rec.kind, rec.actor,
                 json.dumps(rec.payload, sort_keys=True, separators=(",", ":")),
@@ -244,10 +256,11 @@ class FloorStore:
                 rec.snapshot,
             ),
         )  # fmt: skip
+        return cur.rowcount == 1
 
     def stored_above(self, table: str, record: int) -> list[int]:
         """The numbers stored for ``table`` above ``record`` (the far side of a gap)."""
-        rows = self._db.execute(
+        rows = self._w(
             "SELECT record FROM records WHERE table_id = ? AND record > ? ORDER BY record",
             (table, record),
         )
@@ -255,13 +268,13 @@ class FloorStore:
 
     def records(self, table: str, first: int, last: int) -> list[FloorRecord]:
         """The stored records ``first..last`` of ``table``, in order."""
-        rows = self._db.execute(
+        rows = self._w(
             "SELECT record, at, kind, actor, payload, chain, events, snapshot FROM records "
             "WHERE table_id = ? AND record BETWEEN ? AND ? ORDER BY record",
             (table, first, last),
         )
         return [
-            FloorRecord(table, r[0], r[1], r[2], r[3], json.loads(r[4]), r[5],
+            FloorRecord(table, int(r[0]), r[1], r[2], r[3], json.loads(r[4]), r[5],
                         None if r[6] is None else json.loads(r[6]), r[7])
             for r in rows
         ]  # fmt: skip
@@ -269,7 +282,7 @@ class FloorStore:
     # tables --------------------------------------------------------------------------
     def table_rows(self) -> dict[str, TableRow]:
         """Every table the floor has heard of."""
-        rows = self._db.execute(
+        rows = self._w(
             "SELECT table_id, online, online_at, program, announced, state, state_at, "
             "contiguous, audit, bad, last_bad, quarantined FROM tables"
         )
@@ -293,7 +306,7 @@ class FloorStore:
 
     def save_table(self, row: TableRow) -> None:
         """Write what the floor keeps about one table."""
-        self._db.execute(
+        self._w(
             "INSERT INTO tables (table_id, online, online_at, program, announced, state, "
             "state_at, contiguous, audit, bad, last_bad, quarantined) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
@@ -322,8 +335,9 @@ class FloorStore:
     # hands ---------------------------------------------------------------------------
     def save_hand(self, table: str, log: dict[str, Any]) -> None:
         """Keep a hand log, and its figures once it is settled."""
-        self._db.execute(
-            "INSERT OR REPLACE INTO hands (table_id, hand, log) VALUES (?, ?, ?)",
+        self._w(
+            "INSERT INTO hands (table_id, hand, log) VALUES (?, ?, ?) "
+            "ON CONFLICT (table_id, hand) DO UPDATE SET log = excluded.log",
             (table, log["hand"], json.dumps(log, separators=(",", ":"))),
         )
         self._settle(table, log)
@@ -334,26 +348,27 @@ class FloorStore:
         figures = None
         record = log.get("settled_record")
         if isinstance(record, int):
-            row = self._db.execute(
+            row = self._w(
                 "SELECT at FROM records WHERE table_id = ? AND record = ?", (table, record)
             ).fetchone()
             at = to_ms(row[0]) if row else None
             figures = settled_hand(table, log, at) if at is not None else None
         if figures is None:
-            self._db.execute(
-                "DELETE FROM settled WHERE table_id = ? AND hand = ?", (table, log["hand"])
-            )
+            self._w("DELETE FROM settled WHERE table_id = ? AND hand = ?", (table, log["hand"]))
             return
-        self._db.execute(
-            "INSERT OR REPLACE INTO settled (table_id, hand, record, at_ms, unique_points, "
-            "wagered, won, paid) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        self._w(
+            "INSERT INTO settled (table_id, hand, record, at_ms, unique_points, "
+            "wagered, won, paid) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (table_id, hand) DO UPDATE SET record = excluded.record, "
+            "at_ms = excluded.at_ms, unique_points = excluded.unique_points, "
+            "wagered = excluded.wagered, won = excluded.won, paid = excluded.paid",
             (table, figures.hand, figures.record, figures.at_ms, figures.unique_points,
              figures.wagered, figures.won, figures.paid),
         )  # fmt: skip
 
     def drop_hand(self, table: str, hand: int) -> None:
-        self._db.execute("DELETE FROM hands WHERE table_id = ? AND hand = ?", (table, hand))
-        self._db.execute("DELETE FROM settled WHERE table_id = ? AND hand = ?", (table, hand))
+        self._w("DELETE FROM hands WHERE table_id = ? AND hand = ?", (table, hand))
+        self._w("DELETE FROM settled WHERE table_id = ? AND hand = ?", (table, hand))
 
     def settled_between(
         self, start_ms: int, end_ms: int, table: str | None = None
@@ -368,12 +383,12 @@ class FloorStore:
         if table is not None:
             sql += " AND table_id = ?"
             args.append(table)
-        for row in self.reader().execute(sql + " ORDER BY table_id, at_ms", args):
+        for row in self._r(sql + " ORDER BY table_id, at_ms", args):
             yield SettledHand(*row)
 
     def rules_records(self, table: str) -> list[tuple[int, str]]:
         """A table's ``rules`` records (number, payload), in order (reader side)."""
-        rows = self.reader().execute(
+        rows = self._r(
             "SELECT record, payload FROM records WHERE table_id = ? AND kind = 'rules' "
             "ORDER BY record",
             (table,),
@@ -382,23 +397,20 @@ class FloorStore:
 
     def table_names(self) -> list[str]:
         """Every table the floor has heard of, sorted (reader side)."""
-        return [r[0] for r in self.reader().execute("SELECT table_id FROM tables ORDER BY 1")]
+        return [r[0] for r in self._r("SELECT table_id FROM tables ORDER BY 1")]
 
     def recent_hands(self, table: str, count: int) -> list[dict[str, Any]]:
         """The last ``count`` hands of ``table``, newest first (reader side)."""
-        rows = self.reader().execute(
+        rows = self._r(
             "SELECT log FROM hands WHERE table_id = ? ORDER BY hand DESC LIMIT ?", (table, count)
         )
         return [json.loads(r[0]) for r in rows]
 
-    def hand(
-        self, table: str, hand: int, *, db: sqlite3.Connection | None = None
-    ) -> dict[str, Any] | None:
-        row = (
-            (db or self.reader())
-            .execute("SELECT log FROM hands WHERE table_id = ? AND hand = ?", (table, hand))
-            .fetchone()
-        )
+    def hand(self, table: str, hand: int) -> dict[str, Any] | None:
+        """One hand log of ``table`` (reader side)."""
+        row = self._r(
+            "SELECT log FROM hands WHERE table_id = ? AND hand = ?", (table, hand)
+        ).fetchone()
         return json.loads(row[0]) if row else None
 
     # alerts --------------------------------------------------------------------------
@@ -411,14 +423,17 @@ class FloorStore:
         *,
         hand: int | None = None,
         record: int | None = None,
-    ) -> int:
-        """A new open alert; its id."""
-        cur = self._db.execute(
-            "INSERT INTO alerts (table_id, kind, hand, record, raised_at, detail, status) "
-            "VALUES (?, ?, ?, ?, ?, ?, 'open')",
-            (table, kind, hand, record, raised_at, json.dumps(detail, sort_keys=True)),
-        )
-        return int(cur.lastrowid or 0)
+        key: str | None = None,
+    ) -> int | None:
+        """A new open alert; its id. With a ``key``, once: None when an alert of ``kind``
+        at ``table`` with that key is stored already (raised by another floor service)."""
+        row = self._w(
+            "INSERT INTO alerts (table_id, kind, hand, record, raised_at, detail, status, akey) "
+            "VALUES (?, ?, ?, ?, ?, ?, 'open', ?) "
+            "ON CONFLICT (table_id, kind, akey) DO NOTHING RETURNING id",
+            (table, kind, hand, record, raised_at, json.dumps(detail, sort_keys=True), key),
+        ).fetchone()
+        return None if row is None else int(row[0])
 
     def find_alert(
         self, table: str, kind: str, *, hand: int | None = None, record: int | None = None,
@@ -436,76 +451,89 @@ class FloorStore:
         if open_only:
             sql += f" AND status IN ({', '.join('?' * len(OPEN))})"
             args += OPEN
-        row = self._db.execute(sql + " ORDER BY id DESC LIMIT 1", args).fetchone()
+        row = self._w(sql + " ORDER BY id DESC LIMIT 1", args).fetchone()
         return _alert(row) if row else None
 
     def set_alert(
         self, alert_id: int, status: str, at: str, by: str | None, *,
         command_id: str | None = None, detail: dict[str, Any] | None = None,
     ) -> None:  # fmt: skip
-        """Move an alert on (sent, refused, confirmed, cleared, resolved)."""
-        self._db.execute(
+        """Move an alert on (sent, refused, confirmed, cleared, resolved); one that no
+        longer needs a person frees its :data:`OPEN_KEY` for the next such alert."""
+        self._w(
             "UPDATE alerts SET status = ?, status_at = ?, status_by = ?, "
-            "command_id = COALESCE(?, command_id), detail = COALESCE(?, detail) WHERE id = ?",
+            "command_id = COALESCE(?, command_id), detail = COALESCE(?, detail), "
+            "akey = CASE WHEN ? AND akey = ? THEN NULL ELSE akey END WHERE id = ?",
             (status, at, by, command_id,
-             json.dumps(detail, sort_keys=True) if detail is not None else None, alert_id),
+             json.dumps(detail, sort_keys=True) if detail is not None else None,
+             status not in OPEN, OPEN_KEY, alert_id),
         )  # fmt: skip
 
-    def alert(self, alert_id: int, *, db: sqlite3.Connection | None = None) -> Alert | None:
-        row = (
-            (db or self._db)
-            .execute(f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE id = ?", (alert_id,))
-            .fetchone()
-        )
+    def claim_confirm(
+        self, alert_id: int, at: str, by: str, command_id: str, *, stale_before: str
+    ) -> bool:
+        """Mark a surveillance alert ``sent`` by ``by`` unless it is confirmed, or another
+        console sent its confirm after ``stale_before`` (an ISO time): whether this console
+        is the one to send it (in a transaction of its own, so that of two consoles
+        clicking at once, one sends)."""
+        with self.transaction():
+            cur = self._w(
+                "UPDATE alerts SET status = 'sent', status_at = ?, status_by = ?, "
+                "command_id = ? WHERE id = ? AND kind = 'surveillance' AND (status IN "
+                "('open', 'refused') OR (status = 'sent' AND status_at < ?))",
+                (at, by, command_id, alert_id, stale_before),
+            )
+            return cur.rowcount == 1
+
+    def alert(self, alert_id: int) -> Alert | None:
+        """One alert by id (writer side)."""
+        row = self._w(f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE id = ?", (alert_id,)).fetchone()
         return _alert(row) if row else None
 
-    def alerts(
-        self, *, open_only: bool = True, limit: int = 200, db: sqlite3.Connection | None = None
-    ) -> list[Alert]:
-        """Alerts, oldest open first (or the newest of every status)."""
-        con = db or self.reader()
+    def alerts(self, *, open_only: bool = True, limit: int = 200) -> list[Alert]:
+        """Alerts, oldest open first (or the newest of every status; reader side)."""
         if open_only:
-            rows = con.execute(
+            rows = self._r(
                 f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE status IN "
                 f"({', '.join('?' * len(OPEN))}) ORDER BY id LIMIT ?",
                 (*OPEN, limit),
             )
         else:
-            rows = con.execute(
+            rows = self._r(
                 f"SELECT {_ALERT_COLUMNS} FROM alerts ORDER BY id DESC LIMIT ?", (limit,)
             )
         return [_alert(r) for r in rows]
 
-    def open_surveillance(
-        self, *, limit: int = 1000, db: sqlite3.Connection | None = None
-    ) -> list[Alert]:
-        """Every open surveillance alert (up to ``limit``), newest first."""
-        rows = (db or self.reader()).execute(
+    def open_surveillance(self, *, limit: int = 1000) -> list[Alert]:
+        """Every open surveillance alert (up to ``limit``), newest first (reader side)."""
+        rows = self._r(
             f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE kind = 'surveillance' AND status IN "
             f"({', '.join('?' * len(OPEN))}) ORDER BY id DESC LIMIT ?",
             (*OPEN, limit),
         )
         return [_alert(r) for r in rows]
 
-    def open_groups(self, *, db: sqlite3.Connection | None = None) -> list[AlertGroup]:
+    def open_groups(self) -> list[AlertGroup]:
         """The other open alerts, one group per table and kind: its newest alert, how many,
-        the records they span and how many of each ``what``."""
-        con = db or self.reader()
+        the records they span and how many of each ``what`` (reader side)."""
         marks = ", ".join("?" * len(OPEN))
-        rows = con.execute(
+        rows = self._r(
             f"SELECT MAX(id), COUNT(*), MIN(record), MAX(record) FROM alerts "
             f"WHERE kind != 'surveillance' AND status IN ({marks}) GROUP BY table_id, kind",
             OPEN,
         ).fetchall()
         out: list[AlertGroup] = []
         for newest, count, first, last in rows:
-            alert = self.alert(int(newest), db=con)
-            if alert is None:
+            found = self._r(
+                f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE id = ?", (int(newest),)
+            ).fetchone()
+            if found is None:
                 continue
+            alert = _alert(found)
             whats: dict[str, int] = {}
             if count > 1:
-                for what, n in con.execute(
-                    f"SELECT json_extract(detail, '$.what'), COUNT(*) FROM alerts "
+                for what, n in self._r(
+                    f"SELECT {self.what_sql}, COUNT(*) FROM alerts "
                     f"WHERE table_id = ? AND kind = ? AND status IN ({marks}) GROUP BY 1",
                     (alert.table, alert.kind, *OPEN),
                 ):
@@ -513,22 +541,128 @@ class FloorStore:
             out.append(AlertGroup(alert, int(count), first, last, whats))
         return out
 
-    def open_ids(
-        self, table: str, kind: str, *, upto: int, db: sqlite3.Connection | None = None
-    ) -> list[int]:
+    def open_ids(self, table: str, kind: str, *, upto: int) -> list[int]:
         """The open alerts of ``kind`` at ``table`` up to id ``upto`` (a flood, cleared whole)."""
-        rows = (db or self._db).execute(
+        rows = self._w(
             f"SELECT id FROM alerts WHERE table_id = ? AND kind = ? AND id <= ? AND status IN "
             f"({', '.join('?' * len(OPEN))}) ORDER BY id",
             (table, kind, upto, *OPEN),
         )
         return [int(r[0]) for r in rows]
 
+    def table_alerts(self, table: str, hand: int) -> tuple[dict[str, int], Alert | None]:
+        """A table's open alerts counted by kind, and the newest surveillance alert of
+        ``hand`` (reader side: the console's tile)."""
+        counts: dict[str, int] = {}
+        marks = ", ".join("?" * len(OPEN))
+        for kind, n in self._r(
+            f"SELECT kind, COUNT(*) FROM alerts WHERE table_id = ? AND status IN ({marks}) "
+            "GROUP BY kind",
+            (table, *OPEN),
+        ):
+            counts[str(kind)] = int(n)
+        row = self._r(
+            f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE table_id = ? AND kind = 'surveillance' "
+            "AND hand = ? ORDER BY id DESC LIMIT 1",
+            (table, hand),
+        ).fetchone()
+        return counts, (_alert(row) if row else None)
+
     def counts(self) -> dict[str, int]:
         """Records stored, distinct (table, record) pairs and tables: for the benchmark."""
-        db = self.reader()
-        rows, distinct, tables = db.execute(
+        rows, distinct, tables = self._r(
             "SELECT COUNT(*), COUNT(DISTINCT table_id || '/' || record), COUNT(DISTINCT table_id) "
             "FROM records"
         ).fetchone()
-        return {"records": rows, "distinct": distinct, "tables": tables}
+        return {"records": int(rows), "distinct": int(distinct), "tables": int(tables)}
+
+
+class SqliteStore(Store):
+    """The floor's store in one SQLite file (the embedded default), in WAL mode, committed
+    durably (``synchronous=FULL``); one writer connection and one reader a thread."""
+
+    trouble = (sqlite3.OperationalError,)
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = self._connect()
+        had_figures = self._db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'settled'"
+        ).fetchone()
+        self._db.executescript(SCHEMA)
+        for table, column, kind in (
+            ("records", "events", "TEXT"),  # a floor.db from before the tables sent events
+            ("records", "snapshot", "TEXT"),  # ... and the digests of their snapshots
+            ("tables", "bad", "INTEGER NOT NULL DEFAULT 0"),  # ... before bad messages
+            ("tables", "last_bad", "TEXT"),
+            ("tables", "quarantined", "TEXT"),
+            ("alerts", "akey", "TEXT"),  # ... before alerts were keyed once
+        ):
+            columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        self._db.execute(ALERT_KEYS)
+        self._readers = threading.local()
+        if not had_figures:  # a floor.db from before the shift figures: its hands' figures
+            with self.transaction():
+                for table, log in self._db.execute("SELECT table_id, log FROM hands").fetchall():
+                    self._settle(table, json.loads(log))
+
+    def _connect(self, *, read_only: bool = False) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        if read_only:
+            db.execute("PRAGMA query_only=ON")
+        return db
+
+    def describe(self) -> str:
+        return f"SQLite {self.path}"
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _w(self, sql: str, args: Sequence[Any] = ()) -> Rows:
+        return self._db.execute(sql, args)
+
+    def _r(self, sql: str, args: Sequence[Any] = ()) -> Rows:
+        return self.reader().execute(sql, args)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        self._db.execute("SAVEPOINT one")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK TO one")
+            self._db.execute("RELEASE one")
+            raise
+        self._db.execute("RELEASE one")
+
+    def reader(self) -> sqlite3.Connection:
+        """A read-only connection for the calling thread."""
+        db: sqlite3.Connection | None = getattr(self._readers, "db", None)
+        if db is None:
+            db = self._readers.db = self._connect(read_only=True)
+        return db
+
+
+def open_store(settings: FloorSettings, state_dir: Path) -> Store:
+    """The store ``settings`` name: PostgreSQL at ``[store] url``, else the SQLite file
+    ``[floor] database`` in ``state_dir``."""
+    if settings.store.url:
+        from controller.floor.pgstore import PostgresStore  # psycopg only when asked for
+
+        return PostgresStore(settings.store.url, source=settings.source)
+    return SqliteStore(state_dir / settings.database)

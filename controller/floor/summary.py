@@ -10,7 +10,7 @@ from typing import Any
 
 from controller.floor.findings import money
 from controller.floor.live import TableLive
-from controller.floor.store import FloorStore
+from controller.floor.store import Store
 
 
 def pays_at(pays: dict[str, int], wagers: dict[str, int]) -> dict[str, dict[str, int]]:
@@ -26,23 +26,12 @@ def pays_at(pays: dict[str, int], wagers: dict[str, int]) -> dict[str, dict[str,
     return out
 
 
-def table_summary(store: FloorStore, live: TableLive) -> dict[str, Any]:
+def table_summary(store: Store, live: TableLive) -> dict[str, Any]:
     """One table as the console shows it: the hand in play, its alerts, its records."""
     table = live.row.table
     state = live.audit.state
     status = live.row.state or {}
-    open_alerts: dict[str, int] = {}
-    db = store.reader()
-    for (kind,) in db.execute(
-        "SELECT kind FROM alerts WHERE table_id = ? AND status IN ('open', 'sent', 'refused')",
-        (table,),
-    ):
-        open_alerts[kind] = open_alerts.get(kind, 0) + 1
-    surveillance = db.execute(
-        "SELECT status, status_by FROM alerts WHERE table_id = ? AND kind = 'surveillance' "
-        "AND hand = ? ORDER BY id DESC LIMIT 1",
-        (table, state.hand),
-    ).fetchone()
+    open_alerts, surveillance = store.table_alerts(table, state.hand)
     missing = live.missing
     return {
         "table": table,
@@ -59,7 +48,7 @@ def table_summary(store: FloorStore, live: TableLive) -> dict[str, Any]:
         "alert_hand": state.alert_hand,  # the only hand the table would take a confirm for
         "confirmed_by": state.confirmed_by,
         "surveillance": (
-            {"status": surveillance[0], "by": surveillance[1]} if surveillance else None
+            {"status": surveillance.status, "by": surveillance.status_by} if surveillance else None
         ),
         "alerts": open_alerts,
         "record": live.row.contiguous,

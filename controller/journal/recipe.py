@@ -66,6 +66,14 @@ KINDS: tuple[RecordKind, ...] = tuple(RecordKind)
 SYSTEM_KINDS = (RecordKind.START, RecordKind.RULES, RecordKind.MODE)
 _CONTROL = {c: "?" for c in range(32)} | {127: "?"}
 
+# what a record's body may fail to be read with: its text is not JSON, a field is
+# missing, of the wrong type or out of range
+DECODE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, RecursionError)
+
+
+class RecordError(ValueError):
+    """A record whose meaning cannot be read (the message says what is wrong with it)."""
+
 
 def canonical(value: Any) -> str:
     """The canonical JSON text of ``value``: sorted keys, no spaces, ASCII only."""

@@ -31,19 +31,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.core.commands import Command
-from controller.core.config import FireBetRules, rules_changes, rules_from_settings
+from controller.core.config import FireBetRules, rules_changes
 from controller.core.engine import Engine
 from controller.core.events import Event
 from controller.core.state import TableState
 from controller.core.times import iso
+from controller.journal.recipe import DECODE_ERRORS as DECODE_ERRORS  # re-exported
+from controller.journal.recipe import RecordError as RecordError  # re-exported
 from controller.journal.recipe import RecordKind, decode_body
+from controller.journal.system import read_rules
 
 ENGINES_KEPT = 16  # engines of distinct rules kept built (a table has one or two)
 _engines: OrderedDict[str, Engine] = OrderedDict()
-
-# what a record's body may fail to be read with: its text is not JSON, a field is
-# missing, of the wrong type or out of range
-DECODE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, RecursionError)
 
 
 def engine_for(rules: FireBetRules) -> Engine:
@@ -58,10 +57,6 @@ def engine_for(rules: FireBetRules) -> Engine:
     else:
         _engines.move_to_end(key)
     return engine
-
-
-class RecordError(ValueError):
-    """A record whose meaning cannot be read (the message says what is wrong with it)."""
 
 
 @dataclass(frozen=True)
@@ -79,18 +74,6 @@ class Step:
     rules: FireBetRules | None = None  # a rules record: the rules it put in force
     changed: Mapping[str, Any] | None = None  # a rules record: what differs from before
     body: Any = None  # a rules or clear_halt record: its body, parsed
-
-
-def settings_of(body: str | Mapping[str, Any]) -> tuple[FireBetRules, dict[str, Any]]:
-    """The rules a ``rules`` record puts in force and its settings (``table``, ``firebet``,
-    ``program``, ...); a :class:`RecordError` naming what is wrong when it is not one."""
-    try:
-        data = json.loads(body) if isinstance(body, str) else dict(body)
-        if not isinstance(data, dict):
-            raise TypeError("a rules record is a JSON object")
-        return rules_from_settings(data), data
-    except DECODE_ERRORS as exc:
-        raise RecordError(f"the rules record cannot be read: {exc!r}") from None
 
 
 def resume_state_of(body: str | Mapping[str, Any]) -> TableState:
@@ -148,11 +131,11 @@ class Replay:
                 record, kind, actor, at_text, before, outcome.state, outcome.events, command
             )
         if kind == RecordKind.RULES:
-            rules, settings = settings_of(body)
-            changed = self.take_rules(rules, settings, record)
+            found = read_rules(body)
+            changed = self.take_rules(found.rules, found.settings, record)
             return Step(
-                record, kind, actor, at_text, before, before, rules=rules, changed=changed,
-                body=settings,
+                record, kind, actor, at_text, before, before, rules=found.rules,
+                changed=changed, body=found.settings,
             )  # fmt: skip
         if kind == RecordKind.CLEAR_HALT:
             state = resume_state_of(body)

@@ -36,9 +36,9 @@ from controller.journal.replay import (
     RecordError,
     Replay,
     resume_state_of,
-    settings_of,
 )
 from controller.journal.store import Row
+from controller.journal.system import read_rules
 
 Problem = tuple[int | None, str]
 _RUN = 512  # sealed records folded together at most (the walk's memory stays flat)
@@ -261,10 +261,10 @@ def replay_at(
         if seal(key, prev, *row[:5], text) != row.mac:
             return Replay(rules), (row.record, bad_seal(row))
     try:
-        found, settings = settings_of(row.body)
+        found = read_rules(row.body)
     except RecordError as exc:
         return Replay(rules), (row.record, str(exc))
-    return Replay(found, rules_record=row.record, settings=settings), None
+    return Replay(found.rules, rules_record=row.record, settings=found.settings), None
 
 
 def start_at_anchor(

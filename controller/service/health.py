@@ -34,7 +34,7 @@ log = logging.getLogger("firebet.service")
 
 MIN_FREE_BYTES = 16 * 1024 * 1024  # below this the self-check warns: rolls may soon be refused
 
-WATCH_S = 2.0  # a tick of the running table's watch (docs/journal.md, "The watch")
+WATCH_S = 5.0  # a tick of the running table's watch (docs/journal.md, "The watch")
 WATCH_TAIL = 32  # the newest records screened every tick (about a quarter hour of play)
 WATCH_SWEEP_S = 90.0  # a sweep of 1,000 records or fewer ([journal] watch_sweep_s)
 WATCH_CHUNK = 64  # records screened between two yields of the interpreter lock
@@ -149,7 +149,7 @@ class RecordWatch:
                         db, key = self.journal.checker_view()
                     problem = self.tick(db, key, spread_s=WATCH_S)
                 except (sqlite3.Error, JournalIntegrityError) as exc:
-                    if str(exc) != self.trouble:  # once a cause, not every 2 s
+                    if str(exc) != self.trouble:  # once a cause, not every tick
                         log.warning("the journal watch could not read the journal: %s", exc)
                     self.trouble = str(exc)
                     if db is not None:

@@ -35,7 +35,6 @@ from controller.core.commands import (
     ReaderFault,
     ReaderFaultCode,
     ReaderOk,
-    ReaderSync,
     Roll,
     RollSource,
     Surrender,
@@ -63,7 +62,9 @@ from controller.journal import (
     preview_clear_halt,
     recover,
 )
+from controller.journal.play import decide, journal_rules
 from controller.journal.proof import Break
+from controller.journal.system import diagnostics_body, start_body, storage_over_body
 from controller.journal.walk import replay_before
 from controller.service import notify
 from controller.service.integrity import ProgramCheck
@@ -190,7 +191,7 @@ class Table:
                 RecordKind.START,
                 actor="service",
                 state=self.state,
-                payload={"pid": os.getpid(), "program": self.program.to_dict()},
+                payload=start_body(os.getpid(), self.program.to_dict()),
             )
             self._journal_rules()
         except JournalWriteError as exc:
@@ -201,17 +202,14 @@ class Table:
         """The ``rules`` record of this start, what changed since the rules in force, and
         who started the service with which file; the rules are in force from it on."""
         settings = rules_settings(self.config) | {"program": self.program.digest}
-        changed = self.replay.copy().take_rules(self.config.firebet, settings, None)
-        body = settings | {
-            "changed": changed,
-            "previous": self.replay.rules_record,
-            "config": self.config.source,
-            "started_by": identify(os.getuid(), os.getgid()).actor,
-        }
-        record = self.journal.append_system(
-            RecordKind.RULES, actor="service", state=self.state, payload=body
+        record, changed = journal_rules(
+            self.journal,
+            self.replay,
+            self.config.firebet,
+            settings,
+            config=self.config.source,
+            started_by=identify(os.getuid(), os.getgid()).actor,
         )
-        self.replay.take_rules(self.config.firebet, settings, record.record)
         self.rules_pending = False
         self.rules_shown = {"record": record.record, "at": record.at, "changed": changed}
         if changed:
@@ -301,9 +299,8 @@ class Table:
         )
 
     def record(self, command: Command) -> Outcome:
-        """Decide and journal ``command`` durably; raises when it cannot be recorded. A
-        copy of a roll already applied (the reader's retransmission) is not journaled
-        again: the original is durable."""
+        """Decide and journal ``command`` durably (the one step,
+        :func:`~controller.journal.play.decide`); raises when it cannot be recorded."""
         if self.program_problem is not None:
             raise TableHalted(
                 f"the table is halted ({self.program_problem}): reinstall firebet "
@@ -312,12 +309,7 @@ class Table:
         try:
             if self.journal.halted is None and self.rules_pending:
                 self._journal_rules()
-            outcome = self.replay.engine.apply(self.state, command)
-            copy = outcome.events and all(isinstance(e, DuplicateRoll) for e in outcome.events)
-            in_step = isinstance(command, ReaderSync) and not outcome.events  # nothing to keep
-            if not (copy or in_step):
-                journaled = self.journal.append(command, outcome.state)
-                outcome = self._name_rolls(outcome, journaled.record)
+            decided = decide(self.journal, self.replay, command)
         except JournalHalted as exc:
             raise TableHalted(
                 f"the table is halted ({exc.describe()}): a technician must check the "
@@ -329,7 +321,9 @@ class Table:
                 f"{command.name} refused: the journal cannot be written ({exc.reason}); "
                 "free disk space in the state directory, then try again"
             ) from exc
-        self.replay.resume(outcome.state)
+        outcome = decided.outcome
+        if decided.record is not None:
+            outcome = self._name_rolls(outcome, decided.record.record)
         self.storage_fault = None
         self.settlements.note(outcome.events)
         return outcome
@@ -405,7 +399,7 @@ class Table:
                 "code": Refusal.DIAGNOSTICS,
             }
         self.journal.append_system(
-            RecordKind.MODE, actor=actor, state=self.state, payload={"diagnostics": on}
+            RecordKind.MODE, actor=actor, state=self.state, payload=diagnostics_body(on)
         )
         self.diagnostics = on
         self.refresh()
@@ -450,7 +444,7 @@ class Table:
                 RecordKind.MODE,
                 actor="service",
                 state=self.state,
-                payload={"storage_fault": None, "was": was},
+                payload=storage_over_body(was),
             )
             if self.rules_pending:
                 self._journal_rules()

@@ -20,7 +20,8 @@ if str(ROOT) not in sys.path:
 
 from controller.core.commands import Ack, Bet, Cancel, Command, Roll, Surrender, Void  # noqa: E402
 from controller.core.engine import Engine  # noqa: E402
-from tests.support import PlayedJournal as Journal  # noqa: E402
+from controller.journal import Journal, recover  # noqa: E402
+from controller.journal.play import decide  # noqa: E402
 
 SNAPSHOT_EVERY = 7
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -55,7 +56,7 @@ def main(argv: list[str]) -> int:
     engine = Engine()
     commands = script(seed, count)
     with Journal(Path(state_dir) / "journal.db", snapshot_every=SNAPSHOT_EVERY) as journal:
-        recovered = journal.recover(engine)
+        recovered = recover(journal, engine.rules)
         if recovered.halted is not None:
             print(f"HALTED {recovered.halted.describe()}", flush=True)
             return 3
@@ -67,7 +68,7 @@ def main(argv: list[str]) -> int:
                 if last is not None and last.kind == "command" and last.command() == command:
                     print(f"ACK {i}", flush=True)  # it was durable: only the reply was lost
                     continue
-            journal.apply(engine, command)
+            decide(journal, recovered.replay, command)
             print(f"ACK {i}", flush=True)
     print("DONE", flush=True)
     return 0

@@ -12,8 +12,10 @@ import pytest
 
 from controller.core.engine import Engine
 from controller.core.script import replay
+from controller.journal import Journal, recover, verify
+from controller.journal.play import decide
 from tests.e2e.crash_worker import SNAPSHOT_EVERY, script
-from tests.support import PlayedJournal as Journal
+from tests.support import recall
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 SEED = 4
@@ -70,7 +72,7 @@ def test_sigkill_loses_no_acked_command_and_applies_none_twice(tmp_path: Path) -
         proc.stdout.close()
         proc.wait()
         with Journal(tmp_path / "journal.db", read_only=True) as journal:
-            state = journal.recover(engine).state
+            state = recover(journal, engine.rules).state
             applied = _command_records(journal)
         # exactly the ACKed commands, or those and the one in flight (durable, reply lost)
         assert applied in (acked + 1, acked + 2)
@@ -79,19 +81,19 @@ def test_sigkill_loses_no_acked_command_and_applies_none_twice(tmp_path: Path) -
     assert kills == KILLS
     assert acked == COUNT - 1
     with Journal(tmp_path / "journal.db", snapshot_every=SNAPSHOT_EVERY) as journal:
-        recovered = journal.recover(engine)
+        recovered = recover(journal, engine.rules)
         assert recovered.halted is None
         assert recovered.state.to_dict() == expected[COUNT].to_dict()
         assert _command_records(journal) == COUNT  # none applied twice
-        assert journal.verify(engine).ok
-        history = journal.history(1000)
+        assert verify(journal, engine.rules).ok
+        history = recall(journal, 1000)
 
     reference_dir = tmp_path / "reference"
     with Journal(reference_dir / "journal.db", snapshot_every=SNAPSHOT_EVERY) as ref:
-        ref.recover(engine)
+        ref_replay = recover(ref, engine.rules).replay
         for command in commands:
-            ref.apply(engine, command)
-        assert ref.history(1000) == history
+            decide(ref, ref_replay, command)
+        assert recall(ref, 1000) == history
     settled = [s.report() for s in replay(engine, enumerate(commands)).settlements]
     recalled = [{k: h[k] for k in settled[0]} for h in history if h["result"] is not None]
     assert recalled == settled

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from controller.core.commands import Bet, Roll
 from controller.core.engine import Engine
-from tests.support import PlayedJournal as Journal
+from controller.journal import Journal, recover
+from controller.journal.play import decide
 from tests.support import run_firebet as firebet
 from tests.support import table_running
 
@@ -21,11 +22,11 @@ def build(state: Path) -> Path:
     """A $1 bet on 1, a $5 bet on 3, then all six points made and a seven-out: 999 to 1."""
     path = state / "journal.db"
     with Journal(path) as journal:
-        journal.recover(ENGINE)
-        journal.apply(ENGINE, Bet(1, 1, actor="alice"))
-        journal.apply(ENGINE, Bet(3, 5, actor="alice"))
+        replayed = recover(journal, ENGINE.rules).replay
+        decide(journal, replayed, Bet(1, 1, actor="alice"))
+        decide(journal, replayed, Bet(3, 5, actor="alice"))
         for d1, d2 in [*SIX_POINTS, (5, 5), (5, 5), (2, 2), (3, 4)]:
-            journal.apply(ENGINE, Roll(d1, d2, actor="alice"))
+            decide(journal, replayed, Roll(d1, d2, actor="alice"))
     data = bytearray(path.read_bytes())
     at = data.index(b'"amount":5')
     data[at + len(b'"amount":')] = ord("4")  # the $5 bet edited to $4: its seal breaks

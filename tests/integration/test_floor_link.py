@@ -15,11 +15,12 @@ from controller.core.config import Config, load_config
 from controller.core.engine import Engine
 from controller.core.lamps import Effect
 from controller.core.state import TableState
+from controller.journal import Journal, recover
+from controller.journal.play import decide
 from controller.journal.recipe import decode_command, to_ms
 from controller.link.link import FloorLink
 from tests import support
 from tests.broker import Mosquitto, Subscriber, one_shot
-from tests.support import PlayedJournal as Journal
 from tests.support import RunningTable, wait_for
 
 pytestmark = pytest.mark.slow
@@ -333,9 +334,9 @@ def test_a_backlog_is_read_in_bounded_batches_with_a_bounded_window(
     state = tmp_path / "state"
     engine = Engine()
     with Journal(state / "journal.db", durable=False) as journal:
-        journal.recover(engine)
+        replayed = recover(journal, engine.rules).replay
         for i in range(600):  # a backlog the link has never published
-            journal.apply(engine, Roll(1 + i % 6, 1 + (i * 5) % 6, seq=i + 1))
+            decide(journal, replayed, Roll(1 + i % 6, 1 + (i * 5) % 6, seq=i + 1))
         head = journal.last_record
     config = floor_config(tmp_path, mosquitto)
     link = FloorLink(

@@ -21,10 +21,19 @@ from controller.core.commands import Ack, Bet, Cancel, Command, Roll, Surrender,
 from controller.core.engine import Engine
 from controller.core.errors import FirebetError
 from controller.core.script import parse_script, replay
-from controller.journal import JournalWriteError
+from controller.journal import (
+    Journal,
+    JournalWriteError,
+    RecordKind,
+    Replay,
+    clear_halt,
+    recover,
+    verify,
+)
 from controller.journal.files import Head, read_head
-from tests.support import ROOT, head_syncs
-from tests.support import PlayedJournal as Journal
+from controller.journal.play import decide
+from controller.journal.system import diagnostics_body
+from tests.support import ROOT, head_syncs, recall
 
 ENGINE = Engine()
 
@@ -58,24 +67,34 @@ def session() -> list[Command]:
     return [c for _, c in parse_script(SESSION.splitlines())]
 
 
-def filled(path: Path, commands: list[Command], snapshot_every: int = 1000) -> Journal:
+def played(
+    path: Path, commands: list[Command], snapshot_every: int = 1000
+) -> tuple[Journal, Replay]:
+    """A journal in ``path`` with ``commands`` decided and journaled by the service's
+    step, and where its replay stands."""
     journal = Journal(path, snapshot_every=snapshot_every, durable=False)
-    journal.recover(ENGINE)
+    replayed = recover(journal, ENGINE.rules).replay
     for command in commands:
-        journal.apply(ENGINE, command)
-    return journal
+        decide(journal, replayed, command)
+    return journal, replayed
+
+
+def filled(path: Path, commands: list[Command], snapshot_every: int = 1000) -> Journal:
+    """:func:`played`, the journal alone."""
+    return played(path, commands, snapshot_every)[0]
 
 
 def test_fresh_directory_gets_a_fresh_journal_and_state_survives_restart(tmp_path: Path) -> None:
     commands = session()
     expected = replay(ENGINE, enumerate(commands)).state
     path = tmp_path / "state" / "journal.db"
-    with filled(path, commands, snapshot_every=4) as journal:
-        assert journal.state.to_dict() == expected.to_dict()
+    journal, replayed = played(path, commands, snapshot_every=4)
+    with journal:
+        assert replayed.state.to_dict() == expected.to_dict()
         first = next(journal.records())
         assert (first.record, first.kind, first.prev_hash) == (1, "start", "0" * 64)
     with Journal(path, snapshot_every=4) as journal:
-        recovered = journal.recover(ENGINE)
+        recovered = recover(journal, ENGINE.rules)
     assert recovered.halted is None
     assert recovered.last_record == len(commands) + 1
     assert recovered.state.to_dict() == expected.to_dict()  # meters, undo, reader_seq too
@@ -91,12 +110,12 @@ def test_the_head_is_written_before_append_returns_and_synced_off_the_roll_path(
     before the append returns and made durable by the head's own thread."""
     path = tmp_path / "state" / "journal.db"
     with Journal(path) as journal:
-        journal.recover(ENGINE)
+        replayed = recover(journal, ENGINE.rules).replay
         head = journal._head
         assert head is not None
         synced_on = head_syncs(monkeypatch, head)
         for command in session()[:8]:
-            journal.apply(ENGINE, command)
+            decide(journal, replayed, command)
             found = read_head(path.with_name("journal.db.head"), journal._key)
             assert isinstance(found, Head) and found.record == journal.last_record
         assert head.wait_synced(timeout=30)
@@ -107,8 +126,8 @@ def test_history_matches_replay_and_lists_actions(tmp_path: Path) -> None:
     commands = session()
     result = replay(ENGINE, enumerate(commands))
     with filled(tmp_path / "journal.db", commands, snapshot_every=3) as journal:
-        lines = journal.history(10)
-        assert journal.history(1) == lines[-1:]
+        lines = recall(journal, 10)
+        assert recall(journal, 1) == lines[-1:]
     settled = [s.report() for s in result.settlements]
     done = [{k: h[k] for k in settled[0]} for h in lines if h["result"] is not None]
     assert done == settled
@@ -137,42 +156,43 @@ def test_history_matches_replay_and_lists_actions(tmp_path: Path) -> None:
 
 
 def test_refusals_are_kept_duplicate_rolls_are_not(tmp_path: Path) -> None:
-    with filled(tmp_path / "journal.db", [Roll(3, 3, seq=7)]) as journal:
-        outcome, record = journal.apply(ENGINE, Roll(3, 3, seq=7))
-        assert record is None and outcome.state == journal.state
-        before = journal.state
-        _, refused = journal.apply(ENGINE, Bet(1, 50))
+    journal, replayed = played(tmp_path / "journal.db", [Roll(3, 3, seq=7)])
+    with journal:
+        copy = decide(journal, replayed, Roll(3, 3, seq=7))
+        assert copy.record is None and copy.outcome.state == replayed.state
+        before = replayed.state
+        refused = decide(journal, replayed, Bet(1, 50)).record
         assert refused is not None and refused.data()["command"] == "bet"
         assert ENGINE.apply(before, refused.command()).refused is not None
-        assert journal.state.rolls == 1
+        assert replayed.state.rolls == 1
 
 
 def test_second_writer_is_refused(tmp_path: Path) -> None:
     with filled(tmp_path / "journal.db", []):
         other = Journal(tmp_path / "journal.db")
         with pytest.raises(FirebetError, match="in use"):
-            other.recover(ENGINE)
+            recover(other, ENGINE.rules)
         other.close()
         with Journal(tmp_path / "journal.db", read_only=True) as reader:  # readers never block
-            assert reader.recover(ENGINE).halted is None
+            assert recover(reader, ENGINE.rules).halted is None
 
 
 def test_read_only_journal_refuses_writes_and_keeps_reading(tmp_path: Path) -> None:
     filled(tmp_path / "journal.db", session()).close()
     with Journal(tmp_path / "journal.db", read_only=True) as journal:
-        journal.recover(ENGINE)
+        replayed = recover(journal, ENGINE.rules).replay
         with pytest.raises(JournalWriteError, match="read-only"):
-            journal.apply(ENGINE, Roll(1, 1))
-        assert journal.history(2)
+            decide(journal, replayed, Roll(1, 1))
+        assert recall(journal, 2)
     with Journal(tmp_path / "journal.db") as journal:  # the database refuses the write itself
-        journal.recover(ENGINE)
+        replayed = recover(journal, ENGINE.rules).replay
         last = journal.last_record
         assert journal._db is not None
         journal._db.execute("PRAGMA query_only = ON")
         with pytest.raises(JournalWriteError, match="readonly") as caught:
-            journal.apply(ENGINE, Roll(1, 1))
+            decide(journal, replayed, Roll(1, 1))
         assert isinstance(caught.value, OSError) and str(journal.path) in str(caught.value)
-        assert journal.last_record == last and journal.verify(ENGINE).ok
+        assert journal.last_record == last and verify(journal, ENGINE.rules).ok
 
 
 DISK_FULL = """
@@ -180,21 +200,24 @@ import resource, signal, sys
 from controller.core.commands import Roll
 from controller.core.engine import Engine
 from controller.journal import JournalWriteError
-from tests.support import PlayedJournal as Journal
-from controller.journal.files import Head, read_head
+from controller.journal import Journal, recover, verify
+from controller.journal.history import history
+from controller.journal.play import decide
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 engine = Engine()
 journal = Journal(sys.argv[1])
-journal.recover(engine)
+replayed = recover(journal, engine.rules).replay
 resource.setrlimit(resource.RLIMIT_FSIZE, (40_000, 40_000))
 ok = 0
 try:
     for i in range(10_000):
-        journal.apply(engine, Roll(1 + i % 6, 1 + i % 5, seq=i % 65536))
+        decide(journal, replayed, Roll(1 + i % 6, 1 + i % 5, seq=i % 65536))
         ok += 1
 except JournalWriteError as exc:
-    print(json.dumps({"ok": ok, "error": str(exc), "verify": journal.verify(engine).ok,
-                      "history": len(journal.history(3)), "last": journal.last_record}))
+    with journal.view() as db:
+        hands = len(history(db, engine.rules, 3))
+    print(json.dumps({"ok": ok, "error": str(exc), "verify": verify(journal, engine.rules).ok,
+                      "history": hands, "last": journal.last_record}))
 journal.close()
 """.replace("import resource", "import json, resource")
 
@@ -214,9 +237,9 @@ def test_disk_full_raises_journal_write_error_and_leaves_a_sound_journal(tmp_pat
     assert "cannot write the journal" in report["error"] and str(path) in report["error"]
     assert report["verify"] and report["history"] >= 1 and report["ok"] > 0
     with Journal(path) as journal:
-        recovered = journal.recover(ENGINE)
+        recovered = recover(journal, ENGINE.rules)
         assert recovered.halted is None and recovered.last_record == report["last"]
-        assert journal.verify(ENGINE).ok
+        assert verify(journal, ENGINE.rules).ok
         expected = session() + [
             Roll(1 + i % 6, 1 + i % 5, seq=i % 65536) for i in range(report["ok"])
         ]
@@ -297,21 +320,26 @@ def test_cli_history_and_verify(tmp_path: Path) -> None:
 
 
 def test_halt_refuses_game_commands_until_cleared(tmp_path: Path) -> None:
-    with filled(tmp_path / "journal.db", session()) as journal:
+    journal, replayed = played(tmp_path / "journal.db", session())
+    with journal:
         journal.halt(None, "self-check failed: marker lamp 6 dark")
         with pytest.raises(FirebetError, match="halted"):
-            journal.apply(ENGINE, Roll(1, 1))
-        journal.append_system("mode", actor="service", payload={"mode": "halted"})
+            decide(journal, replayed, Roll(1, 1))
+        journal.append_system(  # a system record is taken while halted
+            RecordKind.MODE, actor="tech-tom", state=replayed.state, payload=diagnostics_body(True)
+        )
     with Journal(tmp_path / "journal.db") as journal:
-        halted = journal.recover(ENGINE).halted
+        recovered = recover(journal, ENGINE.rules)
+        halted = recovered.halted
         assert halted is not None and "lamp 6" in halted.reason
-        before = journal.state
-        record = journal.clear_halt("tech-tom")
-        assert record is not None and record.actor == "tech-tom"
-        assert journal.halted is None and journal.state.to_dict() == before.to_dict()
-        assert journal.clear_halt("tech-tom") is None
-        journal.apply(ENGINE, Roll(1, 1))
-        assert journal.verify(ENGINE).ok
+        before = recovered.state
+        done = clear_halt(journal, ENGINE.rules, "tech-tom")
+        assert done is not None and done[1].actor == "tech-tom"
+        replayed = done[0]
+        assert journal.halted is None and replayed.state.to_dict() == before.to_dict()
+        assert clear_halt(journal, ENGINE.rules, "tech-tom") is None
+        decide(journal, replayed, Roll(1, 1))
+        assert verify(journal, ENGINE.rules).ok
 
 
 COMMANDS = st.one_of(
@@ -341,14 +369,14 @@ def test_recovery_of_any_prefix_equals_its_fold_with_or_without_snapshots(
             path = Path(tmp) / name / "journal.db"
             filled(path, prefix, snapshot_every).close()
             with Journal(path, snapshot_every=snapshot_every) as journal:
-                recovered = journal.recover(ENGINE)
+                recovered = recover(journal, ENGINE.rules)
                 assert recovered.halted is None
-                assert journal.verify(ENGINE).ok
-                recall = journal.history(5)
-                for line in recall:
+                assert verify(journal, ENGINE.rules).ok
+                lines = recall(journal, 5)
+                for line in lines:
                     for action in line["actions"]:
                         action.pop("at")  # the journal's clock
-                results.append((recovered.state.to_dict(), recall))
+                results.append((recovered.state.to_dict(), lines))
     assert results[0][0] == expected.to_dict()
     assert results[0] == results[1]
 
@@ -362,14 +390,14 @@ def test_a_reader_verifies_while_the_service_appends(tmp_path: Path) -> None:
 
     engine = Engine()
     writer = Journal(tmp_path / "journal.db", snapshot_every=7)
-    writer.recover(engine)
+    writer_replay = recover(writer, engine.rules).replay
     stop = threading.Event()
 
     def append() -> None:
         rolls = [(2, 2), (3, 4), (5, 6), (1, 3), (6, 6)]
         i = 0
         while not stop.is_set():
-            writer.apply(engine, Roll(*rolls[i % len(rolls)], source="sim"))
+            decide(writer, writer_replay, Roll(*rolls[i % len(rolls)], source="sim"))
             i += 1
 
     thread = threading.Thread(target=append)
@@ -377,8 +405,8 @@ def test_a_reader_verifies_while_the_service_appends(tmp_path: Path) -> None:
     try:
         for _ in range(40):
             with Journal(tmp_path / "journal.db", read_only=True) as reader:
-                assert reader.recover(engine).halted is None
-                report = reader.verify(engine)
+                assert recover(reader, engine.rules).halted is None
+                report = verify(reader, engine.rules)
                 assert report.ok, report.problems
     finally:
         stop.set()
@@ -397,8 +425,8 @@ def test_batch_reads_a_bounded_slice_with_the_chain(tmp_path: Path) -> None:
 def test_verify_on_every_core_agrees_with_one_core(tmp_path: Path) -> None:
     commands = session() * 20
     with filled(tmp_path / "journal.db", commands, snapshot_every=7) as journal:
-        one = journal.verify(ENGINE)
-        many = journal.verify(ENGINE, processes=2)
+        one = verify(journal, ENGINE.rules)
+        many = verify(journal, ENGINE.rules, processes=2)
         assert one.ok and many.ok
         assert (many.records, many.snapshots, many.last_hash) == (
             one.records,
@@ -408,8 +436,8 @@ def test_verify_on_every_core_agrees_with_one_core(tmp_path: Path) -> None:
         assert journal._db is not None
         journal._db.execute("DELETE FROM records WHERE record = 100")  # damage: one core says
     with Journal(tmp_path / "journal.db", snapshot_every=7) as journal:
-        journal.recover(ENGINE)
-        many = journal.verify(ENGINE, processes=2)
+        recover(journal, ENGINE.rules)
+        many = verify(journal, ENGINE.rules, processes=2)
         assert many.problems[0] == (100, "record 100 is missing")
 
 

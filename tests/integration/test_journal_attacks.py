@@ -24,12 +24,13 @@ import pytest
 from controller.core.commands import Bet, Roll
 from controller.core.engine import Engine
 from controller.core.errors import JournalKeyUnreadable
-from controller.journal import canonical, store
+from controller.journal import Journal, canonical, clear_halt, recover, store
+from controller.journal import verify as verify_journal
 from controller.journal.key import read_key
 from controller.journal.legacy import old_hash
+from controller.journal.play import decide
 from controller.journal.recipe import GENESIS, seal
 from tests.support import ROOT, RunningTable, wait_for
-from tests.support import PlayedJournal as Journal
 from tests.support import run_firebet as firebet
 
 ENGINE = Engine()
@@ -39,12 +40,13 @@ import sys
 from pathlib import Path
 from controller.core.commands import Roll
 from controller.core.engine import Engine
-from tests.support import PlayedJournal as Journal
+from controller.journal import Journal, recover
+from controller.journal.play import decide
 engine = Engine()
 journal = Journal(Path(sys.argv[1]) / "journal.db")
-journal.recover(engine)
+replayed = recover(journal, engine.rules).replay
 for i in range(int(sys.argv[2])):
-    journal.apply(engine, Roll(1 + i % 6, 1 + (i * 5) % 6, seq=i))
+    decide(journal, replayed, Roll(1 + i % 6, 1 + (i * 5) % 6, seq=i))
     print("ACK", i, flush=True)
 print("DONE", flush=True)
 sys.stdin.readline()  # stay alive (WAL not checkpointed) until killed
@@ -78,17 +80,17 @@ def killed_writer(state: Path, rolls: int) -> int:
 def build(state: Path, rolls: int = 12, snapshot_every: int = 1000) -> Path:
     path = state / "journal.db"
     with Journal(path, snapshot_every=snapshot_every) as journal:
-        journal.recover(ENGINE)
-        journal.apply(ENGINE, Bet(1, 5, actor="alice"))
+        replayed = recover(journal, ENGINE.rules).replay
+        decide(journal, replayed, Bet(1, 5, actor="alice"))
         for i in range(rolls):
-            journal.apply(ENGINE, Roll(1 + i % 6, 1 + (i * 5) % 6, seq=i))
+            decide(journal, replayed, Roll(1 + i % 6, 1 + (i * 5) % 6, seq=i))
     return path
 
 
 def halted(path: Path) -> str:
     """The halt reason at the next start (fails when the journal starts normally)."""
     with Journal(path) as journal:
-        recovered = journal.recover(ENGINE)
+        recovered = recover(journal, ENGINE.rules)
         assert recovered.halted is not None, "started as if nothing happened"
         return recovered.halted.describe()
 
@@ -118,8 +120,9 @@ def test_a_missing_or_cut_journal_file_halts_never_a_fresh_game(
     assert "journal.db" in reason
     assert "journal.db" in halted(path)
     with Journal(path) as journal:  # and still halted: nothing was replaced by a fresh file
-        assert journal.recover(ENGINE).halted is not None
-        assert journal.state.rolls == 0
+        recovered = recover(journal, ENGINE.rules)
+        assert recovered.halted is not None
+        assert recovered.state.rolls == 0
 
 
 @pytest.mark.slow
@@ -153,10 +156,10 @@ def test_a_wal_written_out_ahead_loses_nothing_at_a_sigkill(tmp_path: Path) -> N
         store.FRAME_HEADER + 4096
     )
     with Journal(state / "journal.db") as journal:
-        recovered = journal.recover(ENGINE)
+        recovered = recover(journal, ENGINE.rules)
         assert recovered.halted is None
         assert recovered.last_record == 1 + acked  # the start record first
-        report = journal.verify(ENGINE)
+        report = verify_journal(journal, ENGINE.rules)
     assert report.ok, report.problems
 
 
@@ -242,7 +245,7 @@ def test_the_key_is_made_once_0600_and_a_journal_whose_key_is_gone_halts(tmp_pat
     key.write_bytes(saved)
     os.unlink(tmp_path / "journal.db.halt")
     with Journal(path) as journal:
-        assert journal.recover(ENGINE).halted is None
+        assert recover(journal, ENGINE.rules).halted is None
 
 
 def test_verify_and_export_say_what_they_need_when_the_key_is_unreadable(tmp_path: Path) -> None:
@@ -268,7 +271,7 @@ def test_verify_and_export_say_what_they_need_when_the_key_is_unreadable(tmp_pat
 def test_clear_halt_never_adopts_a_forged_snapshot(tmp_path: Path) -> None:
     path = build(tmp_path, rolls=30, snapshot_every=10)
     with Journal(path) as journal:
-        journal.recover(ENGINE)
+        recover(journal, ENGINE.rules)
         honest = {r.record: r for r in journal.records()}
     db = sqlite3.connect(path)
     forged = db.execute("SELECT state FROM snapshots WHERE record = 30").fetchone()[0]
@@ -286,7 +289,7 @@ def test_clear_halt_never_adopts_a_forged_snapshot(tmp_path: Path) -> None:
     assert "records 30..33" in done.stdout and "snapshot(s) at record 30" in done.stdout
     proven = ENGINE.run([Bet(1, 5), *(Roll(1 + i % 6, 1 + (i * 5) % 6, seq=i) for i in range(27))])
     with Journal(path, snapshot_every=10) as journal:
-        recovered = journal.recover(ENGINE)
+        recovered = recover(journal, ENGINE.rules)
         assert recovered.halted is None
         state = recovered.state  # the state records 1..29 prove, not the forged one
         assert (state.points, state.hand, state.rolls) == (proven.points, proven.hand, 27)
@@ -303,19 +306,21 @@ def test_clear_halt_never_adopts_a_forged_snapshot(tmp_path: Path) -> None:
 def test_clear_halt_after_a_lost_wal_numbers_on_past_the_lost_records(tmp_path: Path) -> None:
     path = build(tmp_path, rolls=5)
     with Journal(path) as journal:
-        journal.recover(ENGINE)
-        before = journal.state
-        journal.apply(ENGINE, Roll(3, 3, seq=50))
-        journal.apply(ENGINE, Roll(4, 4, seq=51))
+        replayed = recover(journal, ENGINE.rules).replay
+        before = replayed.state
+        decide(journal, replayed, Roll(3, 3, seq=50))
+        decide(journal, replayed, Roll(4, 4, seq=51))
         assert journal._db is not None
         journal._db.execute("DELETE FROM records WHERE record > 7")  # the lost WAL, in effect
     assert "records 8..9 acknowledged but gone" in halted(path)
     with Journal(path) as journal:
-        journal.recover(ENGINE)
-        record = journal.clear_halt("tech-tom", note="SD card swapped")
-        assert record is not None and record.record == 10  # 8 and 9 are never reused
+        recover(journal, ENGINE.rules)
+        done = clear_halt(journal, ENGINE.rules, "tech-tom", note="SD card swapped")
+        assert done is not None
+        replayed, record = done
+        assert record.record == 10  # 8 and 9 are never reused
         assert record.data()["set_aside"]["records"] == [8, 9]
-        assert journal.state.to_dict() == before.to_dict()
+        assert replayed.state.to_dict() == before.to_dict()
 
 
 # format 1 ---------------------------------------------------------------------------------------
@@ -376,13 +381,13 @@ def test_a_format_1_journal_is_refused_naming_migrate_which_moves_it_forward(
     aside = list(tmp_path.glob("journal-aside-*"))
     assert len(aside) == 1 and (aside[0] / "journal.db").exists()  # the old file, kept whole
     with Journal(path) as journal:
-        recovered = journal.recover(ENGINE)
+        recovered = recover(journal, ENGINE.rules)
         assert recovered.halted is None and recovered.last_record == 32
         assert recovered.state.to_dict() == ENGINE.run(commands).to_dict()
         first = next(journal.records())
         assert first.data()["migrated"]["by"].startswith(pwd.getpwuid(os.getuid()).pw_name)
         assert first.data()["migrated"]["aside"] == aside[0].name
-        assert journal.verify(ENGINE).ok
+        assert verify_journal(journal, ENGINE.rules).ok
 
 
 def test_migrate_refuses_a_format_1_journal_that_does_not_verify(tmp_path: Path) -> None:

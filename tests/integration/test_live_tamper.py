@@ -15,9 +15,11 @@ import pytest
 
 from controller.core.commands import Roll
 from controller.core.engine import Engine
+from controller.journal import Journal, recover
+from controller.journal.play import decide
 from controller.service import health
 from controller.service.health import RecordWatch
-from tests.support import PROCESS_DEADLINE_S, ROOT, PlayedJournal, run_firebet, wait_for
+from tests.support import PROCESS_DEADLINE_S, ROOT, run_firebet, wait_for
 
 ENGINE = Engine()
 
@@ -90,15 +92,15 @@ def test_a_record_edited_under_the_running_table_halts_it(tmp_path: Path) -> Non
     assert run_firebet("journal", "verify", "--state-dir", str(state)).returncode == 0
 
 
-def _played(path: Path, rolls: int) -> PlayedJournal:
-    journal = PlayedJournal(path)
-    journal.recover(ENGINE)
+def _played(path: Path, rolls: int) -> Journal:
+    journal = Journal(path)
+    replayed = recover(journal, ENGINE.rules).replay
     for i in range(rolls):
-        journal.apply(ENGINE, Roll(1 + i % 6, 1 + (i // 6) % 6, seq=i))
+        decide(journal, replayed, Roll(1 + i % 6, 1 + (i // 6) % 6, seq=i))
     return journal
 
 
-def _screen(journal: PlayedJournal, ticks: int) -> tuple[RecordWatch, Any]:
+def _screen(journal: Journal, ticks: int) -> tuple[RecordWatch, Any]:
     watch = RecordWatch(journal, ENGINE.rules, lambda halt: None, threading.Event())
     db, key = journal.checker_view()
     try:
@@ -130,7 +132,10 @@ def test_an_old_record_edited_while_rolls_keep_coming_is_found_within_one_sweep(
     monkeypatch.setattr(health, "WATCH_CHUNK", 8)
     path = tmp_path / "journal.db"
     seen: list[Any] = []
-    with _played(path, 120) as journal:
+    with Journal(path) as journal:
+        replayed = recover(journal, ENGINE.rules).replay
+        for i in range(120):
+            decide(journal, replayed, Roll(1 + i % 6, 1 + (i // 6) % 6, seq=i))
         watch = RecordWatch(journal, ENGINE.rules, seen.append, threading.Event(), sweep_s=10.0)
         # (a journal of ~130 records: its sweep takes the 10 s of 1,000 or fewer)
         db, key = journal.checker_view()
@@ -141,7 +146,8 @@ def test_an_old_record_edited_while_rolls_keep_coming_is_found_within_one_sweep(
                 nonlocal rolled
                 for _ in range(3):  # a busy table: three rolls between two ticks
                     rolled += 1
-                    journal.apply(ENGINE, Roll(1 + rolled % 6, 1 + rolled // 6 % 6, seq=rolled))
+                    roll = Roll(1 + rolled % 6, 1 + rolled // 6 % 6, seq=rolled)
+                    decide(journal, replayed, roll)
                 return watch.tick(db, key, elapsed=health.WATCH_S)
 
             ticks = 0

@@ -26,16 +26,17 @@ from controller.core.commands import (
     Surrender,
     Void,
 )
-from controller.core.config import FireBetRules, load_config, rules_settings
+from controller.core.config import FireBetRules, load_config
 from controller.core.engine import Engine
 from controller.floor.audit import TableAudit
 from controller.floor.findings import Findings
-from controller.journal import canonical
+from controller.journal import Journal, canonical, recover, verify
 from controller.journal.handlog import HISTORY_KEYS
 from controller.journal.key import read_key
+from controller.journal.play import decide
 from controller.journal.recipe import seal
 from tests.floor_support import TableJournal
-from tests.support import PlayedJournal, run_firebet
+from tests.support import run_firebet
 
 dice = st.integers(1, 6)
 commands: st.SearchStrategy[Command] = st.one_of(
@@ -83,12 +84,10 @@ def test_the_table_s_recall_and_the_floor_s_hands_are_one_projection(
         for command in before:
             table.apply(command)
         # a restart under other rules: records before keep the rules they were decided under
-        table.journal.append_system(
-            "rules", actor="service", payload=rules_settings(house) | {"program": "p"}
-        )
+        table.take_rules(house)
         for command in after:
             table.apply(command)
-        recall = table.journal.history(1000)
+        recall = table.history(1000)
         floor = floor_hands(table)
         assert [h["hand"] for h in recall] == sorted(floor)
         for line in recall:
@@ -105,11 +104,9 @@ def test_a_rules_change_is_a_rules_action_in_the_hand_and_an_alert_on_the_floor(
     house_file.write_text(HOUSE)
     table = TableJournal(tmp_path / "journal.db", config=load_config(None))
     table.do("bet 3 5", "2 2", "2 2")
-    table.journal.append_system(
-        "rules", actor="service", payload=rules_settings(load_config(house_file)) | {"program": "p"}
-    )
+    table.take_rules(load_config(house_file))
     table.do("3 3", "3 3", "4 4", "4 4", "5 5", "4 3")  # the seven-out under the house's rules
-    (hand,) = table.journal.history(2)[:1]
+    (hand,) = table.history(2)[:1]
     rules = [a for a in hand["actions"] if a["action"] == "rules"]
     assert len(rules) == 1 and rules[0]["changed"]["firebet.pays"] == {
         "was": {"4": 24, "5": 249, "6": 999},
@@ -131,11 +128,11 @@ ENGINE = Engine()
 
 
 def rolls_journal(path: Path, rolls: int, snapshot_every: int) -> None:
-    with PlayedJournal(path, snapshot_every=snapshot_every) as journal:
-        journal.recover(ENGINE)
-        journal.apply(ENGINE, Bet(1, 5, actor="alice"))
+    with Journal(path, snapshot_every=snapshot_every) as journal:
+        replayed = recover(journal, ENGINE.rules).replay
+        decide(journal, replayed, Bet(1, 5, actor="alice"))
         for i in range(rolls):
-            journal.apply(ENGINE, Roll(1 + i % 6, 1 + (i * 5) % 6, seq=i))
+            decide(journal, replayed, Roll(1 + i % 6, 1 + (i * 5) % 6, seq=i))
 
 
 def forge(path: Path, record: int, *, reseal: bool) -> None:
@@ -168,10 +165,10 @@ def test_clear_halt_after_a_forged_snapshot_resumes_on_every_acked_roll(tmp_path
             [Bet(1, 5), *(Roll(1 + i % 6, 1 + (i * 5) % 6, seq=i) for i in range(rolls))]
         )
         forge(state / "journal.db", forged_at, reseal=reseal)
-        verify = run_firebet("journal", "verify", "--state-dir", str(state))
-        assert verify.returncode == 4 and f"record {forged_at}" in verify.stderr
-        with PlayedJournal(state / "journal.db", snapshot_every=6) as journal:
-            if journal.recover(ENGINE).halted is None:  # recovery read past it: the full
+        checked = run_firebet("journal", "verify", "--state-dir", str(state))
+        assert checked.returncode == 4 and f"record {forged_at}" in checked.stderr
+        with Journal(state / "journal.db", snapshot_every=6) as journal:
+            if recover(journal, ENGINE.rules).halted is None:  # recovery read past it: the full
                 journal.halt(forged_at, "the snapshot disagrees")  # check halts, as a service's
         done = run_firebet(
             "clear-halt", "--state-dir", str(state), "--note", "forged snapshot", "--yes"
@@ -179,13 +176,13 @@ def test_clear_halt_after_a_forged_snapshot_resumes_on_every_acked_roll(tmp_path
         assert done.returncode == 0, done.stderr
         assert "set aside no records" in done.stdout
         assert f"snapshot(s) at record {forged_at}" in done.stdout
-        with PlayedJournal(state / "journal.db", snapshot_every=6) as journal:
-            recovered = journal.recover(ENGINE)
+        with Journal(state / "journal.db", snapshot_every=6) as journal:
+            recovered = recover(journal, ENGINE.rules)
             assert recovered.halted is None
             # every ACKed roll counts, and none of the forgery
             assert recovered.state == proven and recovered.state.meters == proven.meters
             assert recovered.state.rolls == rolls and recovered.state.bets == proven.bets
-            assert journal.verify(ENGINE).ok
+            assert verify(journal, ENGINE.rules).ok
         again = run_firebet("journal", "verify", "--state-dir", str(state))
         assert again.returncode == 0 and "set aside by clear-halt" in again.stdout
 

@@ -17,20 +17,22 @@ from hypothesis import strategies as st
 from controller.control.client import ControlClient
 from controller.core.commands import Ack, Bet, Command, Roll, Surrender, Void
 from controller.core.engine import Engine
+from controller.journal import Journal, recover
 from controller.journal import replay as replay_module
 from controller.journal.history import MAX_HANDS, HistoryTooLong, Recall, connect_read_only
+from controller.journal.play import decide
+from controller.service import recall as recall_module
 from tests.integration.test_control_attacks import Line
-from tests.support import PlayedJournal as Journal
-from tests.support import RunningTable, table_running, wait_for
+from tests.support import RunningTable, recall, table_running, wait_for
 
 ENGINE = Engine()
 
 
 def journal_with(path: Path, commands: list[Command], snapshot_every: int = 1000) -> None:
     with Journal(path, snapshot_every=snapshot_every, durable=False) as journal:
-        journal.recover(ENGINE)
+        replayed = recover(journal, ENGINE.rules).replay
         for command in commands:
-            journal.apply(ENGINE, command)
+            decide(journal, replayed, command)
 
 
 def rolls(n: int, seed: int = 7) -> list[Command]:
@@ -54,16 +56,17 @@ def test_a_request_reads_the_new_records_and_the_hands_asked_not_the_journal(
         replay_module, "decode_body", lambda *args: decoded.append(1) or real(*args)
     )
     db = connect_read_only(path)
-    recall = Recall(ENGINE.rules)
-    first = recall.history(db, 3)
+    following = Recall(ENGINE.rules)
+    first = following.history(db, 3)
     assert len(first) == 3
     assert len(decoded) < 2100  # from the newest snapshot: at most two snapshot spans
     with Journal(path, durable=False) as journal:  # the table plays on: 10 more rolls
-        seq = journal.recover(ENGINE).state.reader_seq or 0
+        replayed = recover(journal, ENGINE.rules).replay
+        seq = replayed.state.reader_seq or 0
         for i in range(10):
-            journal.apply(ENGINE, Roll(1 + i % 6, 1 + i * 5 % 6, seq=(seq + 1 + i) % 65536))
+            decide(journal, replayed, Roll(1 + i % 6, 1 + i * 5 % 6, seq=(seq + 1 + i) % 65536))
     decoded.clear()
-    again = recall.history(db, 3)
+    again = following.history(db, 3)
     # the 10 new records, then only the last 3 hands' records: never a snapshot span again
     assert len(decoded) < 10 + 3 * 60, len(decoded)
     assert again == Recall(ENGINE.rules).history(db, 3)  # the same as a fresh walk
@@ -111,15 +114,15 @@ def test_a_following_recall_says_what_a_fresh_walk_says(
     path = tmp_path_factory.mktemp("recall") / "journal.db"
     following = Recall(ENGINE.rules)
     with Journal(path, snapshot_every=every, durable=False) as journal:
-        journal.recover(ENGINE)
+        replayed = recover(journal, ENGINE.rules).replay
         db = connect_read_only(path)
         try:
             for i, (kind, a, b) in enumerate(script):
-                journal.apply(ENGINE, _command(kind, a, b))
+                decide(journal, replayed, _command(kind, a, b))
                 if i % 7 == 0:
                     assert following.history(db, hands) == Recall(ENGINE.rules).history(db, hands)
             assert following.history(db, hands) == Recall(ENGINE.rules).history(db, hands)
-            assert following.history(db, hands) == journal.history(hands)
+            assert following.history(db, hands) == recall(journal, hands)
         finally:
             db.close()
 
@@ -248,7 +251,7 @@ def test_the_full_check_runs_in_a_process_of_its_own(
     def in_the_service(*args: object, **kwargs: object) -> None:
         raise AssertionError("the full check ran in the service's process")
 
-    monkeypatch.setattr(Journal, "verify", in_the_service)
+    monkeypatch.setattr(recall_module, "verify", in_the_service)  # what the check runs
     state = tmp_path / "state"
     state.mkdir()
     journal_with(state / "journal.db", rolls(40), snapshot_every=5)

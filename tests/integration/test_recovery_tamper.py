@@ -14,10 +14,10 @@ import pytest
 
 from controller.core.commands import Bet, Roll
 from controller.core.engine import Engine
-from controller.journal import canonical
+from controller.journal import Journal, canonical, recover, verify
 from controller.journal.key import read_key
+from controller.journal.play import decide
 from controller.journal.recipe import GENESIS, seal
-from tests.support import PlayedJournal as Journal
 from tests.support import run_firebet as firebet
 
 ENGINE = Engine()
@@ -28,12 +28,12 @@ def build(state_dir: Path) -> Path:
     """A small journal: bets on 1..3, then rolls (records 2..4 are the bets)."""
     path = state_dir / "journal.db"
     with Journal(path) as journal:
-        journal.recover(ENGINE)
-        journal.apply(ENGINE, Bet(1, 5, actor="alice"))
-        journal.apply(ENGINE, Bet(2, 3, actor="alice"))
-        journal.apply(ENGINE, Bet(3, 4, actor="alice"))
+        replayed = recover(journal, ENGINE.rules).replay
+        decide(journal, replayed, Bet(1, 5, actor="alice"))
+        decide(journal, replayed, Bet(2, 3, actor="alice"))
+        decide(journal, replayed, Bet(3, 4, actor="alice"))
         for i, (d1, d2) in enumerate([(2, 2), (3, 3), (2, 2), (5, 3), (4, 4), (6, 1)]):
-            journal.apply(ENGINE, Roll(d1, d2, seq=i))
+            decide(journal, replayed, Roll(d1, d2, seq=i))
     return path
 
 
@@ -121,16 +121,16 @@ def test_tampered_record_is_caught_halts_and_clear_halt_lifts_it(tmp_path: Path,
     path = build(tmp_path)
     tamper(path)
 
-    verify = firebet("journal", "verify", "--state-dir", str(tmp_path))
-    assert verify.returncode == 4, verify.stdout + verify.stderr
-    assert f"record {bad}:" in verify.stderr
+    checked = firebet("journal", "verify", "--state-dir", str(tmp_path))
+    assert checked.returncode == 4, checked.stdout + checked.stderr
+    assert f"record {bad}:" in checked.stderr
 
     for _ in range(2):  # halted, and still halted after another restart (one halt record)
         with Journal(path) as journal:
-            recovered = journal.recover(ENGINE)
+            recovered = recover(journal, ENGINE.rules)
             assert recovered.halted is not None and recovered.halted.record == bad
             with pytest.raises(Exception, match="halted"):
-                journal.apply(ENGINE, Roll(1, 2))
+                decide(journal, recovered.replay, Roll(1, 2))
             halts = [r for r in journal.records() if r.kind == "halt"]
             if name == "cut tail":  # the chain's end is gone: the halt is kept beside it
                 assert not halts and path.with_name("journal.db.halt").exists()
@@ -142,33 +142,33 @@ def test_tampered_record_is_caught_halts_and_clear_halt_lifts_it(tmp_path: Path,
     )
     assert cleared.returncode == 0, cleared.stderr
     with Journal(path) as journal:
-        recovered = journal.recover(ENGINE)
+        recovered = recover(journal, ENGINE.rules)
         assert recovered.halted is None
         last = journal.last()
         assert last is not None and last.kind == "clear_halt" and last.actor == OS_ACTOR
         assert last.data()["note"] == "tech-tom checked"
         assert last.data()["cleared"]["record"] == bad
-        journal.apply(ENGINE, Roll(1, 2, seq=99))  # the game goes on
-    verify = firebet("journal", "verify", "--state-dir", str(tmp_path))
-    assert verify.returncode == 0, verify.stderr
-    assert "set aside by clear-halt" in verify.stdout
+        decide(journal, recovered.replay, Roll(1, 2, seq=99))  # the game goes on
+    checked = firebet("journal", "verify", "--state-dir", str(tmp_path))
+    assert checked.returncode == 0, checked.stderr
+    assert "set aside by clear-halt" in checked.stdout
 
 
 def test_edited_snapshot_is_caught(tmp_path: Path) -> None:
     path = tmp_path / "journal.db"
     with Journal(path, snapshot_every=4) as journal:
-        journal.recover(ENGINE)
+        replayed = recover(journal, ENGINE.rules).replay
         for i in range(6):
-            journal.apply(ENGINE, Roll(2, 2 + i % 3, seq=i))
+            decide(journal, replayed, Roll(2, 2 + i % 3, seq=i))
     sql(
         path,
         "UPDATE snapshots SET state = "
         "replace(state, '\"rolls\":3', '\"rolls\":30') WHERE record = 4",
     )
-    verify = firebet("journal", "verify", "--state-dir", str(tmp_path))
-    assert verify.returncode == 4 and "record 4:" in verify.stderr
+    checked = firebet("journal", "verify", "--state-dir", str(tmp_path))
+    assert checked.returncode == 4 and "record 4:" in checked.stderr
     with Journal(path, snapshot_every=4) as journal:
-        halted = journal.recover(ENGINE).halted
+        halted = recover(journal, ENGINE.rules).halted
         assert halted is not None and halted.record == 4 and "snapshot" in halted.reason
 
 
@@ -182,11 +182,11 @@ def test_unreadable_file_halts_persistently_even_without_writing(
     else:
         with open(path, "r+b") as f:
             f.write(b"this is not sqlite!!")
-    verify = firebet("journal", "verify", "--state-dir", str(tmp_path))
-    assert verify.returncode == 4, verify.stderr
+    checked = firebet("journal", "verify", "--state-dir", str(tmp_path))
+    assert checked.returncode == 4, checked.stderr
     for _ in range(2):
         with Journal(path) as journal:
-            halted = journal.recover(ENGINE).halted
+            halted = recover(journal, ENGINE.rules).halted
             assert halted is not None and halted.record is None
     assert path.with_name("journal.db.halt").exists()
     # clear-halt refuses while the file is still unreadable
@@ -196,14 +196,14 @@ def test_unreadable_file_halts_persistently_even_without_writing(
     # the technician moves the damaged file aside: still halted, never a silent fresh game
     path.rename(tmp_path / "journal.db.damaged")
     with Journal(path) as journal:
-        assert journal.recover(ENGINE).halted is not None
+        assert recover(journal, ENGINE.rules).halted is not None
     assert not path.exists()
     refused = firebet("clear-halt", "--state-dir", str(tmp_path), "--note", "moved aside", "--yes")
     assert refused.returncode == 4 and "journal init" in refused.stderr, refused.stderr
     done = firebet("journal", "init", "--state-dir", str(tmp_path), "--reason", "disk replaced")
     assert done.returncode == 0, done.stderr
     with Journal(path) as journal:
-        recovered = journal.recover(ENGINE)
+        recovered = recover(journal, ENGINE.rules)
         assert recovered.halted is None
         records = list(journal.records())
         assert [(r.kind, r.actor) for r in records] == [("start", OS_ACTOR)]
@@ -215,7 +215,7 @@ def test_missing_journal_beside_its_wal_is_halted_not_fresh(tmp_path: Path) -> N
     path.unlink()
     tmp_path.joinpath("journal.db-wal").write_bytes(b"")
     with Journal(path) as journal:
-        halted = journal.recover(ENGINE).halted
+        halted = recover(journal, ENGINE.rules).halted
         assert halted is not None and "missing" in halted.reason
     assert not path.exists()
 
@@ -238,7 +238,7 @@ def test_offline_clear_halt_journals_the_os_user_not_free_text(tmp_path: Path) -
     assert cleared.returncode == 0, cleared.stderr
     assert f"halt cleared by {OS_ACTOR}" in cleared.stdout
     with Journal(path) as journal:
-        journal.recover(ENGINE)
+        recover(journal, ENGINE.rules)
         last = journal.last()
         assert last is not None and last.kind == "clear_halt"
         assert (last.actor, last.data()["note"]) == (OS_ACTOR, "alice-the-tech: disk swapped")
@@ -253,8 +253,8 @@ def test_a_sealed_command_the_rules_cannot_fold_is_damage_at_its_record(tmp_path
     sql(path, f"UPDATE records SET body = '{body}' WHERE record = 6")
     reseal_from(path, 6, read_key(tmp_path / "journal.key"))
     with Journal(path, read_only=True) as journal:
-        journal.recover(ENGINE)
-        report = journal.verify(ENGINE)
+        recover(journal, ENGINE.rules)
+        report = verify(journal, ENGINE.rules)
         last = journal.last()
     assert last is not None
     assert report.problems[0][0] == 6 and "cannot be decoded" in report.problems[0][1]

@@ -50,7 +50,7 @@ def test_an_honest_table_checks_clean_and_raises_the_alert_at_the_fifth_point(
     assert hand1["wagers"] == {"1": 5, "2": 3}
     assert [a["action"] for a in hand1["actions"]] == ["bet", "bet"]
     # the floor's hands are the table's own game recall
-    history = table.journal.history(2)
+    history = table.history(2)
     for line in history:
         mine = audit.hands[line["hand"]]
         for key in ("points", "unique_points", "result", "odds_to_one", "payouts", "rolls"):

@@ -38,7 +38,7 @@ from controller.floor.figures import (
     whole_day,
 )
 from controller.floor.ingest import Ingest, Message
-from controller.floor.store import FloorStore
+from controller.floor.store import SqliteStore
 from controller.wire.messages import FloorRecord
 from tests.floor_support import TableJournal, event_bytes, make_points
 
@@ -239,8 +239,8 @@ def test_shift_lines_are_checked() -> None:
 
 
 # the store's settled hands, from a table's real records -------------------------------------
-def ingest(path: Path) -> tuple[FloorStore, Ingest]:
-    store = FloorStore(path)
+def ingest(path: Path) -> tuple[SqliteStore, Ingest]:
+    store = SqliteStore(path)
     return store, Ingest(store, "firebet", lambda t, p: None)
 
 
@@ -290,7 +290,7 @@ def test_a_floor_db_from_before_the_figures_gets_its_hands_figures(tmp_path: Pat
     db.execute("DROP TABLE settled")
     db.commit()
     db.close()
-    again = FloorStore(tmp_path / "floor.db")
+    again = SqliteStore(tmp_path / "floor.db")
     assert list(again.settled_between(0, 2**62)) == before
     again.close()
 

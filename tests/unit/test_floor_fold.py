@@ -13,18 +13,19 @@ from controller.core.config import FireBetRules, load_config, rules_settings
 from controller.core.engine import Engine
 from controller.core.script import parse_line
 from controller.core.state import TableState
-from controller.journal import Record
+from controller.journal import Journal, Record, RecordKind, Replay, recover
+from controller.journal.play import decide, journal_rules
+from controller.journal.system import start_body
 from controller.link.fold import LinkFold
 from controller.wire.messages import event_message
 from tests.floor_support import make_points
-from tests.support import PlayedJournal as Journal
 
 
-def play(journal: Journal, engine: Engine, lines: list[str]) -> None:
+def play(journal: Journal, replayed: Replay, lines: list[str]) -> None:
     for line in lines:
         command = parse_line(line)
         assert command is not None
-        journal.apply(engine, command)
+        decide(journal, replayed, command)
 
 
 def truth(journal: Journal, engine: Engine) -> dict[int, list[dict[str, Any]]]:
@@ -44,6 +45,7 @@ def truth(journal: Journal, engine: Engine) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
+STARTED: dict[str, Any] = {"config": None, "started_by": "test"}
 LINES = ["bet 1 5", "bet 2 3", *make_points(4, 5, 6, 8, 9), "4 4", "3 4", "bet 3 2", "2 2",
          "void", "3 4", "bet 4 1", *make_points(10), "5 2", "4 4", "5 2", "void"]  # fmt: skip
 
@@ -51,8 +53,8 @@ LINES = ["bet 1 5", "bet 2 3", *make_points(4, 5, 6, 8, 9), "4 4", "3 4", "bet 3
 def test_every_command_record_gets_the_events_its_engine_decided(tmp_path: Path) -> None:
     engine = Engine()
     with Journal(tmp_path / "j.db", durable=False, snapshot_every=4) as journal:
-        journal.recover(engine)
-        play(journal, engine, LINES)
+        replayed = recover(journal, engine.rules).replay
+        play(journal, replayed, LINES)
         expected = truth(journal, engine)
         records = list(journal.records())
         assert sum(1 for r in records if r.snapshot) >= 5  # the fold starts from them
@@ -83,8 +85,8 @@ def test_every_command_record_gets_the_events_its_engine_decided(tmp_path: Path)
 def test_the_message_keeps_the_stored_payload_and_adds_the_events(tmp_path: Path) -> None:
     engine = Engine()
     with Journal(tmp_path / "j.db", durable=False) as journal:
-        journal.recover(engine)
-        _, rec = journal.apply(engine, Bet(position=3, amount=5))
+        replayed = recover(journal, engine.rules).replay
+        rec = decide(journal, replayed, Bet(position=3, amount=5)).record
         assert rec is not None
         events = LinkFold(engine.rules).events(journal, rec)
     message = json.loads(event_message("CR-07", rec, events))
@@ -106,12 +108,15 @@ def test_each_run_is_replayed_with_the_rules_its_start_journaled(tmp_path: Path)
     earlier, now = Engine(config.firebet), Engine(later.firebet)
     five = ["bet 1 5", *make_points(4, 5, 6, 8, 9), "4 4", "3 4"]
     with Journal(tmp_path / "j.db", durable=False) as journal:
-        journal.recover(earlier)
-        journal.append_system("rules", actor="service", payload=rules_settings(config))
-        play(journal, earlier, five)
-        journal.append_system("start", actor="service")  # a restart under other rules
-        journal.append_system("rules", actor="service", payload=rules_settings(later))
-        play(journal, now, five)
+        replayed = recover(journal, earlier.rules).replay
+        journal_rules(journal, replayed, config.firebet, rules_settings(config), **STARTED)
+        play(journal, replayed, five)
+        journal.append_system(  # a restart under other rules
+            RecordKind.START, actor="service", state=replayed.state, payload=start_body(1, {})
+        )
+        journal_rules(journal, replayed, later.firebet, rules_settings(later), **STARTED)
+        assert replayed.engine.rules == now.rules
+        play(journal, replayed, five)
         fold = LinkFold(FireBetRules())
         paid = []
         for rec in journal.records():
@@ -132,9 +137,9 @@ def test_a_record_that_cannot_be_folded_has_no_events_until_a_snapshot(tmp_path:
     engine = Engine()
     path = tmp_path / "j.db"
     with Journal(path, durable=False, snapshot_every=10) as journal:
-        journal.recover(engine)
+        replayed = recover(journal, engine.rules).replay
         for i in range(25):
-            journal.apply(engine, Roll(1 + i % 6, 1 + (i * 5) % 6, seq=i + 1))
+            decide(journal, replayed, Roll(1 + i % 6, 1 + (i * 5) % 6, seq=i + 1))
         expected = truth(journal, engine)
     damage(path, 5)
     with Journal(path, read_only=True) as reader:

@@ -10,8 +10,9 @@ import pytest
 
 from controller.core.config import FireBetRules
 from controller.floor.ingest import Ingest, Message
-from controller.floor.store import FloorStore
+from controller.floor.store import SqliteStore
 from controller.wire.messages import FloorRecord
+from tests.conftest import StoreOpener
 from tests.floor_support import TableJournal, event_bytes, make_points
 
 
@@ -24,12 +25,12 @@ class Clock:
 
 
 class Floor:
-    """An ingest on a store in ``path``, with the commands it sends kept."""
+    """An ingest on a store (SQLite, then PostgreSQL), with the commands it sends kept."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, open_store: StoreOpener) -> None:
         self.sent: list[tuple[str, dict]] = []  # type: ignore[type-arg]
         self.clock = Clock()
-        self.store = FloorStore(path / "floor.db")
+        self.store = open_store()
         self.ingest = Ingest(
             self.store, "firebet", lambda t, p: self.sent.append((t, json.loads(p))),
             clock=self.clock, gap_grace_s=1.0, resend_every_s=5.0,
@@ -44,8 +45,7 @@ class Floor:
         self.ingest.handle([Message(f"firebet/{table}/{leaf}", json.dumps(body).encode())])
 
     def stored(self, table: str = "T1") -> list[int]:
-        return [n for (n,) in self.store.reader().execute(
-            "SELECT record FROM records WHERE table_id = ? ORDER BY record", (table,))]  # fmt: skip
+        return [r.record for r in self.store.records(table, 1, 10**9)]
 
     def alerts(self, **kw: object) -> list:  # type: ignore[type-arg]
         return self.store.alerts(**kw)  # type: ignore[arg-type]
@@ -58,8 +58,10 @@ def records(tmp_path: Path) -> list[FloorRecord]:
     return table.records()
 
 
-def test_each_record_is_stored_once(tmp_path: Path, records: list[FloorRecord]) -> None:
-    floor = Floor(tmp_path)
+def test_each_record_is_stored_once(
+    store_engine: StoreOpener, tmp_path: Path, records: list[FloorRecord]
+) -> None:
+    floor = Floor(store_engine)
     floor.events(*records[:5])
     floor.events(*records[:8])
     floor.events(*records)
@@ -71,8 +73,10 @@ def test_each_record_is_stored_once(tmp_path: Path, records: list[FloorRecord]) 
     assert summary["checked_hand"] == 1
 
 
-def test_a_gap_asks_for_a_resend_and_closes(tmp_path: Path, records: list[FloorRecord]) -> None:
-    floor = Floor(tmp_path)
+def test_a_gap_asks_for_a_resend_and_closes(
+    store_engine: StoreOpener, tmp_path: Path, records: list[FloorRecord]
+) -> None:
+    floor = Floor(store_engine)
     floor.events(*records[:3], *records[5:8])
     assert floor.ingest.summaries["T1"]["missing"] == [4, 5]
     floor.ingest.tick()
@@ -99,9 +103,9 @@ def test_a_gap_asks_for_a_resend_and_closes(tmp_path: Path, records: list[FloorR
 
 
 def test_a_table_first_heard_midway_is_asked_from_record_one(
-    tmp_path: Path, records: list[FloorRecord]
+    store_engine: StoreOpener, tmp_path: Path, records: list[FloorRecord]
 ) -> None:
-    floor = Floor(tmp_path)
+    floor = Floor(store_engine)
     floor.msg("T1", "online", {"online": True, "program": "p", "record": len(records)})
     floor.clock.now += 2
     floor.ingest.tick()
@@ -109,9 +113,9 @@ def test_a_table_first_heard_midway_is_asked_from_record_one(
 
 
 def test_a_rewritten_record_is_an_integrity_alert_until_cleared(
-    tmp_path: Path, records: list[FloorRecord]
+    store_engine: StoreOpener, tmp_path: Path, records: list[FloorRecord]
 ) -> None:
-    floor = Floor(tmp_path)
+    floor = Floor(store_engine)
     floor.events(*records)
     forged = replace(records[2], chain="f" * 64, payload={"forged": True})
     floor.events(forged)
@@ -126,7 +130,7 @@ def test_a_rewritten_record_is_an_integrity_alert_until_cleared(
     assert alert.detail["stored_chain"] == records[2].chain
     assert floor.store.records("T1", 3, 3)[0].chain == records[2].chain  # the first one stays
     # nothing clears it by itself: not more records, not a restart
-    again = Floor(tmp_path)
+    again = Floor(store_engine)
     again.events(*records)
     assert [a.id for a in again.alerts() if a.kind == "integrity"] == [alert.id]
     assert again.ingest.summaries["T1"]["alerts"]["integrity"] == 1
@@ -135,8 +139,8 @@ def test_a_rewritten_record_is_an_integrity_alert_until_cleared(
     assert [a for a in again.alerts() if a.kind == "integrity"] == []
 
 
-def test_offline_alert_follows_the_will(tmp_path: Path) -> None:
-    floor = Floor(tmp_path)
+def test_offline_alert_follows_the_will(store_engine: StoreOpener, tmp_path: Path) -> None:
+    floor = Floor(store_engine)
     floor.msg("T9", "online", {"online": True, "program": "p", "record": 0})
     floor.msg("T9", "online", {"online": False})
     assert [a.kind for a in floor.alerts()] == ["offline"]
@@ -148,8 +152,10 @@ def test_offline_alert_follows_the_will(tmp_path: Path) -> None:
     assert [a.status for a in floor.alerts(open_only=False)] == ["resolved"]
 
 
-def test_bad_messages_are_counted_not_stored(tmp_path: Path, records: list[FloorRecord]) -> None:
-    floor = Floor(tmp_path)
+def test_bad_messages_are_counted_not_stored(
+    store_engine: StoreOpener, tmp_path: Path, records: list[FloorRecord]
+) -> None:
+    floor = Floor(store_engine)
     floor.ingest.handle([
         Message("firebet/T1/event", b"not json"),
         Message("firebet/T1/event", json.dumps({**records[0].message(), "table": "T2"}).encode()),
@@ -164,9 +170,9 @@ def test_bad_messages_are_counted_not_stored(tmp_path: Path, records: list[Floor
 
 
 def test_a_message_of_a_version_the_floor_does_not_know_is_counted_with_the_reason(
-    tmp_path: Path, records: list[FloorRecord]
+    store_engine: StoreOpener, tmp_path: Path, records: list[FloorRecord]
 ) -> None:
-    floor = Floor(tmp_path)
+    floor = Floor(store_engine)
     newer = json.dumps({**records[0].message(), "v": 2}).encode()
     floor.ingest.handle([Message("firebet/T1/event", newer)])
     assert floor.stored() == []
@@ -184,9 +190,9 @@ def test_a_message_of_a_version_the_floor_does_not_know_is_counted_with_the_reas
 
 
 def test_the_surveillance_alert_shows_the_hand_and_a_restart_keeps_everything(
-    tmp_path: Path, records: list[FloorRecord]
+    store_engine: StoreOpener, tmp_path: Path, records: list[FloorRecord]
 ) -> None:
-    floor = Floor(tmp_path)
+    floor = Floor(store_engine)
     floor.events(*records[:14])  # up to the 5th point
     (alert,) = floor.alerts()
     assert (alert.kind, alert.table, alert.hand) == ("surveillance", "T1", 1)
@@ -198,7 +204,7 @@ def test_the_surveillance_alert_shows_the_hand_and_a_restart_keeps_everything(
         ("firebet/T1/command", {"op": "confirm", "hand": 1, "by": "alice", "id": "id-1", "v": 1})
     ]
     floor.store.close()
-    again = Floor(tmp_path)
+    again = Floor(store_engine)
     assert again.ingest.summaries["T1"]["record"] == 14
     again.events(*records)
     assert len(again.alerts(open_only=False)) == 1
@@ -218,7 +224,7 @@ def test_a_floor_db_from_before_the_events_column_is_opened(tmp_path: Path) -> N
     db.execute("INSERT INTO records VALUES ('T1', 1, 'a', 'start', 's', '{}', 'c', 'r')")
     db.commit()
     db.close()
-    store = FloorStore(tmp_path / "floor.db")
+    store = SqliteStore(tmp_path / "floor.db")
     assert store.records("T1", 1, 1)[0].events is None
     store.close()
 
@@ -252,9 +258,13 @@ def nested(depth: int) -> bytes:
     ],
 )  # fmt: skip
 def test_each_message_is_judged_on_its_own(
-    tmp_path: Path, records: list[FloorRecord], payload: bytes, reason: str
+    store_engine: StoreOpener,
+    tmp_path: Path,
+    records: list[FloorRecord],
+    payload: bytes,
+    reason: str,
 ) -> None:
-    floor = Floor(tmp_path)
+    floor = Floor(store_engine)
     floor.ingest.handle([
         Message("firebet/T1/event", event_bytes(records[0])),
         Message("firebet/T1/event", payload),
@@ -266,16 +276,16 @@ def test_each_message_is_judged_on_its_own(
     assert len(row.last_bad) <= 300  # a reason never carries the message
 
 
-def test_nested_32_deep_is_a_message(tmp_path: Path) -> None:
-    floor = Floor(tmp_path)
+def test_nested_32_deep_is_a_message(store_engine: StoreOpener, tmp_path: Path) -> None:
+    floor = Floor(store_engine)
     floor.ingest.handle([Message("firebet/T1/event", nested(32))])
     assert floor.stored() == [1] and floor.ingest.tables["T1"].row.bad == 0
 
 
 def test_a_table_that_keeps_sending_bad_ones_is_quarantined_until_a_person_clears_it(
-    tmp_path: Path, records: list[FloorRecord]
+    store_engine: StoreOpener, tmp_path: Path, records: list[FloorRecord]
 ) -> None:
-    floor = Floor(tmp_path)
+    floor = Floor(store_engine)
     for _ in range(9):
         floor.ingest.handle([Message("firebet/T1/event", b"junk")])
         floor.clock.now += 10  # 9 in 80 s: not yet
@@ -306,11 +316,11 @@ def rules_body(n: int) -> dict[str, object]:
 
 
 def test_the_floor_keeps_a_bounded_number_of_rules_engines(
-    tmp_path: Path, records: list[FloorRecord]
+    store_engine: StoreOpener, tmp_path: Path, records: list[FloorRecord]
 ) -> None:
     from controller.journal import replay
 
-    floor = Floor(tmp_path)
+    floor = Floor(store_engine)
     start = records[0]
     rules = [
         FloorRecord("T1", n, start.at, "rules", "service", rules_body(n), "ab" * 32)
@@ -325,6 +335,7 @@ def test_the_floor_keeps_a_bounded_number_of_rules_engines(
 
 
 def test_a_clear_halt_from_far_back_is_checked_by_folding_the_stored_records_again(
+    store_engine: StoreOpener,
     tmp_path: Path,
 ) -> None:
     from controller.floor.audit import RECENT_STATES, TableAudit
@@ -337,7 +348,7 @@ def test_a_clear_halt_from_far_back_is_checked_by_folding_the_stored_records_aga
     for rec in records[:3]:
         audit.step(rec)
     good, forged = audit.state.to_dict(), {**audit.state.to_dict(), "bets": {"1": 5}}
-    floor = Floor(tmp_path)
+    floor = Floor(store_engine)
     floor.events(*records)
     n = len(records)
 

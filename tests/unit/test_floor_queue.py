@@ -24,14 +24,14 @@ from controller.floor.queue import (
     counts,
     queue,
 )
-from controller.floor.store import FloorStore
+from controller.floor.store import SqliteStore
 from controller.wire.messages import FloorRecord
 from tests.floor_support import TableJournal, event_bytes, make_points
 
 
 class Floor:
     def __init__(self, path: Path) -> None:
-        self.store = FloorStore(path / "floor.db")
+        self.store = SqliteStore(path / "floor.db")
         self.ingest = Ingest(self.store, "firebet", lambda _t, _p: None)
 
     def events(self, records: list[FloorRecord]) -> None:

@@ -16,9 +16,11 @@ BAD = [
     (
         "[pit]\nx = 1\n",
         "pit",
-        "unknown section (known: floor, web, tables, users, approved, shifts)",
+        "unknown section (known: floor, web, store, tables, users, approved, shifts)",
     ),
     ("floor = 1\n", "floor", "must be a [section] table"),
+    ("[store]\nurl = 'mysql://x/db'\n", "store.url", 'must be "" (the SQLite file) or postgresql'),
+    ("[store]\nurl = 5\n", "store.url", "must be a string"),
     ("[floor]\nbrokr = 'mqtt://x'\n", "floor.brokr", "unknown key (known in [floor]: broker,"),
     ("[floor]\nbroker = 1883\n", "floor.broker", "must be a string, not 1883"),
     ("[floor]\nbroker = 'http://x:1'\n", "floor.broker", "must start with mqtt:// or mqtts://"),
@@ -98,10 +100,13 @@ def test_a_good_floor_toml_gives_typed_settings(tmp_path: Path) -> None:
     path = tmp_path / "floor.toml"
     path.write_text(
         "[floor]\nbroker = 'mqtts://broker.local'\ntls_ca = '/ca.pem'\ngap_grace_s = 2\n"
-        f"http = '[::1]:8081'\n[users]\nalice = '{encoded}'\n",
+        f"http = '[::1]:8081'\n[users]\nalice = '{encoded}'\n"
+        "[store]\nurl = 'postgresql://floor:s3cret@db.local:5432/firebet'\n",
         encoding="utf-8",
     )
     settings = load_settings(path)
+    assert settings.store.url == "postgresql://floor:s3cret@db.local:5432/firebet"
+    assert settings.store.shown() == "postgresql://floor:***@db.local:5432/firebet"
     assert settings.gap_grace_s == 2.0 and isinstance(settings.gap_grace_s, float)
     assert settings.users == {"alice": encoded} and settings.source == str(path)
     assert (settings.endpoint().host, settings.endpoint().port) == ("broker.local", 8883)
