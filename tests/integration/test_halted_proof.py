@@ -17,8 +17,8 @@ from controller.core.commands import Bet, Roll
 from controller.core.engine import Engine
 from controller.journal import Journal, recover
 from controller.journal.play import decide
+from tests.support import recall_firebet, table_running
 from tests.support import run_firebet as firebet
-from tests.support import table_running
 
 ENGINE = Engine()
 SIX_POINTS = [(2, 2), (2, 2), (2, 3), (2, 3), (3, 3), (3, 3), (4, 4), (4, 4), (4, 5), (4, 5)]
@@ -125,8 +125,8 @@ def test_through_the_service_after_a_restart_the_same_marks(tmp_path: Path) -> N
         assert status["verified"] is True and status["break"] == edited
         assert status["bets"] == {"1": 1} and status["last_verified"] is None
         where = ("--socket", str(sock))
-        text = firebet("history", *where)
-        as_json = firebet("history", "--json", *where)
+        text = recall_firebet(*where)
+        as_json = recall_firebet("--json", *where)
         assert text.returncode == 4 and as_json.returncode == 4, text.stderr
         lines = [json.loads(x) for x in as_json.stdout.splitlines()]
         assert_history_marked(text.stdout, lines, edited)
@@ -137,7 +137,7 @@ def test_through_the_service_after_a_restart_the_same_marks(tmp_path: Path) -> N
         done = firebet("clear-halt", *where, "--note", "edited bet", "--yes")
         assert done.returncode == 0, done.stderr
         # cleared: nothing is past a break any more, and history exits 0 unmarked
-        after = firebet("history", "--json", *where)
+        after = recall_firebet("--json", *where)
         assert after.returncode == 0, after.stderr
         assert all("verified" not in json.loads(x) for x in after.stdout.splitlines())
         assert t.status()["verified"] is True and t.status()["break"] is None

@@ -19,7 +19,7 @@ from controller.journal import Journal, recover
 from controller.journal.play import decide
 from controller.service import health
 from controller.service.health import RecordWatch
-from tests.support import PROCESS_DEADLINE_S, ROOT, run_firebet, wait_for
+from tests.support import PROCESS_DEADLINE_S, ROOT, recall_firebet, run_firebet, wait_for
 
 ENGINE = Engine()
 
@@ -70,7 +70,11 @@ def test_a_record_edited_under_the_running_table_halts_it(tmp_path: Path) -> Non
         # (before the edited bet nothing rode) (issue 30)
         assert halted["verified"] is False and halted["break"] == record
         assert halted["bets"] == {"1": 5, "2": 3} and halted["last_verified"]["bets"] == {}
-        recall = run_firebet("history", "--hands", "1", *where)
+        shown = " ".join(run_firebet("status", *where).stdout.replace("│", " ").split())
+        assert f"UNVERIFIED: the hand, wagers, settlements and meters shown rest on records " \
+            f"past the break at record {record}" in shown  # fmt: skip
+        assert f"last verified (record {record - 1}): hand 1" in shown
+        recall = recall_firebet("--hands", "1", *where)
         assert recall.returncode == 4 and "UNVERIFIED" in recall.stdout, recall.stderr
         for line in recall.stdout.splitlines():
             assert "amount=4" not in line or f"UNVERIFIED (record {record})" in line
