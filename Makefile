@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 SETUP  := .ci/setup-host
 
 .PHONY: sim floor-demo test test-stress lint typecheck bench install-service clean \
-	setup-test deb test-deb bench-pi bench-watch
+	setup-test deb test-deb bench-pi bench-surrender bench-watch
 
 $(BIN)/python:
 	@PYTHON=$(PYTHON) $(SETUP) python
@@ -25,6 +25,12 @@ sim: $(STAMP)
 # mosquitto, six simulated tables and the floor console; prints the console's address
 floor-demo: $(STAMP)
 	$(BIN)/python bench/floor_demo.py
+
+# two floor services on one PostgreSQL (started on a free port), one SIGKILLed mid-stream,
+# narrated; then the ingest rate and bytes a record of SQLite and PostgreSQL (docs/floor.md)
+.PHONY: floor-ha-demo
+floor-ha-demo: setup-test $(STAMP)
+	$(BIN)/python bench/floor_ha.py
 
 # the console's pictures in docs/floor.md, made by its browser tests (headless Chromium)
 .PHONY: screenshots
@@ -55,6 +61,19 @@ typecheck: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py
+
+# the old surrender exploit (issue 30) over 200,000 hands through `firebet replay`
+bench-surrender: $(STAMP)
+	$(BIN)/python bench/surrender.py --hands 200000
+
+# the service's CPU beside SPEC section 7's budget (a roll, an idle second, start-up, RSS)
+.PHONY: bench-cpu profile-roll
+bench-cpu: $(STAMP)
+	$(BIN)/python bench/cpu.py
+
+# where a roll's CPU goes: firebet run on a pty under cProfile (CPU time, every thread)
+profile-roll: $(STAMP)
+	$(BIN)/python bench/profile_roll.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache *.egg-info build dist

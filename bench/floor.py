@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import signal
@@ -219,7 +220,10 @@ def worker(args: argparse.Namespace) -> int:
         tables[n % len(tables)].play()
         n += 1
     report = {t.name: {"head": t.journal.last_record, "committed": t.committed} for t in tables}
-    Path(args.out).write_text(json.dumps(report))
+    out = Path(args.out)  # written whole beside it, then renamed: the bench reads it only
+    partial = out.with_name(out.name + ".part")  # once it exists, so it is always complete
+    partial.write_text(json.dumps(report))
+    os.replace(partial, out)
     stop.wait()  # the links stay up until the floor holds everything
     for t in tables:
         t.link.stop(timeout=2.0)
@@ -290,7 +294,12 @@ def main() -> int:
         time.sleep(1.0)
         broker.start()
         restarted = True
-    while not all(out.exists() for out, _ in workers):
+    while not all(out.exists() for out, _ in workers):  # renamed into place when whole
+        for out, proc in workers:
+            if not out.exists() and proc.poll() is not None:
+                for _, other in workers:
+                    other.terminate()
+                raise SystemExit(f"floor bench: worker {out.stem} died: {out.with_suffix('.log')}")
         time.sleep(0.2)
     reports: dict[str, Any] = {}
     for out, _ in workers:

@@ -1,13 +1,15 @@
 """Benchmark: the figures of bench/latency.py, journal.py and replay.py at a Pi's speed.
 
-    sudo .venv/bin/python bench/pi_speed.py [--cpu 0.1] [--records 1000000] [--lines 1000000]
-                                            [--rolls 1000] [--no-full-speed]
+    sudo .venv/bin/python bench/pi_speed.py [--cpu 0.1] [--periods 100,10] [--records 1000000]
+                                            [--lines 1000000] [--rolls 1000] [--no-full-speed]
 
 A Raspberry Pi Zero 2 W (four Cortex-A53 cores at 1 GHz) runs Python roughly ten times
 slower per core than this development machine (docs, SPEC section 7). It is stood for by
 a **cgroup CPU quota**: each measured process (the service, ``journal verify``,
-``replay``) runs in a cgroup of its own that may use ``--cpu`` of one core (0.1: 1 ms of
-CPU in every 10 ms period; cgroup v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us``), pinned to
+``replay``) runs in a cgroup of its own that may use ``--cpu`` of one core (0.1: 10 ms of CPU in
+every 100 ms period, systemd's ``CPUQuota=`` period and so what an installed table gets;
+and 1 ms in every 10 ms, a finer stand-in: ``--periods`` in ms, each measured in turn;
+cgroup v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us``), pinned to
 one core (so ``journal verify`` checks on one process, where a Pi has four cores: its
 figure is the one-core one). The bench's own side (the dice reader on the pseudo-terminal)
 runs unlimited. Needs root (cgroups); ``systemd-run --scope -p CPUQuota=10% -p
@@ -15,8 +17,9 @@ AllowedCPUs=0 CMD`` is the documented equivalent on a machine with systemd.
 
 The quota is not a slower CPU: within a period work runs at full speed until its 1 ms is
 used, then waits for the next period. So a roll that needs 0.3 ms of CPU is done at full
-speed or waits up to 9 ms, where a Pi would take 3 ms every time: p50 reads better and
-the tail worse than on a Pi. Throughputs (verify, replay) are the quota's fair share.
+speed or waits up to 9 ms (90 ms under a 100 ms period), where a Pi would take 3 ms
+every time: p50 reads better and the tail worse than on a Pi. Throughputs (verify,
+replay) are the quota's fair share.
 
 Printed, limited and (unless ``--no-full-speed``) at full speed in the same run:
 ROLL -> ACK p50 / p99 / max beside the frame's own wire time at 9600 baud, start-up to
@@ -43,12 +46,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benches beside t
 import journal as journal_bench
 import replay as replay_bench
 from latency import wire_ms
-from service_on_pty import ServiceOnPty
+from service_on_pty import ServiceOnPty, cpu_seconds
 
 from drivers import codec
 
 ROOT = Path(__file__).resolve().parent.parent
-PERIOD_US = 10_000
+PERIODS_MS = (100, 10)  # systemd's CPUQuota= period, then a finer one
 
 
 @dataclass(frozen=True)
@@ -69,12 +72,14 @@ def _write(path: Path, text: str) -> None:
 
 
 @contextmanager
-def cpu_limit(share: float) -> Iterator[CpuLimit | None]:
-    """A cgroup limited to ``share`` of one core (None: ``share`` is 0, no limit)."""
+def cpu_limit(share: float, period_ms: int = PERIODS_MS[0]) -> Iterator[CpuLimit | None]:
+    """A cgroup limited to ``share`` of one core in every ``period_ms`` (None: ``share`` is
+    0, no limit)."""
     if share <= 0:
         yield None
         return
-    quota = max(1000, int(PERIOD_US * share))  # the kernel's smallest quota is 1 ms
+    period_us = period_ms * 1000
+    quota = max(1000, int(period_us * share))  # the kernel's smallest quota is 1 ms
     name = f"firebet-pi-speed-{os.getpid()}"
     v2 = Path("/sys/fs/cgroup")
     if (v2 / "cgroup.controllers").exists() and "cpu" in (v2 / "cgroup.controllers").read_text():
@@ -96,9 +101,9 @@ def cpu_limit(share: float) -> Iterator[CpuLimit | None]:
         raise SystemExit(f"pi_speed: cannot make the cgroup {folder}: run as root") from exc
     try:
         if version == 2:
-            _write(folder / "cpu.max", f"{quota} {PERIOD_US}")
+            _write(folder / "cpu.max", f"{quota} {period_us}")
         else:
-            _write(folder / "cpu.cfs_period_us", str(PERIOD_US))
+            _write(folder / "cpu.cfs_period_us", str(period_us))
             _write(folder / "cpu.cfs_quota_us", str(quota))
         yield CpuLimit(folder, version)
     finally:
@@ -163,12 +168,6 @@ def rolls(state: Path, config: Path, work: Path, count: int, limit: CpuLimit | N
     }
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system, every thread) the process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def measure(args: argparse.Namespace, work: Path, limit: CpuLimit | None) -> dict:
     state, config = work / "state", work / "table.toml"
     figures: dict = {}
@@ -222,6 +221,11 @@ def show(title: str, f: dict, wire: float, args: argparse.Namespace) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--cpu", type=float, default=0.1, help="share of one core (0.1)")
+    parser.add_argument(
+        "--periods",
+        default=",".join(map(str, PERIODS_MS)),
+        help="quota periods in ms, each measured in turn (100: systemd's CPUQuota=; 10)",
+    )
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--rolls", type=int, default=1000)
@@ -243,20 +247,29 @@ def main() -> int:
     wire = statistics.mean(
         wire_ms(codec.encode_roll(i, rng.randint(1, 6), rng.randint(1, 6))) for i in range(1000)
     )
+    try:
+        periods = [int(p) for p in args.periods.split(",")]
+    except ValueError:
+        parser.error(f"--periods {args.periods}: whole milliseconds, comma-separated (100,10)")
+    if any(not 1 <= p <= 1000 for p in periods):
+        parser.error(f"--periods {args.periods}: each between 1 and 1000 ms")
     results = {}
-    with cpu_limit(args.cpu) as limit:
-        results["limited"] = measure(args, work, limit)
+    for period in periods:
+        with cpu_limit(args.cpu, period) as limit:
+            results[f"limited_{period}ms"] = measure(args, work, limit)
     if not args.no_full_speed:
         results["full_speed"] = measure(args, work, None)
     if args.json:
         print(json.dumps({"cpu": args.cpu, "wire_ms": wire, **results}))
         return 0
-    show(
-        f"At a Pi's speed: {args.cpu:g} of one core (cgroup quota), pinned to one core",
-        results["limited"],
-        wire,
-        args,
-    )
+    for period in periods:
+        show(
+            f"At a Pi's speed: {args.cpu:g} of one core in every {period} ms period (cgroup "
+            "quota), pinned to one core",
+            results[f"limited_{period}ms"],
+            wire,
+            args,
+        )
     if "full_speed" in results:
         show("At this machine's full speed, same run", results["full_speed"], wire, args)
     return 0

@@ -29,6 +29,27 @@ while sock.recv(4096):
 """
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, every thread) process ``pid`` has used so far, from its
+    own rusage in /proc (its children not counted)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds(pid: int) -> float:
+    """CPU time of process ``pid``'s children it has waited for (a full check's worker)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mb(pid: int) -> float:
+    """Peak resident memory of process ``pid`` in MB (VmHWM; NaN when /proc does not say)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def rss_mb(pid: int) -> float:
     """Resident memory of process ``pid`` in MB (NaN when /proc does not say)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -54,9 +75,12 @@ class ServiceOnPty:
         heartbeat_every: int = 200,
         ready_timeout_s: float = 120.0,
         prefix: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        program: list[str] | None = None,
     ) -> None:
         """``prefix``: a command that runs the service (``bench/pi_speed.py``: into a CPU-limited
-        cgroup)."""
+        cgroup); ``env``: more environment for it (``bench/cpu.py``: no bytecode cache);
+        ``program``: what stands for ``python -m controller`` (``bench/profile_roll.py``)."""
         self.work = work
         self.socket = work / "control.sock"
         self.log = work / "service.log"
@@ -65,9 +89,9 @@ class ServiceOnPty:
         termios.tcflush(self.master, termios.TCIOFLUSH)
         notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         notify.bind(str(work / "notify.sock"))
-        env = dict(os.environ, NOTIFY_SOCKET=str(work / "notify.sock"))
+        env = dict(os.environ, **(env or {}), NOTIFY_SOCKET=str(work / "notify.sock"))
         command = [
-            *(prefix or []), sys.executable, "-m", "controller", "run",
+            *(prefix or []), *(program or [sys.executable, "-m", "controller"]), "run",
             "--serial", os.ttyname(self._slave),
             "--pin-factory", "mock", "--state-dir", str(state), "--socket", str(self.socket),
         ]  # fmt: skip
@@ -92,6 +116,7 @@ class ServiceOnPty:
         finally:
             notify.close()
         self.ready_s = time.monotonic() - started
+        self.ready_cpu_s = cpu_seconds(self.proc.pid)  # exec to READY, the service's own
         os.set_blocking(self.master, False)
         self.seq = 0
         self.rng = random.Random(seed)
@@ -127,6 +152,11 @@ class ServiceOnPty:
             self.seq = (self.seq + 1) % 65536
             os.write(self.master, codec.encode_hb(self.seq))
         return ms
+
+    def heartbeat(self) -> None:
+        """Send one HB frame, as an idle reader does (at least once a second)."""
+        self.seq = (self.seq + 1) % 65536
+        os.write(self.master, codec.encode_hb(self.seq))
 
     def rss_mb(self) -> float:
         """The service's resident memory in MB."""

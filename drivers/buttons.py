@@ -1,16 +1,20 @@
 """The dealer's buttons: void, surrender (new shooter), acknowledge, and apply or
 discard the oldest reader roll held after manual entry.
 
-Each is a gpiozero :class:`~gpiozero.Button` wired to ground (pressed = low,
-internal pull-up), debounced, and hold-to-confirm: its command is posted only
-when the button has been held ``hold_s`` seconds (``when_held``), so a brush of
-a sleeve never voids a roll. Callbacks run on gpiozero's threads and do nothing
-but post on the controller's one queue (and tell an optional watcher).
+Each is a gpiozero :class:`~gpiozero.DigitalInputDevice` wired to ground (pressed =
+low, internal pull-up), debounced, and hold-to-confirm: its command is posted only
+when the button has been held ``hold_s`` seconds, so a brush of a sleeve never voids
+a roll. The hold is timed by a timer started at the press and cancelled at the
+release, not by gpiozero's ``Button``, whose hold thread wakes ten times a second for
+every button while nothing is pressed (SPEC section 7: the idle CPU budget).
+Callbacks run on gpiozero's threads (and the timer's) and do nothing but post on the
+controller's one queue (and tell an optional watcher).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -71,12 +75,14 @@ class DealerButtons:
         bounce_s: float | None = 0.02,
         watch: Watcher | None = None,
     ) -> None:
-        from gpiozero import Button
+        from gpiozero import DigitalInputDevice
 
         self.config = buttons
         self.post = post
         self.watch = watch
         self.buttons: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._timers: dict[str, threading.Timer] = {}  # the holds being timed, by button
         pins = {
             "void": buttons.void,
             "surrender": buttons.surrender,
@@ -86,20 +92,56 @@ class DealerButtons:
         }
         for name, pin in pins.items():
             try:
-                button = Button(
-                    pin,
-                    pull_up=True,
-                    bounce_time=bounce_s,
-                    hold_time=buttons.hold_s,
-                    pin_factory=pin_factory,
+                button = DigitalInputDevice(
+                    pin, pull_up=True, bounce_time=bounce_s, pin_factory=pin_factory
                 )
             except Exception as exc:
                 self.close()
                 raise pin_problem(f"{name} button", pin, exc) from exc
-            button.when_pressed = self._callback(name, "pressed")
-            button.when_released = self._callback(name, "released")
-            button.when_held = self._callback(name, "held")
+            button.when_activated = self._pressed(name)
+            button.when_deactivated = self._released(name)
             self.buttons[name] = button
+
+    def _pressed(self, name: str) -> Callable[[], None]:
+        said = self._callback(name, "pressed")
+        held = self._callback(name, "held")
+
+        def pressed() -> None:
+            said()
+            timer = threading.Timer(self.config.hold_s, self._held, (name, held))
+            timer.daemon = True
+            timer.name = f"{name} button hold"
+            with self._lock:
+                old = self._timers.pop(name, None)
+                self._timers[name] = timer
+            if old is not None:
+                old.cancel()
+            timer.start()
+
+        return pressed
+
+    def _released(self, name: str) -> Callable[[], None]:
+        said = self._callback(name, "released")
+
+        def released() -> None:
+            with self._lock:
+                timer = self._timers.pop(name, None)
+            if timer is not None:
+                timer.cancel()  # let go before hold_s: a brush, nothing posted
+            said()
+
+        return released
+
+    def _held(self, name: str, held: Callable[[], None]) -> None:
+        """The timer of a press ran out: still this press and still down, it is a hold."""
+        with self._lock:
+            timer = self._timers.get(name)
+            if timer is None or timer is not threading.current_thread():
+                return  # released meanwhile, or pressed again since
+            del self._timers[name]
+            button = self.buttons.get(name)
+        if button is not None and button.is_active:
+            held()
 
     def _callback(self, name: str, what: str) -> Callable[[], None]:
         def fire() -> None:
@@ -117,7 +159,11 @@ class DealerButtons:
         return fire
 
     def close(self) -> None:
-        """Release the pins."""
+        """Release the pins (a hold being timed posts nothing)."""
+        with self._lock:
+            timers, self._timers = list(self._timers.values()), {}
+        for timer in timers:
+            timer.cancel()
         for button in self.buttons.values():
             button.close()
         self.buttons = {}

@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 OpenPort = Callable[..., Any]
 READ_CHUNK = 4096  # bytes taken from a device port at once
 NAK_PER_S = 4.0  # NAKs sent a second at most (a burst of 4): more are counted, not sent
+IDLE_WAIT_S = 0.5  # the longest the reader thread sleeps on a silent device (stop waits this)
 
 
 def device_fd(port: Any) -> int | None:
@@ -353,7 +354,7 @@ class SerialDiceReader(DiceReader):
         while not self._stopping.is_set():
             data: bytes
             if fd is not None:
-                data = _read_device(fd, self.read_timeout_s)
+                data = _read_device(fd, self._wait_s())
             else:
                 data = port.read(1)
                 if data:
@@ -372,6 +373,15 @@ class SerialDiceReader(DiceReader):
                     f"no frame from the reader for {self.heartbeat_timeout_s:g} s "
                     "(heartbeat_timeout_s): check its cable and power",
                 )
+
+    def _wait_s(self) -> float:
+        """How long the device may stay silent before this thread looks again: long while
+        the heartbeat's deadline is far (an idle table's reader thread wakes a few times a
+        second, not twenty: SPEC section 7's idle budget), then up to it."""
+        left = self._last_good + self.heartbeat_timeout_s - time.monotonic()
+        if self._fault is not None or left > IDLE_WAIT_S:
+            return IDLE_WAIT_S
+        return max(left, self.read_timeout_s)
 
     def _frame(self, frame: Frame) -> None:
         if self.on_frame is not None:

@@ -52,7 +52,8 @@ bets (`firebet bet POS AMOUNT`, `firebet cancel POS`) are still taken under `bet
 | `point` | the point again | point made | `come_out` (same shooter) |
 | `point` | 7 | seven-out (loser 7): the fire bets settle | `new_shooter` |
 | `point` | anything else | no decision | `point` |
-| any | surrender (`firebet surrender`) | the shooter gives up the dice | `new_shooter` |
+| `new_shooter`, `come_out` | surrender (`firebet surrender`) | a new shooter | `new_shooter` |
+| `point` | surrender | a new shooter throws for the same point | `point` |
 
 On top of the machine the engine keeps the fire bet: a point made that the shooter had
 not made before lights its marker with the next ordinal; the 5th different point raises
@@ -60,9 +61,11 @@ the surveillance alert; the seven-out settles by the number of different points 
 pay table. Betting closes when the first come-out roll is accepted (or at the first point
 with `betting_closes = "first_point"`). A surrender with wagers riding after betting
 closed leaves the fire bets pending for the successor shooter's loser 7; with no wager
-riding the successor starts a new fire-bet hand with betting open, and a surrender while
-betting is still open leaves the window as it was. `firebet void` puts the table back
-exactly as it was before the last accepted roll, seven-out and settlement included.
+riding the successor starts a new fire-bet hand with betting open (when a point was on,
+once he has thrown for it: its point made or seven-out), and a surrender while betting
+is still open leaves the window as it was. A surrender never throws a point away.
+`firebet void` puts the table back exactly as it was before the last accepted roll,
+seven-out and settlement included.
 
 ## Diagram
 

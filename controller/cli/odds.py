@@ -1,6 +1,9 @@
 """firebet odds: the exact odds and house edge of the configured pay table, computed as
 fractions from the pay table (the math: controller/core/odds.py, docs/rules.md);
---simulate N adds a Monte Carlo estimate beside them."""
+--simulate N adds a Monte Carlo estimate beside them; --surrender POLICY proves, with the
+exact chain of the engine, the edge when shooters surrender by POLICY (the same as without
+surrenders: a surrender keeps the point and the points made), and plays the simulation
+under it."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import sys
 from typing import Any
 
 from controller.cli import options
-from controller.core.odds import exact_distribution, house_edge, report
+from controller.core.odds import SURRENDER_POLICIES, exact_distribution, house_edge, report
 
 
 def _ordinal_label(k: int) -> str:
@@ -23,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     if args.simulate is not None and args.simulate <= 0:
         print("firebet: --simulate takes a number of hands greater than 0", file=sys.stderr)
         return 2
-    data = report(rules, args.simulate or 0, args.seed)
+    data = report(rules, args.simulate or 0, args.seed, args.surrender)
     if args.json:
         print(json.dumps(data))
         return 0
@@ -44,9 +47,19 @@ def run(args: argparse.Namespace) -> int:
     edge = house_edge(rules, p)
     # computed exactly; the fraction itself (80 digits) is in --json under "exact"
     print(f"house edge: {float(edge):.4%}")
+    given = data.get("surrender")
+    if given:
+        same = "the same, exactly" if given["same_as_without"] else "NOT the same"
+        print(
+            f"house edge with shooters surrendering by policy {given['policy']} "
+            f"(exact chain of the engine, surrender_carries_points = "
+            f"{str(given['carries_points']).lower()}): {given['house_edge']:.4%} ({same})"
+        )
     if sim:
         print(
-            f"simulated house edge over {sim['hands']:,} hands (seed {sim['seed']}): "
+            f"simulated house edge over {sim['hands']:,} hands (seed {sim['seed']}"
+            + (f", surrender policy {args.surrender}" if args.surrender != "none" else "")
+            + "): "
             f"{sim['house_edge']:.4%} ± {sim['house_edge_stderr']:.4%}"
         )
     return 0
@@ -62,4 +75,10 @@ def register(subparsers: Any) -> None:
         "--simulate", type=options.whole, metavar="N", help="also simulate N hands with the engine"
     )
     p.add_argument("--seed", type=options.whole, default=0, metavar="S", help="seed for --simulate")
+    p.add_argument(
+        "--surrender",
+        choices=SURRENDER_POLICIES,
+        default="none",
+        help="prove the edge (and simulate) with shooters surrendering by this policy",
+    )
     p.set_defaults(func=run)

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.cli import logs
 from controller.cli import options as paths
@@ -18,7 +18,6 @@ from controller.control.server import ControlServer
 from controller.core.config import Config
 from controller.core.errors import ConfigError, UsageError
 from controller.core.lamps import Mode
-from controller.link.link import FloorLink
 from controller.service.integrity import ProgramCheck
 from controller.service.service import Parts, Service
 from controller.service.status import Published
@@ -27,7 +26,9 @@ from drivers.lights import MarkerLights, Timing
 from drivers.pins import make_pin_factory
 from drivers.reader import DiceReader
 from drivers.serial_reader import SerialDiceReader
-from drivers.sim_reader import SimulatedReader
+
+if TYPE_CHECKING:  # only with --simulated-reader
+    from drivers.sim_reader import SimulatedReader
 
 log = logging.getLogger("firebet")
 
@@ -116,6 +117,8 @@ def assemble(
                 config.control.technician_group,
             )
         if config.floor.enabled:
+            from controller.link.link import FloorLink  # paho: only for a table on a floor
+
             parts.link = FloorLink(
                 config.floor,
                 config.table.id,
@@ -167,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
     device: SimulatedReader | None = None
     if args.simulated_reader:
         # a fake reader device on a pseudo-terminal: the real driver reads it unchanged
+        from drivers.sim_reader import SimulatedReader
+
         state.mkdir(parents=True, exist_ok=True)
         device = SimulatedReader(
             seed=args.sim_seed,

@@ -3,11 +3,12 @@
 The server (:mod:`controller.control.server`) moves bytes; the desk decides. For a
 well-formed line it checks the op and the caller's role, answers ``ping`` and
 ``whoami`` itself, remembers state-changing request ids (a retry gets the first reply
-again, or waits for it), paces each user's reading requests, and hands the rest to a
-*lane*: a bounded queue and one worker thread per kind of request (``status``,
-``read``, ``write``). The lane calls the service's handler; the reply comes back to the
-selector thread through :meth:`RequestDesk.deliver`. See ``docs/architecture.md``
-(the control socket).
+again, or waits for it; one the journal decided longer ago, or before a restart, is
+answered from its record: :attr:`RequestDesk.journaled`), paces each user's reading
+requests, and hands the rest to a *lane*: a bounded queue and one worker thread per kind
+of request (``status``, ``read``, ``write``). The lane calls the service's handler; the
+reply comes back to the selector thread through :meth:`RequestDesk.deliver`. See
+``docs/architecture.md`` (the control socket).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -40,7 +41,6 @@ from controller.control.protocol import (
     clip,
     encode,
     parse_request,
-    parse_tag,
     permission_error,
     request_digest,
 )
@@ -50,7 +50,7 @@ log = logging.getLogger("firebet.control")
 
 LANE_SIZE = 64  # requests waiting in one lane; more are answered "busy"
 READ_RATE = 20.0  # reading requests (status, history) a second per user; more wait their turn
-SEEN_IDS = 4096  # state-changing request ids remembered for retries
+SEEN_IDS = 4096  # state-changing request ids whose replies are kept (older: the journal's)
 # the lane of each op the handler answers; every other op goes to "write" (controller.control.ops)
 LANES = ops.LANES
 # the CPU share a lane's own thread may take (the rest of the time it rests); history is
@@ -143,18 +143,11 @@ class RequestDesk:
         self._order = itertools.count()
         self._lanes: dict[str, _Lane] = {}
         self._seen: OrderedDict[_Key, _Seen] = OrderedDict()
-        self._journaled: dict[_Key, tuple[str, int]] = {}  # before a restart: digest, record
+        # the journal's index of the requests it holds: (uid, id) -> (digest, record) or
+        # None; raises FirebetError when it cannot tell (set before start)
+        self.journaled: Callable[[int, str | int], tuple[str, int] | None] | None = None
         self._done: list[tuple[Conn, _Key | None, bytes, bool]] = []
         self._done_lock = threading.Lock()
-
-    def remember(self, record: int, tag: str) -> None:
-        """A request the journal holds from before this start (its ``tag``, journaled at
-        ``record``): a retry of it is answered from that record, never done again.
-        Call before :meth:`start`."""
-        parsed = parse_tag(tag)
-        if parsed is not None:
-            uid, digest, rid = parsed
-            self._journaled[(uid, rid)] = (digest, record)
 
     def start(self) -> None:
         """Start one worker thread per lane."""
@@ -218,15 +211,25 @@ class RequestDesk:
                     seen.waiters.append(conn)
                     conn.pending = True
                 return
-            journaled = self._journaled.get(key)
+            try:
+                journaled = self.journaled(who.uid, rid) if self.journaled is not None else None
+            except FirebetError as exc:  # never done twice: not done while it cannot tell
+                log.warning("%s %s (id %s) not done: %s", who.actor, op, rid, exc)
+                error = (
+                    f"{op} not done: whether id {clip(str(rid))} was already done cannot be "
+                    f"told ({exc}); nothing was changed, try again"
+                )
+                send(conn, {"ok": False, "busy": True, "error": error}, rid)
+                return
             if journaled is not None:
                 digest, record = journaled
                 if digest != request_digest(op, message.args):
                     error = f"id {clip(str(rid))} was already used for another request"
                     send(conn, {"ok": False, "error": error, "code": "request_id_reused"}, rid)
                     return
-                # decided before the service restarted: the handler answers from the record
-                log.info("%s repeated %s (id %s) from before a restart", who.actor, op, rid)
+                # decided earlier (before a restart, or past the replies kept): the handler
+                # answers from the record
+                log.info("%s repeated %s (id %s) decided at record %d", who.actor, op, rid, record)
                 request = replace(request, decided_at=record)
             self._seen[key] = _Seen(op, message.args)
             while len(self._seen) > SEEN_IDS:

@@ -48,6 +48,7 @@ from typing import Any
 from controller.control.ops import BUILTIN_OPS as BUILTIN_OPS
 from controller.control.ops import ROLES as ROLES
 from controller.control.ops import Role as Role
+from controller.core.commands import request_tag
 
 MAX_LINE = 64 * 1024  # bytes in one request line, newline excluded
 REQUEST_KEYS = ("op", "args", "id", "deadline_ms")
@@ -102,28 +103,13 @@ class Request:
         retry of it after a restart is known as already decided; "" without an id."""
         if self.id is None:
             return ""
-        return f"{self.identity.uid}:{request_digest(self.op, self.args)}:{json.dumps(self.id)}"
+        return request_tag(self.identity.uid, request_digest(self.op, self.args), self.id)
 
 
 def request_digest(op: str, args: Mapping[str, Any]) -> str:
     """A short digest of what a request asks: its ``op`` and ``args``."""
     text = json.dumps([op, args], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def parse_tag(tag: str) -> tuple[int, str, str | int] | None:
-    """``(uid, digest, id)`` of a journaled request tag (:attr:`Request.tag`); None if
-    ``tag`` is not one."""
-    uid, _, rest = tag.partition(":")
-    digest, _, id_text = rest.partition(":")
-    try:
-        number = int(uid)
-        rid = json.loads(id_text)
-    except ValueError:
-        return None
-    if len(digest) != 16 or isinstance(rid, bool) or not isinstance(rid, str | int):
-        return None
-    return number, digest, rid
 
 
 Handler = Callable[[Request], "Mapping[str, Any] | EncodedReply | Future[Mapping[str, Any]]"]

@@ -7,6 +7,7 @@ the actor arrive inside the command, so the rules engine stays pure.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -46,6 +47,28 @@ class ReaderFaultCode(StrEnum):
 
 # the sources a Roll command may come with (a held roll is applied by the engine itself)
 ROLL_SOURCES = frozenset(RollSource) - {RollSource.HELD}
+
+
+def request_tag(uid: int, digest: str, rid: str | int) -> str:
+    """The tag a command keeps of the control-socket request that asked for it:
+    ``"uid:digest:id"`` (``digest``: of the request's op and arguments; the id as JSON),
+    so a retry of it, even long after, is known as already decided."""
+    return f"{uid}:{digest}:{json.dumps(rid)}"
+
+
+def parse_request_tag(tag: str) -> tuple[int, str, str | int] | None:
+    """``(uid, digest, id)`` of a request tag (:func:`request_tag`); None if ``tag`` is not
+    one."""
+    uid, _, rest = tag.partition(":")
+    digest, _, id_text = rest.partition(":")
+    try:
+        number = int(uid)
+        rid = json.loads(id_text)
+    except (ValueError, RecursionError):
+        return None
+    if len(digest) != 16 or isinstance(rid, bool) or not isinstance(rid, str | int):
+        return None
+    return number, digest, rid
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,9 @@ class HandModel:
         self.outcome = RollOutcome.NO_DECISION
 
     def on_surrender(self) -> None:
-        self.outcome, self.point = RollOutcome.SURRENDER, None
+        """The shooter gave up the dice; a point that was on stays on (the successor
+        throws for it, as in craps: SPEC section 2, settled questions)."""
+        self.outcome = RollOutcome.SURRENDER
 
 
 COME_OUT_PHASES = [Phase.NEW_SHOOTER, Phase.COME_OUT]
@@ -102,7 +104,9 @@ HAND_TRANSITIONS: list[dict[str, Any]] = [
     {"trigger": "roll", "source": Phase.POINT, "dest": Phase.NEW_SHOOTER,
      "conditions": "is_seven", "after": "on_seven_out"},
     {"trigger": "roll", "source": Phase.POINT, "dest": None, "after": "on_no_decision"},
-    {"trigger": "surrender", "source": "*", "dest": Phase.NEW_SHOOTER, "after": "on_surrender"},
+    {"trigger": "surrender", "source": COME_OUT_PHASES, "dest": Phase.NEW_SHOOTER,
+     "after": "on_surrender"},
+    {"trigger": "surrender", "source": Phase.POINT, "dest": None, "after": "on_surrender"},
 ]  # fmt: skip
 
 

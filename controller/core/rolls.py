@@ -155,6 +155,14 @@ class RollRule:
         )
         events: list[Event] = [accepted]
         rules = self.rules
+        if state.finishing_point and outcome != RollOutcome.NO_DECISION:
+            # the surrendered shooter's point decided, nothing riding on it: the point
+            # made opens the successor's own hand, a seven-out the next shooter's
+            if outcome == RollOutcome.SEVEN_OUT and not state.settled:
+                events.append(wagers.settlement(self.odds, state, state.points, immediate=False))
+            made = outcome == RollOutcome.POINT_MADE
+            events.append(NewHand(state.hand + 1, state.shooter + (0 if made else 1)))
+            return tuple(events)
         if state.betting_open and closes_betting(rules, outcome):
             events.append(self.closing)
         if outcome == RollOutcome.POINT_MADE and state.point not in state.points:
@@ -263,8 +271,8 @@ class RollPaths:
         ):
             return None
         total, outcome, after, phase, next_point, dice, made, closes, known = move
-        if made and point not in s["points"]:
-            return None  # a new different point: decided in full
+        if made and (point not in s["points"] or s["finishing_point"]):
+            return None  # a new different point, or a surrendered point decided: in full
         closes = closes and s["betting_open"]
         moved = rolled(s, phase, next_point, dice, seq, source, made, closes)
         if not events:
@@ -299,6 +307,8 @@ class RollPaths:
         undo buffer the state before the run's last roll); the same state as applying them
         one by one."""
         s = state.__dict__
+        # the successor throwing for a surrendered point: the roll deciding it, in full
+        finishing = s["finishing_point"]
         phase, point, points, open_ = s["phase"], s["point"], s["points"], s["betting_open"]
         rolls, made, last_roll = s["rolls"], 0, s["last_roll"]
         seq_now, dice_now = s["reader_seq"], s["reader_dice"]
@@ -333,9 +343,11 @@ class RollPaths:
                 move = on_point.get((point, d1, d2))
                 if move is None:
                     move = self._seven_out.get((point, d1, d2))
-                    if move is None or open_:
+                    if move is None or open_ or finishing:
                         break
                     seven_out = True  # the run's last roll
+                elif finishing and move[6]:
+                    break
             elif point is None:
                 move = come_out.get((d1, d2))
             else:
@@ -493,6 +505,7 @@ class LineSweep:
         from ``start`` (see the module's docstring). ``one_hand``: stop after the first
         seven-out too, so the caller can act for the new shooter (a player betting)."""
         s = state.__dict__
+        finishing = s["finishing_point"]  # a surrendered point's deciding roll: in full
         points: tuple[int, ...] = s["points"]
         steps = self._table((s["phase"], s["point"], frozenset(points), s["betting_open"]))
         plain = not (s["settled"] or s["surrender_pending"])
@@ -515,6 +528,9 @@ class LineSweep:
                     break
             kind = step[1]
             if kind:
+                if finishing:
+                    end = i
+                    break
                 if kind == _MADE:
                     made += 1
                 elif kind == _LIT:

@@ -260,6 +260,7 @@ def _new_hand(f: Fields, e: NewHand) -> None:
         bets={},
         betting_open=True,
         surrender_pending=False,
+        finishing_point=False,
         settled=False,
         alert_raised=False,
         meters=_but(m, hands=m.hands + 1),
@@ -269,14 +270,17 @@ def _new_hand(f: Fields, e: NewHand) -> None:
 def _surrendered(f: Fields, e: Surrendered) -> None:
     keep = e.carries_points or not e.pending
     m = f["meters"]
+    # a point that was on stays on: the successor throws for it (SPEC section 2); with
+    # no fire bet riding the next hand's betting opens when that point is decided
+    on_point = f["phase"] is Phase.POINT
     f.update(
-        phase=Phase.NEW_SHOOTER,
-        point=None,
+        phase=Phase.POINT if on_point else Phase.NEW_SHOOTER,
         shooter=e.shooter,
         points=f["points"] if keep else (),
         alert_raised=f["alert_raised"] if keep else False,
-        betting_open=not e.pending,
+        betting_open=not e.pending and not on_point,
         surrender_pending=e.pending,
+        finishing_point=on_point and not e.pending,
         meters=_but(m, surrenders=m.surrenders + 1),
         undo=None,
         last_settlement=None,

@@ -159,6 +159,9 @@ class TableState:
     bets: dict[int, int] = field(default_factory=dict)  # position -> dollars riding
     betting_open: bool = True
     surrender_pending: bool = False  # a surrendered hand waits for the successor's loser 7
+    # the successor throws for the point a shooter surrendered with no fire bet riding: the
+    # next fire-bet hand (betting open) starts when that point is decided (SPEC section 2)
+    finishing_point: bool = False
     settled: bool = False  # this hand's bets were already paid at the 6th point
     alert_raised: bool = False  # the surveillance alert was raised this hand
     surveillance_alert: bool = False  # raised and not yet acknowledged
@@ -203,6 +206,8 @@ class TableState:
             "bets": {str(p): a for p, a in sorted(self.bets.items())},
             "betting_open": self.betting_open,
             "surrender_pending": self.surrender_pending,
+            # only when set, so snapshots written before it existed read as before
+            **({"finishing_point": True} if self.finishing_point else {}),
             "settled": self.settled,
             "alert_raised": self.alert_raised,
             "surveillance_alert": self.surveillance_alert,
@@ -254,6 +259,7 @@ class TableState:
             bets={int(p): a for p, a in d["bets"].items()},
             betting_open=d["betting_open"],
             surrender_pending=d["surrender_pending"],
+            finishing_point=bool(d.get("finishing_point", False)),
             settled=d["settled"],
             alert_raised=d["alert_raised"],
             surveillance_alert=d["surveillance_alert"],

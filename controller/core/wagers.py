@@ -33,6 +33,11 @@ def betting_closed_reason(rules: FireBetRules, state: TableState) -> str:
     """Why betting is closed, in a dealer's words."""
     if state.surrender_pending:
         return "betting is closed: the surrendered hand's fire bets are still pending"
+    if state.finishing_point:
+        return (
+            f"betting is closed: the new shooter throws for the surrendered point "
+            f"{state.point}; betting opens for his first come-out roll"
+        )
     if state.settled:
         return "betting is closed: this hand's fire bets were already paid"
     if rules.betting_closes == "first_point":
@@ -215,8 +220,9 @@ def surrender(rules: FireBetRules, state: TableState, cmd: Surrender) -> list[Ev
             at=cmd.at,
         )
     ]
-    if not state.bets and not state.betting_open:
+    if not state.bets and not state.betting_open and state.point is None:
         # no fire bet riding: nothing carries, the successor starts a new fire-bet hand
+        # (with a point on he throws for it first: the hand starts when it is decided)
         events.append(NewHand(state.hand + 1, state.shooter + 1))
     return events
 

@@ -135,8 +135,9 @@ class Ingest:
                         self._message(live, leaf, message.payload, received, changes)
                 except BadMessage as exc:
                     self._bad(live, f"{leaf}: {exc}", changes)
-                except self.store.trouble:
-                    raise  # the store's trouble (a full disk, a lost server): kept
+                except self.store.aborts:
+                    raise  # the store's trouble (a full disk, a lost server): the batch is
+                    # kept; or, without savepoints, the batch is taken one at a time
                 except Exception as exc:  # judged on its own: the batch goes on
                     if live.row.bad < 10:  # the trace of the first few (a flood: counted)
                         log.exception("table %s: a %s message the floor could not take",
@@ -278,7 +279,7 @@ class Ingest:
                 return
         else:
             chain = self.store.chain(rec.table, number)
-            if chain == rec.chain:
+            if chain == rec.chain or chain is None:  # None: held once, archived since
                 live.repeats += 1
                 return
         for alert in self._alerts_of(rec.table, "integrity", record=number):

@@ -13,6 +13,7 @@ console's live updates) hear what each batch changed.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import itertools
 import logging
 import queue
@@ -25,9 +26,12 @@ from typing import Any, TypeVar
 
 import paho.mqtt.client as mqtt
 
+from controller.clock import now_ms
 from controller.core.errors import ConfigError, FirebetError
+from controller.core.times import iso
 from controller.floor.ingest import Ingest, Message
 from controller.floor.live import Changes
+from controller.floor.metrics import FloorMetrics
 from controller.floor.settings import FloorSettings
 from controller.floor.store import open_store
 from controller.wire.messages import subscriptions
@@ -39,6 +43,7 @@ BATCH = 1000
 RETRY_KEPT = 10_000  # messages kept to try again while the store fails (the broker's
 # in-flight window bounds them; what is past this comes back as a gap and a resend)
 TICK_S = 0.5
+EXPIRE_EVERY_S = 3600.0  # how often what is past [store] keep_days is archived and deleted
 T = TypeVar("T")
 Listener = Callable[[Changes], None]
 
@@ -69,6 +74,7 @@ class FloorService:
         self.state_dir = state_dir
         state_dir.mkdir(parents=True, exist_ok=True)
         self.store = open_store(settings, state_dir)
+        self.metrics = FloorMetrics()  # /metrics (the console reports the rest at a scrape)
         self._queue: queue.SimpleQueue[_Received | _Call | None] = queue.SimpleQueue()
         self._listeners: list[Listener] = []
         self._generation = 0
@@ -82,6 +88,7 @@ class FloorService:
         self.ingest = self._ingest()
         self._thread = threading.Thread(target=self._run, name="floor-ingest", daemon=True)
         self._stopping = False
+        self._stopped = threading.Event()
 
     def _ingest(self) -> Ingest:
         s = self.settings
@@ -201,18 +208,49 @@ class FloorService:
         self._thread.start()
         # another floor service sharing the store changed alerts: this console shows it
         self.store.hear(lambda tables: self.call(lambda: self.ingest.heard(tables)))
+        if self.settings.store.keep_days:
+            threading.Thread(target=self._retention, name="floor-retention", daemon=True).start()
         connect(self.client, self.settings, keepalive=15, persistent=True)
         self.client.loop_start()
 
     def stop(self) -> None:
         """Disconnect, finish the queue, close the store."""
         self._stopping = True
+        self._stopped.set()
         self.client.disconnect()
         self.client.loop_stop()
         self._queue.put(None)
         if self._thread.is_alive():
             self._thread.join(timeout=10)
         self.store.close()
+
+    def _retention(self) -> None:
+        """Archive, then delete, what is older than ``[store] keep_days``: at start and
+        every :data:`EXPIRE_EVERY_S`, one chunk of each kind at a time on the ingest thread
+        (the store's one writer; the messages wait no longer than a chunk)."""
+        keep_ms = self.settings.store.keep_days * 86_400_000
+        folder = self.state_dir / self.settings.store.archive_dir
+        while not self._stopped.is_set():
+            now = now_ms()
+            archive = folder / f"floor-{iso(now)[:10]}.jsonl.gz"
+            total = {"records": 0, "hands": 0, "alerts": 0}
+            try:
+                while not self._stopped.is_set():
+                    one = functools.partial(self.store.expire, now - keep_ms, archive, rounds=1)
+                    done = self.call(one).result(timeout=600)
+                    for kind, n in done.items():
+                        total[kind] += n
+                    if not any(done.values()):
+                        break
+            except Exception:  # the next round tries again; the tables are not held up
+                if not self._stopped.is_set():
+                    log.exception("could not archive what is past [store] keep_days")
+            if any(total.values()):
+                log.info("archived to %s and deleted, older than %d days: %d records, "
+                         "%d settled hands, %d closed alerts", archive,
+                         self.settings.store.keep_days, total["records"], total["hands"],
+                         total["alerts"])  # fmt: skip
+            self._stopped.wait(EXPIRE_EVERY_S)
 
     def listen(self, listener: Listener) -> None:
         """Call ``listener(changes)`` on the ingest thread after each batch is stored."""
@@ -269,7 +307,9 @@ class FloorService:
         if not batch:
             return
         taken: list[_Received] = []
-        if self._guard(lambda: self.ingest.handle([r.message for r in batch])):
+        with self.metrics.store_seconds.time():
+            stored = self._guard(lambda: self.ingest.handle([r.message for r in batch]))
+        if stored:
             taken = batch
         else:
             for r in batch:

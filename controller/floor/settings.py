@@ -38,6 +38,9 @@ tls_keyfile = ""                   # ... and its private key
 [store]                            # where the records are kept (docs/floor.md, Two floors)
 url = ""                           # "" = the SQLite file [floor] database; or
                                    # "postgresql://USER:PASS@HOST:PORT/DB", shared by 2+ floors
+keep_days = 1826                   # records, settled hands and closed alerts older than this
+                                   # are archived, then deleted (0: kept for ever)
+archive_dir = "archive"            # where (relative to the state directory): .jsonl.gz
 
 [approved.standard]                # rules a table is approved for (a preset of the floor's)
 tables = ["CR-07", "CR-08"]        # the tables it is for; "*": every table not named elsewhere
@@ -128,6 +131,8 @@ class StoreSettings:
     """Where the floor keeps its records, and for how long (``[store]``)."""
 
     url: str = ""  # "" = SQLite ([floor] database); postgresql://... = shared by 2+ floors
+    keep_days: int = 1826  # five years; 0 = kept for ever
+    archive_dir: str = "archive"  # relative to the state directory
 
     def shown(self) -> str:
         """The url without its password (for the log and the console)."""
@@ -273,9 +278,13 @@ WEB_KEYS: dict[str, Key] = {
 
 STORE_KEYS: dict[str, Key] = {
     key.name: key
-    for key in (Key("store", "url", "str", '"" (SQLite) or postgresql://...', store_url_problem),)
+    for key in (
+        Key("store", "url", "str", '"" (SQLite) or postgresql://...', store_url_problem),
+        Key("store", "keep_days", "int", "archived, then deleted, past this age", at_least(0)),
+        Key("store", "archive_dir", "str", "relative to the state directory", nonempty),
+    )
 }
-"""The ``[store]`` keys: which store."""
+"""The ``[store]`` keys: which store, and how long it keeps what."""
 
 
 def parse_broker(url: str, source: str = "floor.toml") -> Broker:

@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import gzip
+import itertools
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -36,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from controller.core.times import to_ms
+from controller.core.times import iso, to_ms
 from controller.floor.figures import SettledHand, settled_hand
 from controller.wire.messages import FloorRecord
 
@@ -110,6 +113,7 @@ ALERT_KEYS = "CREATE UNIQUE INDEX IF NOT EXISTS alerts_once ON alerts (table_id,
 
 OPEN = ("open", "sent", "refused")  # alert statuses that still need a person
 OPEN_KEY = "open"  # the key of an alert kind a table has one of at a time (offline, quarantine)
+EXPIRE_CHUNK = 5000  # rows archived and deleted a transaction (the writer is not held long)
 RESEND_AFTER_S = 30.0  # a confirm sent and not journaled this long may be sent again
 
 
@@ -194,6 +198,10 @@ class Store(abc.ABC):
     trouble: tuple[type[Exception], ...] = ()
     """The engine's own failures (a full disk, a lost server): the messages of a batch
     that hit one are kept and tried again, not counted bad."""
+    aborts: tuple[type[Exception], ...] = ()
+    """The failures that undo the whole batch (its messages are then taken one at a time,
+    :meth:`controller.floor.server.FloorService._alone`): the store's trouble, and with
+    an engine whose savepoints cost a round trip each (PostgreSQL) any of its errors."""
     shared = False
     """Whether other floor services may write the same store at the same time."""
     what_sql = "json_extract(detail, '$.what')"
@@ -576,12 +584,71 @@ class Store(abc.ABC):
         ).fetchone()
         return {"records": int(rows), "distinct": int(distinct), "tables": int(tables)}
 
+    # retention ------------------------------------------------------------------------
+    def expire(
+        self, before_ms: int, archive: Path, *, chunk: int = EXPIRE_CHUNK, rounds: int = 0
+    ) -> dict[str, int]:
+        """Archive, then delete, what is older than ``before_ms``: records by the table's
+        time, settled hands (their logs and figures) by the record that settled them, and
+        closed alerts by when they were raised; open alerts and unsettled hands stay.
+        Each part is written to ``archive`` (JSON lines, gzip, fsynced) before the
+        transaction that deletes it, at most ``chunk`` rows a transaction (and ``rounds``
+        transactions of each part, when not 0: the caller comes back for the rest); how
+        many rows of each were archived and deleted."""
+        before = iso(before_ms)
+        done = {"records": 0, "hands": 0, "alerts": 0}
+        marks = ", ".join("?" * len(OPEN))
+        parts = (
+            ("records",
+             "SELECT table_id, record, at, kind, actor, payload, chain, received, events, "
+             "snapshot FROM records WHERE at < ? ORDER BY table_id, record LIMIT ?",
+             "DELETE FROM records WHERE table_id = ? AND record = ?", (before,)),
+            ("hands",
+             "SELECT s.table_id, s.hand, s.at_ms, h.log FROM settled s LEFT JOIN hands h "
+             "ON h.table_id = s.table_id AND h.hand = s.hand WHERE s.at_ms < ? "
+             "ORDER BY s.table_id, s.hand LIMIT ?",
+             "", (before_ms,)),
+            ("alerts",
+             f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE raised_at < ? AND status NOT IN "
+             f"({marks}) ORDER BY id LIMIT ?",
+             "DELETE FROM alerts WHERE id = ?", (before, *OPEN)),
+        )  # fmt: skip
+        columns = {
+            "records": ("table", "record", "at", "kind", "actor", "payload", "chain",
+                        "received", "events", "snapshot"),
+            "hands": ("table", "hand", "at_ms", "log"),
+            "alerts": ("id", "table", "kind", "hand", "record", "raised_at", "detail",
+                       "status", "status_at", "status_by", "command_id"),
+        }  # fmt: skip
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(archive, "at", encoding="utf-8") as out:
+            for name, select, delete, args in parts:
+                for _ in itertools.count() if not rounds else range(rounds):
+                    rows = self._w(select, (*args, chunk)).fetchall()
+                    if not rows:
+                        break
+                    for row in rows:
+                        out.write(json.dumps({"part": name, **dict(zip(columns[name], row,
+                                                                       strict=True))},
+                                             separators=(",", ":")) + "\n")  # fmt: skip
+                    out.flush()
+                    os.fsync(out.fileno())  # archived on disk before it is deleted
+                    with self.transaction():
+                        for row in rows:
+                            if name == "hands":
+                                self.drop_hand(row[0], row[1])
+                            else:
+                                self._w(delete, (row[0],) if name == "alerts" else row[:2])
+                    done[name] += len(rows)
+        return done
+
 
 class SqliteStore(Store):
     """The floor's store in one SQLite file (the embedded default), in WAL mode, committed
     durably (``synchronous=FULL``); one writer connection and one reader a thread."""
 
     trouble = (sqlite3.OperationalError,)
+    aborts = trouble
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)

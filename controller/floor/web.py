@@ -73,6 +73,7 @@ from controller.floor.store import Alert
 from controller.floor.summary import pays_at
 
 log = logging.getLogger("firebet.floor")
+FRAME_S = 0.1  # the live stream's frame: one update per tile a frame, at most
 
 COOKIE = "firebet_floor"
 RECENT_HANDS = 10
@@ -144,6 +145,10 @@ class Console:
         self._mapped: frozenset[str] = frozenset()
         self.closing = False
         self.streams_dropped = 0
+        self._frame_lock = threading.Lock()
+        self._pending = Changes()  # what changed since the last frame
+        self._frame_due = threading.Event()
+        self._framer: threading.Thread | None = None
 
     # data for the templates ------------------------------------------------------------
     def summaries(self) -> list[dict[str, Any]]:
@@ -231,6 +236,15 @@ class Console:
             self._subscribers.add(sub)
         return sub
 
+    def stream_counts(self) -> dict[str, int]:
+        """The open live streams, by who holds them (``pit``, ``surveillance``)."""
+        with self._lock:
+            users = [s.user for s in self._subscribers]
+        return {
+            "pit": sum(u is None for u in users),
+            "surveillance": sum(u is not None for u in users),
+        }
+
     def unsubscribe(self, sub: Subscriber) -> None:
         with self._lock:
             self._subscribers.discard(sub)
@@ -262,8 +276,34 @@ class Console:
         return b"".join(e for e in events if e is not None)
 
     def on_changes(self, changes: Changes) -> None:
-        """Called on the ingest thread after each stored batch: render and fan out, to each
-        table's page only what is of that table."""
+        """Called on the ingest thread after each stored batch: kept for the next frame.
+        A flood's many batches become one update per tile (and one alert queue) a frame,
+        rendered on the console's own thread, never the ingest's."""
+        with self._frame_lock:
+            self._pending.merge(changes)
+            if self._framer is None:
+                self._framer = threading.Thread(target=self._frames, name="console-frames",
+                                                daemon=True)  # fmt: skip
+                self._framer.start()
+        self._frame_due.set()
+
+    def _frames(self) -> None:
+        """Render what changed, at most once a :data:`FRAME_S`, until the console closes."""
+        while not self.closing:
+            self._frame_due.wait(timeout=1.0)
+            self._frame_due.clear()
+            with self._frame_lock:
+                changes, self._pending = self._pending, Changes()
+            if changes and not self.closing:
+                try:
+                    self.render(changes)
+                except Exception:  # the next frame tries again with what changes then
+                    log.exception("the console could not render a live update")
+            time.sleep(FRAME_S)
+
+    def render(self, changes: Changes) -> None:
+        """Render one frame and fan it out, to each table's page only what is of that
+        table."""
         with self._lock:
             subscribers = list(self._subscribers)
         if not subscribers:
@@ -347,6 +387,7 @@ class Console:
 
     def close(self) -> None:
         self.closing = True
+        self._frame_due.set()
         with self._lock:
             subscribers = list(self._subscribers)
         for sub in subscribers:
@@ -626,6 +667,12 @@ def build_app(
     def health(request: Request) -> Response:
         return JSONResponse(service.health())  # FloorService.health: what /healthz says
 
+    service.metrics.watch(service, console.stream_counts)
+
+    def metrics(request: Request) -> Response:
+        body, kind = service.metrics.text()  # controller.floor.metrics: docs/floor.md, Metrics
+        return Response(body, headers={"Content-Type": kind})
+
     app = Starlette(
         routes=[
             Route("/", index),
@@ -635,6 +682,7 @@ def build_app(
             Route("/api/tables", api_tables),
             Route("/api/alerts", api_alerts),
             Route("/healthz", health),
+            Route("/metrics", metrics),
             Route("/figures", figures_page),
             Route("/figures.csv", figures_csv),
             Route("/favicon.ico", favicon),

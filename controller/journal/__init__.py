@@ -19,7 +19,7 @@ from controller.core.errors import (
     JournalWriteError,
 )
 from controller.journal.halt import Halt, describe_clear
-from controller.journal.journal import Journal, ReadOnly
+from controller.journal.journal import Journal, ReadOnly, RequestIndex
 from controller.journal.recipe import RecordKind, canonical, iso
 from controller.journal.record import Record, parse_time
 from controller.journal.recovery import (
@@ -45,6 +45,7 @@ __all__ = [
     "RecordKind",
     "Recovered",
     "Replay",
+    "RequestIndex",
     "SetAside",
     "Step",
     "VerifyReport",

@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from controller.clock import now_ms
-from controller.core.commands import Command
+from controller.core.commands import Command, parse_request_tag
 from controller.core.config import Config
 from controller.core.errors import (
     JournalHalted,
@@ -426,7 +426,10 @@ class Journal:
             if at is None or iso(at) != command.at:
                 at = now_ms()
             body = encode_command(command, at)
-            return self._write(RecordKind.COMMAND, command.actor, body, state, at=at)
+            request = parse_request_tag(command.request) if command.request else None
+            return self._write(
+                RecordKind.COMMAND, command.actor, body, state, at=at, request=request
+            )
 
     def append_system(
         self,
@@ -452,6 +455,7 @@ class Journal:
         snapshot: bool = False,
         *,
         at: int | None = None,
+        request: tuple[int, str, str | int] | None = None,
     ) -> Record:
         reason = self.read_only_reason()
         if reason is not None:
@@ -469,7 +473,7 @@ class Journal:
         row = store.Row(number, at, actor, kind, text, int(snap), mac)
         hand = state.hand if state is not None else 0
         try:
-            store.insert(db, row, (hand, state_text) if state_text is not None else None)
+            store.insert(db, row, (hand, state_text) if state_text is not None else None, request)
         except sqlite3.Error as exc:
             raise JournalWriteError(self.path, str(exc)) from exc
         self._last, self._last_mac = number, mac
@@ -606,29 +610,13 @@ class Journal:
             prev = row.mac
         return out
 
-    def request_tags(self, last: int) -> list[tuple[int, str]]:
-        """``(record, tag)`` of the control-socket requests among the newest ``last``
-        records (a command's ``request``): what a service started again must not apply
-        twice when the request comes again (a bounded read, flat in the journal's length)."""
+    def requests(self) -> RequestIndex:
+        """The index of the control-socket requests this journal holds, read on a
+        connection of its own (the caller closes it): it never waits for this journal's
+        lock, so the socket's thread may ask it while the engine thread appends."""
         with self._mutex:
-            db = self._require_db()
-            top = store.last_row(db)
-            if top is None:
-                return []
-            rows = db.execute(
-                "SELECT record, body FROM records WHERE record > ? AND kind = 'command' "
-                "AND instr(body, '\"request\":') > 0 ORDER BY record",
-                (top.record - last,),
-            ).fetchall()
-        out = []
-        for number, body in rows:
-            try:
-                tag = json.loads(body).get("request")
-            except (ValueError, AttributeError):
-                continue  # the walk names a damaged record; here it only is not a retry
-            if isinstance(tag, str) and tag:
-                out.append((number, tag))
-        return out
+            self._require_db()
+        return RequestIndex(self.path)
 
     def checker_view(self) -> tuple[sqlite3.Connection, bytes]:
         """A read-only connection of its own to the journal file, and the chain's key: for
@@ -662,3 +650,28 @@ class Journal:
                 None, "the journal is not open (unreadable or not recovered yet)"
             )
         return self._db
+
+
+class RequestIndex:
+    """Which control-socket request ids a journal holds (its ``requests`` table, written
+    in the transaction of each command record that a request with an id asked for), on a
+    read-only connection of its own. Every id the journal holds is found, however old:
+    a retry of one is answered from its record and never done again (docs/cli.md)."""
+
+    def __init__(self, path: Path) -> None:
+        self._db = store.connect(path, read_only=True)
+
+    def find(self, uid: int, rid: str | int) -> tuple[str, int] | None:
+        """``(digest, record)`` of request ``rid`` of ``uid`` (None: the journal holds no
+        such request; a journal no writer has indexed yet holds none it could take).
+        Raises :class:`sqlite3.Error` when the journal cannot be read."""
+        try:
+            return store.decided_request(self._db, uid, rid)
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):  # read-only, never opened by this version
+                return None
+            raise
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()

@@ -11,10 +11,8 @@ core for the exact report (damage set aside by a clear-halt, and where the prefi
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
@@ -92,6 +90,9 @@ def verify_segments(
     # a SQLite or interpreter lock at the fork, and the child then waits on it for ever.
     # The fork server is a fresh single-threaded interpreter, started once, that has this
     # module loaded already: each worker forks from it in milliseconds.
+    import multiprocessing  # here: the service's start-up never needs it (SPEC section 7)
+    from concurrent.futures import ProcessPoolExecutor
+
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
     try:

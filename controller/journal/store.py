@@ -15,11 +15,12 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote
 
+from controller.core.commands import parse_request_tag
 from controller.journal.files import fsync_dir, fsync_file
 from controller.journal.recipe import FORMAT, GENESIS, key_id, seal
 
@@ -40,6 +41,17 @@ CREATE TABLE snapshots (record INTEGER PRIMARY KEY, hand INTEGER NOT NULL, state
 """
 COLUMNS = "record, at, actor, kind, body, snap, mac"
 INSERT_RECORD = f"INSERT INTO records ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+# every control-socket request the journal holds, by who asked and its id (the JSON text
+# of the id): written in the transaction of its command record, so a retry of any of them,
+# however old, is answered from its record and never done again (docs/cli.md)
+REQUESTS = """CREATE TABLE requests (
+    uid INTEGER NOT NULL,
+    id TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    record INTEGER NOT NULL,
+    PRIMARY KEY (uid, id)
+) WITHOUT ROWID"""
+INSERT_REQUEST = "INSERT OR IGNORE INTO requests VALUES (?, ?, ?, ?)"
 CHECKPOINT_PAGES = 2000  # about 8 MB of WAL: checkpoint even while the table is busy
 IDLE_S = 1.0  # the table has been quiet this long: checkpoint what there is
 
@@ -92,8 +104,53 @@ def connect(path: Path, *, read_only: bool, durable: bool = True) -> sqlite3.Con
 
 def add_indexes(db: sqlite3.Connection) -> None:
     """The indexes a journal made by an older version lacks (the rules records, so the
-    rules in force at an anchor are one lookup): made once, on the writer's connection."""
+    rules in force at an anchor are one lookup; the control-socket requests, filled from
+    the command records it holds): made once, on the writer's connection."""
     db.execute("CREATE INDEX IF NOT EXISTS records_rules ON records (record) WHERE kind = 'rules'")
+    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'requests'").fetchone():
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute(REQUESTS)
+        found = db.execute(
+            "SELECT record, body FROM records WHERE kind = 'command' "
+            "AND instr(body, '\"request\":') > 0 ORDER BY record"
+        )
+        db.executemany(INSERT_REQUEST, _requests_in(found))
+        db.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+        raise
+
+
+def _requests_in(found: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str, str, int]]:
+    """The index rows of the command records ``found`` (``(record, body)``) that carry a
+    request's tag (a body that cannot be read is the walk's to name: skipped here)."""
+    for number, body in found:
+        try:
+            tag = json.loads(body).get("request")
+        except (ValueError, AttributeError, RecursionError):
+            continue
+        request = parse_request_tag(tag) if isinstance(tag, str) else None
+        if request is not None:
+            uid, digest, rid = request
+            yield uid, json.dumps(rid), digest, number
+
+
+def request_row(request: tuple[int, str, str | int], record: int) -> tuple[int, str, str, int]:
+    """The index row of the request ``(uid, digest, id)`` journaled at ``record``."""
+    uid, digest, rid = request
+    return uid, json.dumps(rid), digest, record
+
+
+def decided_request(db: sqlite3.Connection, uid: int, rid: str | int) -> tuple[str, int] | None:
+    """``(digest, record)`` of the request ``rid`` of ``uid`` the journal holds (None: it
+    holds none; the first one journaled when there were several)."""
+    found = db.execute(
+        "SELECT digest, record FROM requests WHERE uid = ? AND id = ?", (uid, json.dumps(rid))
+    ).fetchone()
+    return (str(found[0]), int(found[1])) if found else None
 
 
 def meta(db: sqlite3.Connection) -> dict[str, str]:
@@ -134,19 +191,27 @@ def create(path: Path, key: bytes, at: int, actor: str, body: str) -> bytes:
     return mac
 
 
-def insert(db: sqlite3.Connection, row: Row, snapshot: tuple[int, str] | None) -> None:
-    """Commit one record (and its snapshot: ``(hand, state text)``) in one transaction.
+def insert(
+    db: sqlite3.Connection,
+    row: Row,
+    snapshot: tuple[int, str] | None,
+    request: tuple[int, str, str | int] | None = None,
+) -> None:
+    """Commit one record (and its snapshot: ``(hand, state text)``; the request
+    ``(uid, digest, id)`` that asked for it, into the index) in one transaction.
 
     A record alone is one statement, which SQLite commits as its own transaction: one
     call into SQLite on the roll path instead of three (BEGIN, INSERT, COMMIT). A
     connection already inside a transaction takes the long way, where BEGIN refuses.
     """
-    if snapshot is None and not db.in_transaction:
+    if snapshot is None and request is None and not db.in_transaction:
         db.execute(INSERT_RECORD, row)
         return
     db.execute("BEGIN IMMEDIATE")
     try:
         db.execute(INSERT_RECORD, row)
+        if request is not None:
+            db.execute(INSERT_REQUEST, request_row(request, row.record))
         if snapshot is not None:
             db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)", (row.record, *snapshot))
         db.execute("COMMIT")

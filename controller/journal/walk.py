@@ -341,22 +341,13 @@ def bad_seal(row: Row) -> str:
     )
 
 
-def screen_seals(
-    db: sqlite3.Connection,
-    key: bytes,
-    first: int,
-    last: int,
-    mac_of: Callable[[bytes], bytes] | None = None,
-) -> int | None:
+def screen_seals(db: sqlite3.Connection, key: bytes, first: int, last: int) -> int | None:
     """The first of records ``first``..``last`` that is missing or whose seal does not check
     with its stored MAC (and snapshot), else None: a cheap screen (no record is replayed)
     for the running table's watch; :func:`damage_at` then names what is wrong in the
-    walk's own words. Call it inside a read transaction (one consistent view).
-    ``mac_of``: :func:`~controller.journal.recipe.sealer` of ``key``, made once by a caller
-    that screens often (the key's pads hashed once, about 2 us a record saved)."""
+    walk's own words. Call it inside a read transaction (one consistent view)."""
     if first > last:
         return None
-    mac_of = mac_of or sealer(key)
     before_row = store.before(db, first)
     prev = before_row.mac if before_row is not None else GENESIS
     snaps = dict(
@@ -367,18 +358,19 @@ def screen_seals(
     expect = first if before_row is None or before_row.record == first - 1 else None
     if expect is None:
         return first  # the record before ``first`` is missing: the gap starts here
+    mac_of = sealer(key)  # the key's pads hashed once for the whole screen
     for number, at, actor, kind, body, snap, mac in db.execute(
         f"SELECT {store.COLUMNS} FROM records WHERE record BETWEEN ? AND ? ORDER BY record",
         (first, last),
     ):
         if number != expect:
             return expect
-        if snap:  # the rare record with a snapshot: the recipe's own seal
+        if snap:
             text = snaps.get(number)
             if text is None or seal(key, prev, number, at, actor, kind, body, text) != mac:
                 return int(number)
         elif mac_of(prev + f"{number}\n{iso(at)}\n{actor}\n{kind}\n0\n{body}".encode()) != mac:
-            return int(number)
+            return int(number)  # (the seal's message without a snapshot, as run() makes it)
         prev, expect = mac, expect + 1
     return None if expect > last else expect
 

@@ -16,7 +16,7 @@ import queue
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from controller.control.ops import Op
 from controller.control.protocol import CLIENT_GRACE_S, EncodedReply, Request
@@ -25,13 +25,14 @@ from controller.core.errors import FirebetError, Refusal
 from controller.core.events import Refused
 from controller.core.lamps import Mode
 from controller.journal import Journal
-from controller.service import bench
 from controller.service.jobs import Job, log_game_events
 from controller.service.recall import HistoryRecall
 from controller.service.requests import dealer_command
 from controller.service.status import Published
 from controller.service.table import Table
-from drivers.sim_reader import SimulatedReader
+
+if TYPE_CHECKING:  # only with --simulated-reader
+    from drivers.sim_reader import SimulatedReader
 
 log = logging.getLogger("firebet.service")
 
@@ -51,6 +52,8 @@ class Service(Protocol):
     def simulated_reader(self) -> SimulatedReader | None: ...
     @property
     def published(self) -> Published | None: ...
+    @property
+    def first_record(self) -> int: ...
     def status(self) -> dict[str, Any]: ...
 
 
@@ -67,6 +70,8 @@ def on_request(
     if request.op == Op.STATUS:
         return service.status()
     if request.op == Op.SIM_READER:
+        from controller.service import bench  # the bench device's op only
+
         return bench.act(service.simulated_reader, request.args, lambda: service.published)
     if request.op == Op.HISTORY:
         return service.recall.history(service.journal, request)
@@ -139,11 +144,13 @@ def answer(service: Service, request: Request) -> dict[str, Any]:
 
 def already_decided(service: Service, request: Request) -> dict[str, Any]:
     """The reply to a retry of a request the journal decided before the service restarted
-    (its first reply was lost with the old process): what was decided then, replayed from
-    the journal by the recall worker; nothing is done again."""
+    (its first reply was lost with the old process), or longer ago than the replies the
+    socket keeps: what was decided then, replayed from the journal by the recall worker;
+    nothing is done again."""
     record = request.decided_at
     assert record is not None
-    before = f"decided at record {record}, before the service restarted; not done again"
+    when = ", before the service restarted" if record <= service.first_record else ""
+    before = f"decided at record {record}{when}; not done again"
     events = service.recall.decided(service.journal, record, request.deadline)
     if events is None:
         return {

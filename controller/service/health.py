@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 from controller.core.config import FireBetRules
 from controller.core.errors import JournalIntegrityError
 from controller.journal import Journal
-from controller.journal.recipe import sealer
 from controller.journal.walk import Problem, damage_at, screen_seals
 from controller.service.jobs import Checked, Halt
 from controller.service.recall import verify_apart
@@ -35,7 +34,7 @@ log = logging.getLogger("firebet.service")
 MIN_FREE_BYTES = 16 * 1024 * 1024  # below this the self-check warns: rolls may soon be refused
 
 WATCH_S = 5.0  # a tick of the running table's watch (docs/journal.md, "The watch")
-WATCH_TAIL = 32  # the newest records screened every tick (about a quarter hour of play)
+WATCH_TAIL = 32  # the newest records screened at the first tick (then each record once new)
 WATCH_SWEEP_S = 90.0  # a sweep of 1,000 records or fewer ([journal] watch_sweep_s)
 WATCH_CHUNK = 64  # records screened between two yields of the interpreter lock
 WATCH_CATCH_UP_S = 4 * WATCH_S  # a late tick screens at most this much of the sweep's time
@@ -81,8 +80,9 @@ class RecordWatch:
     own; a record changed, missing or resealed without the key halts the table with the
     words recovery uses at start.
 
-    Each tick (:data:`WATCH_S`) screens the newest :data:`WATCH_TAIL` records and the next
-    slice of the **sweep**, which goes through every record after the newest clear-halt,
+    Each tick (:data:`WATCH_S`) screens the records journaled since the last one (the
+    newest :data:`WATCH_TAIL` at first), once, and the next slice of the **sweep**, which
+    goes through every record after the newest clear-halt,
     oldest first, to the newest record when it began (records that come meanwhile wait for
     the next sweep: it never chases the table), and starts again. The slice is the time
     since the last tick times the sweep's rate, ``n / sweep_seconds(n)`` records a second
@@ -116,6 +116,7 @@ class RecordWatch:
         self.sweep_at = 0  # the last record the sweep screened
         self.sweep_end = 0  # the newest record when this sweep began: where it ends
         self.owed = 0.0  # records the sweep owes: the time passed times its rate
+        self.new_at: int | None = None  # the newest record screened (None: none yet)
         self.sweeps = 0  # whole sweeps finished since start
         self.screened = 0  # records screened since start
         self.cpu_s = 0.0  # this thread's CPU time screening (time.thread_time)
@@ -178,7 +179,7 @@ class RecordWatch:
                     "WHERE kind IN ('halt', 'clear_halt') AND kind = 'clear_halt'"
                 ).fetchone()
                 self.floor = self.sweep_at = self.sweep_end = int(floor)
-                self.owed = 0.0
+                self.owed, self.new_at = 0.0, None
             (last,) = db.execute("SELECT coalesce(max(record), 0) FROM records").fetchone()
             if last < known:  # newest records deleted under the table
                 gone = damage_at(db, key, self.rules, known) or (last + 1, _gone(last, known))
@@ -207,7 +208,11 @@ class RecordWatch:
             ranges.append((self.sweep_at + 1, end))
             due -= end - self.sweep_at
             self.sweep_at = end
-        ranges.append((max(self.floor + 1, last - WATCH_TAIL + 1), last))
+        # the records journaled since the last tick, once (the newest WATCH_TAIL at first)
+        newest = last - WATCH_TAIL if self.new_at is None else min(self.new_at, last)
+        if newest < last:
+            ranges.append((max(self.floor + 1, newest + 1), last))
+        self.new_at = last
         chunks = [
             range(start, min(upto, start + WATCH_CHUNK - 1) + 1)
             for first, upto in ranges
@@ -236,12 +241,11 @@ class RecordWatch:
         gap = spread_s / len(chunks) if chunks else spread_s
         if not chunks and gap:
             self.stopping.wait(gap)
-        mac_of = sealer(key)
         for chunk in chunks:
             started = time.thread_time()
             db.execute("BEGIN")
             try:
-                bad = screen_seals(db, key, chunk.start, chunk.stop - 1, mac_of)
+                bad = screen_seals(db, key, chunk.start, chunk.stop - 1)
                 self.screened += len(chunk)
                 problem = damage_at(db, key, self.rules, bad) if bad is not None else None
             finally:

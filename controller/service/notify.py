@@ -16,6 +16,8 @@ import logging
 import os
 import socket
 import threading
+import time
+from collections.abc import Callable
 
 log = logging.getLogger("firebet.notify")
 
@@ -107,6 +109,52 @@ def ready(status_text: str | None = None) -> bool:
 def status(text: str) -> bool:
     """A one-line status that ``systemctl status firebet`` shows: ``STATUS=...``."""
     return notify(f"STATUS={_one_line(text)}")
+
+
+STATUS_EVERY_S = 1.0  # systemd's status line: the counts at most this often
+
+
+class StatusLine:
+    """systemd's status line, kept cheap on the roll path (one thread: the engine's).
+
+    A new line goes out at once when its ``kind`` (what a technician reads: the mode)
+    changed; a line where only the counts moved waits until :data:`STATUS_EVERY_S` has
+    passed since the last one sent (:meth:`flush`, called when the engine is idle, sends
+    what waited). A line equal to the one shown is not sent again. The text is made only
+    when it is sent.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        """``clock`` is injectable for tests."""
+        self._clock = clock
+        self._kind: str | None = None
+        self._shown: str | None = None
+        self._sent_at = float("-inf")
+        self._waiting: Callable[[], str] | None = None
+        self.sent = 0  # lines sent (for the tests and the bench)
+
+    def offer(self, kind: str, text: Callable[[], str]) -> None:
+        """The status now is ``text()`` (its mode ``kind``): sent now or within
+        :data:`STATUS_EVERY_S`."""
+        if kind != self._kind or self._clock() - self._sent_at >= STATUS_EVERY_S:
+            self._waiting = None
+            self._send(kind, text())
+        else:
+            self._waiting = text
+
+    def flush(self) -> None:
+        """Send the line that waited, once :data:`STATUS_EVERY_S` has passed."""
+        if self._waiting is not None and self._clock() - self._sent_at >= STATUS_EVERY_S:
+            text, self._waiting = self._waiting, None
+            self._send(self._kind or "", text())
+
+    def _send(self, kind: str, line: str) -> None:
+        self._kind = kind
+        if line == self._shown:
+            return
+        self._shown, self._sent_at = line, self._clock()
+        self.sent += 1
+        status(line)
 
 
 def watchdog() -> bool:

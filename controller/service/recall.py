@@ -26,9 +26,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.control.protocol import EncodedReply, Request
 from controller.core.config import FireBetRules
@@ -39,6 +38,9 @@ from controller.journal.proof import Break
 from controller.journal.replay import RecordError
 from controller.journal.walk import replay_before
 from controller.service.requests import int_arg
+
+if TYPE_CHECKING:  # loaded when the worker starts, never at the service's start-up
+    from multiprocessing.connection import Connection
 
 VERIFY_WAIT_S = 3600.0  # the full check of a year of rolls on a Pi Zero takes minutes
 GRACE_S = 2.0  # past the request's deadline, the worker is given up on and started again
@@ -279,6 +281,8 @@ class _Worker:
             env={**os.environ, "PYTHONPATH": path},
         )
         assert self.process.stdin is not None and self.process.stdout is not None
+        from multiprocessing.connection import Connection
+
         self._to = Connection(os.dup(self.process.stdin.fileno()), readable=False)
         self._from = Connection(os.dup(self.process.stdout.fileno()), writable=False)
         self.process.stdin.close()
@@ -343,6 +347,8 @@ _JOBS: dict[str, Callable[..., tuple[Any, ...]]] = {
 }
 
 if __name__ == "__main__":
+    from multiprocessing.connection import Connection
+
     # the pipes are this process's stdin and stdout; anything printed goes to stderr
     _jobs = Connection(os.dup(0), writable=False)
     _answers = Connection(os.dup(1), readable=False)

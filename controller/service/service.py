@@ -25,17 +25,16 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.control.protocol import EncodedReply, Request
 from controller.control.server import ControlServer
 from controller.core.commands import Command, ReaderFaultCode
 from controller.core.config import Config
-from controller.core.errors import JournalIntegrityError
+from controller.core.errors import FirebetError, JournalIntegrityError
 from controller.core.lamps import Mode
 from controller.core.state import TableState
-from controller.journal import Journal
-from controller.link.link import FloorLink
+from controller.journal import Journal, RequestIndex
 from controller.link.report import disabled_status
 from controller.service import answers, health, notify
 from controller.service.integrity import ProgramCheck, check_program
@@ -46,14 +45,18 @@ from controller.service.table import Table
 from drivers.buttons import DealerButtons
 from drivers.lights import MarkerLights
 from drivers.reader import DiceReader
-from drivers.sim_reader import SimulatedReader
+
+if TYPE_CHECKING:  # loaded only when used: the link (and paho) when [floor] names a
+    # broker, the simulated reader with --simulated-reader (SPEC section 7: start-up)
+    from controller.link.link import FloorLink
+    from drivers.sim_reader import SimulatedReader
 
 log = logging.getLogger("firebet.service")
 
 STORAGE_PROBE_S = 1.0  # in a storage fault, try writing the journal again this often
-# a client resends a request lost in a restart within its deadline and grace (seconds);
-# the newest records this many cover that at any table (a roll every few seconds at most)
-RETRY_RECORDS = 10_000
+# idle, the engine thread looks at the journal's files (and systemd's status line) this
+# often: once a second, not four times (SPEC section 7: the idle CPU budget)
+IDLE_LOOK_S = 1.0
 
 
 @dataclass
@@ -94,6 +97,8 @@ class Service:
         self.recall = HistoryRecall(config.firebet, config.history_hands)  # the reading lane
         self._watchdog_s = notify.watchdog_interval()
         self.record_watch: health.RecordWatch | None = None  # screens the records (after ready)
+        self.first_record = 0  # the newest record when this start recovered the journal
+        self._requests: RequestIndex | None = None  # the socket's thread reads it
 
     def attach(self, parts: Parts) -> None:
         """The parts the composition root made (before :meth:`start`)."""
@@ -172,9 +177,9 @@ class Service:
         table.recover()
         table.refresh()  # markers re-lit from the journal before anything else
         self.table = table
+        self.first_record = self.journal.last_record
         if parts.control is not None:
-            for record, tag in self._request_tags():
-                parts.control.desk.remember(record, tag)  # a retry from before this start
+            parts.control.desk.journaled = self.journaled  # a retry of any journaled request
             parts.control.start()
         table.journal_start()
         health.self_check(table, self.state_dir)
@@ -201,15 +206,26 @@ class Service:
             self.config.journal.watch_sweep_s,
         )
         threading.Thread(target=self.record_watch.run, name="journal watch", daemon=True).start()
+        if self.config.metrics.textfile_dir:  # node_exporter's textfile collector
+            from controller.service.textfile import TextfileWriter  # prometheus_client: only here
 
-    def _request_tags(self) -> list[tuple[int, str]]:
-        """The journaled requests a retry may come for; none from a journal that cannot be
-        read (it is halted: nothing is applied until a technician clears it)."""
+            writer = TextfileWriter(self.config.metrics.textfile_dir, self.status, self.stopping)
+            threading.Thread(target=writer.run, name="metrics file", daemon=True).start()
+
+    def journaled(self, uid: int, rid: str | int) -> tuple[str, int] | None:
+        """On the socket's thread: ``(digest, record)`` of the request ``rid`` of ``uid``
+        the journal holds (None: none), from its index, on a connection of its own.
+        Raises :class:`FirebetError` when that cannot be told, so nothing is done twice;
+        a halted journal that cannot be read holds nothing a command could be journaled
+        after (the technician's clear-halt is not a command, and does nothing twice)."""
         try:
-            return self.journal.request_tags(RETRY_RECORDS)
+            if self._requests is None:
+                self._requests = self.journal.requests()
+            return self._requests.find(uid, rid)
         except (JournalIntegrityError, sqlite3.Error) as exc:
-            log.warning("the journal's recent requests cannot be read: %s", exc)
-            return []
+            if self.journal.halted is not None:
+                return None
+            raise FirebetError(f"the journal's requests cannot be read: {exc}") from exc
 
     # the queue ----------------------------------------------------------------------------
     def post(self, command: Command) -> None:
@@ -239,11 +255,12 @@ class Service:
                 except Exception:  # the probe must never stop the engine
                     log.exception("storage probe failed")
             try:
-                item = self.queue.get(timeout=min(tick, 0.25))
+                item = self.queue.get(timeout=min(tick, IDLE_LOOK_S))
             except queue.Empty:
                 if self.stopping.is_set():
                     break
                 table.watch_journal()
+                table.systemd_status.flush()  # the counts that waited (at most one a second)
                 continue
             if isinstance(item, Stop):
                 break
@@ -282,6 +299,8 @@ class Service:
                 except Exception:
                     log.exception("closing %r", closable)
         self.recall.close()
+        if self._requests is not None:
+            self._requests.close()
 
     # answers ----------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from controller.core.config import Config, rules_settings
 from controller.core.engine import Outcome
 from controller.core.errors import FirebetError, JournalIntegrityError, Refusal, TableHalted
 from controller.core.events import DuplicateRoll, RollAccepted, RollHeld, RollVoided
-from controller.core.lamps import Mode, desired_outputs
+from controller.core.lamps import LightsView, Mode, Outputs, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
 from controller.core.rolls import recalled
 from controller.core.state import TableState
@@ -130,6 +130,8 @@ class Table:
         self._far_logged = -60.0  # when a ROLL far behind was last logged (monotonic)
         # the halt and the state the records before its break give (None: not known)
         self._proven: tuple[Halt, TableState | None] | None = None
+        self.systemd_status = notify.StatusLine()  # systemd's, sent on a change (rate-limited)
+        self._shown: tuple[LightsView, Outputs] | None = None  # the lamps' view and outputs now
 
     # what the table is now ----------------------------------------------------------------
     @property
@@ -475,9 +477,13 @@ class Table:
         """
         state, mode = self.state, self.mode
         view = lights_view(state, mode)
-        outputs = desired_outputs(view)
-        if self.lights is not None:
-            self.lights.apply(outputs)
+        if self._shown is not None and self._shown[0] == view:
+            outputs = self._shown[1]  # the lamps show it already: nothing to drive
+        else:
+            outputs = desired_outputs(view)
+            if self.lights is not None:
+                self.lights.apply(outputs)
+            self._shown = (view, outputs)
         halted = self.journal.halted
         halt_text = halted.describe() if halted is not None else self.program_problem
         self.published = Published(
@@ -528,6 +534,8 @@ class Table:
         return {"verified": verified, "break": at.record, "last_verified": last}
 
     def announce(self) -> None:
-        """Tell systemd's status line the published snapshot."""
-        if self.published is not None:
-            notify.status(status_line(self.published))
+        """Tell systemd's status line the published snapshot: at once when the mode changed,
+        the counts at most once a second (:class:`~controller.service.notify.StatusLine`)."""
+        published = self.published
+        if published is not None:
+            self.systemd_status.offer(published.mode, lambda: status_line(published))

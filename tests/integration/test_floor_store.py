@@ -191,3 +191,41 @@ def test_another_floor_s_alert_change_is_heard(postgres: Postgres, five: list[Fl
     finally:
         a.close()
         b.close()
+
+
+def test_what_is_past_keep_days_is_archived_then_deleted_and_open_alerts_stay(
+    store_engine: StoreOpener, five: list[FloorRecord], tmp_path: Path
+) -> None:
+    import gzip
+
+    from controller.clock import now_ms
+
+    store = store_engine()
+    ingest = Ingest(store, "firebet", lambda t, p: None)
+    lost = TableJournal(tmp_path / "lost.db", table="CR-08")
+    lost.do("bet 1 5", "2 2", "3 4")  # a hand settled: its log and figures
+    ingest.handle(batch(five) + batch(lost.records()))
+    assert store.settled_between(0, now_ms() + 1)  # (a cursor: read below)
+    assert [h.table for h in store.settled_between(0, now_ms() + 1)] == ["CR-08"]
+    at = "2026-01-01T00:00:00.000+00:00"
+    with store.transaction():
+        closed = store.raise_alert("CR-07", "audit", at, {"what": "x"}, record=1)
+        assert closed is not None
+        store.set_alert(closed, "cleared", at, "alice")
+    archive = tmp_path / "archive" / "floor.jsonl.gz"
+    assert store.expire(0, archive) == {"records": 0, "hands": 0, "alerts": 0}  # none so old
+    done = store.expire(now_ms() + 86_400_000, archive, chunk=4)  # in chunks of 4
+    assert done == {"records": len(five) + len(lost.records()), "hands": 1, "alerts": 1}
+    with gzip.open(archive, "rt", encoding="utf-8") as f:
+        kept = [json.loads(line) for line in f]
+    archived = [(r["table"], r["record"], r["chain"]) for r in kept if r["part"] == "records"]
+    assert archived == [(r.table, r.record, r.chain) for r in [*five, *lost.records()]]
+    assert [(r["kind"], r["id"]) for r in kept if r["part"] == "alerts"] == [("audit", closed)]
+    assert [(r["table"], r["hand"]) for r in kept if r["part"] == "hands"] == [("CR-08", 1)]
+    assert stored(store, "CR-07") == [] == stored(store, "CR-08")
+    assert [h["hand"] for h in store.recent_hands("CR-08", 5)] == [2]  # not settled: kept
+    assert list(store.settled_between(0, now_ms() + 1)) == []
+    assert [a.kind for a in store.alerts()] == ["surveillance"]  # open: a person's still
+    ingest.handle(batch(five[:3]))  # an old record delivered again is a repeat, not rewritten
+    assert [a.kind for a in store.alerts()] == ["surveillance"]
+    assert stored(store, "CR-07") == []

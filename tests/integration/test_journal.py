@@ -441,17 +441,19 @@ def test_verify_on_every_core_agrees_with_one_core(tmp_path: Path) -> None:
         assert many.problems[0] == (100, "record 100 is missing")
 
 
-def test_request_tags_are_read_from_the_newest_records_only(tmp_path: Path) -> None:
+def test_every_request_the_journal_holds_is_in_its_index(tmp_path: Path) -> None:
+    """The ``requests`` index is written with the command record (one transaction) and
+    finds a request however far back it is: never a window of the newest records."""
     tag = '1001:0123456789abcdef:"dealer-7"'
-    commands = [Bet(2, 1, actor="dana(1001)", request=tag), *session()]
+    commands = [Bet(2, 1, actor="dana(1001)", request=tag), *session() * 30]
     journal = filled(tmp_path / "journal.db", commands)
+    index = journal.requests()
     try:
         last = journal.last()
-        assert last is not None and last.record > 10
-        ((number, found),) = journal.request_tags(last.record)  # kept with the command
-        assert found == tag
-        assert journal.request_tags(last.record - number + 1) == [(number, tag)]
-        assert journal.request_tags(last.record - number) == []  # bounded: not that far back
+        assert last is not None and last.record > 500
+        assert index.find(1001, "dealer-7") == ("0123456789abcdef", 2)  # record 2, kept
+        assert index.find(1001, "dealer-8") is None and index.find(1002, "dealer-7") is None
         assert '"request"' not in last.payload  # a command without a request stays lean
     finally:
+        index.close()
         journal.close()

@@ -37,10 +37,12 @@ def test_a_record_edited_under_the_running_table_halts_it(tmp_path: Path) -> Non
     state.mkdir()
     sock = state / "control.sock"
     log = tmp_path / "service.log"
+    config = tmp_path / "table.toml"  # the watch's bound: 5 s (a journal this short)
+    config.write_text("[journal]\nwatch_sweep_s = 5.0\n", encoding="utf-8")
     with log.open("w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "controller", "run", "--simulated-reader",
-             "--pin-factory", "mock", "--state-dir", str(state)],
+             "--pin-factory", "mock", "--state-dir", str(state), "--config", str(config)],
             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
     where = ("--socket", str(sock))

@@ -30,7 +30,9 @@ def test_mermaid_has_every_phase_and_transition() -> None:
     for t in HAND_TRANSITIONS:
         condition = t.get("conditions")
         assert (f"{t['trigger']} [{condition}]" if condition else t["trigger"]) in labels
-    assert ("POINT", "NEW_SHOOTER", "roll [is_seven] | surrender") in edges
+    assert ("POINT", "NEW_SHOOTER", "roll [is_seven]") in edges
+    # a surrender keeps the point on (SPEC section 2, settled questions)
+    assert ("POINT", "POINT", "roll [internal] | surrender [internal]") in edges
     assert ("POINT", "COME_OUT", "roll [makes_point]") in edges
     assert "classDef" not in source and "Class " not in source
 

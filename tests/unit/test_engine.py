@@ -187,11 +187,24 @@ def test_surrender_with_no_fire_bet_riding_does_not_block_the_next_shooter() -> 
     assert s.hand == 2 and s.points == () and s.payouts == {2: 0}
 
 
-def test_surrender_with_no_wager_after_a_natural_opens_betting() -> None:
+def test_surrender_with_no_wager_on_a_point_opens_betting_when_the_point_is_decided() -> None:
+    # SPEC section 2, settled questions: the successor throws for the point; his own hand
+    # (betting open) starts at his first come-out roll, never with the point known
     for closes in ("first_roll", "first_point"):
         t = Table(betting_closes=closes).do("3 4", "1 3", "surrender", "bet 1 1")
+        assert t.refusal() == (
+            "position 1: betting is closed: the new shooter throws for the surrendered "
+            "point 4; betting opens for his first come-out roll"
+        ), closes
+        assert t.state.phase is Phase.POINT and t.state.point == 4 and t.state.shooter == 2
+        t.do("5 5", "2 2", "bet 1 1")  # no decision, then the point made: his hand opens
         assert t.refusal() is None, closes
-        assert t.state.bets == {1: 1} and not t.state.surrender_pending
+        assert t.state.bets == {1: 1} and t.state.points == () and t.state.hand == 2
+        assert t.state.shooter == 2 and t.state.phase is Phase.NEW_SHOOTER
+        # the seven-out instead: the next shooter's hand opens
+        t = Table(betting_closes=closes).do("1 3", "surrender", "3 4", "bet 1 1")
+        assert t.refusal() is None and t.state.hand == 2 and t.state.shooter == 3, closes
+        assert [s.hand for s in t.settlements] == [1] and t.settlements[0].wagers == {}
 
 
 def test_surrender_after_a_sixth_point_paid_immediately_starts_a_fresh_hand() -> None:
@@ -221,9 +234,31 @@ def test_surrender_records_voluntary_or_compulsory() -> None:
     assert bad.refused is not None and "voluntary or compulsory" in bad.refused.reason
 
 
-def test_surrender_in_the_middle_of_a_point_abandons_the_point() -> None:
-    t = Table().do("3 4", "2 2", "surrender")
-    assert t.state.point is None and t.state.phase is Phase.NEW_SHOOTER
+def test_surrender_in_the_middle_of_a_point_keeps_the_point() -> None:
+    # SPEC section 2: the successor throws for the same point, as in craps
+    t = Table().do("bet 1 5", "3 4", "2 2", "surrender")
+    assert t.state.point == 4 and t.state.phase is Phase.POINT and t.state.shooter == 2
+    assert t.state.surrender_pending and not t.state.finishing_point
+
+
+def test_after_a_surrender_on_a_point_the_successors_seven_is_the_loser_seven() -> None:
+    # issue 30: bet 1 5 / 2 2 / surrender / 3 4 was read as a come-out natural and the
+    # $5 rode on; the successor throws for the 4 and the 7 is the loser 7
+    t = Table().do("bet 1 5", "2 2", "surrender", "3 4")
+    (s,) = t.settlements
+    assert s.hand == 1 and s.points == () and s.payouts == {1: 0} and s.wagers == {1: 5}
+    assert t.state.hand == 2 and t.state.shooter == 3 and t.state.betting_open
+
+
+def test_the_successor_making_the_surrendered_point_counts_it_as_any_point_made() -> None:
+    for carries in (True, False):
+        t = Table(surrender_carries_points=carries).do("bet 1 5", make_points(5), "2 2")
+        t.do("surrender", "1 3")  # the successor makes the 4
+        assert t.state.points == ((5, 4) if carries else (4,)), carries
+        assert t.state.phase is Phase.COME_OUT and t.state.surrender_pending
+        # and a point he makes again after a surrender counts once
+        t.do("2 2", "surrender", "2 2")
+        assert t.state.points == ((5, 4) if carries else (4,)), carries
 
 
 # -- void ----------------------------------------------------------------------------
@@ -377,9 +412,19 @@ def test_property_a_settlement_happens_exactly_at_each_loser_7(
             assert NewHand in kinds
             assert (Settlement in kinds) == (not state.settled)
         elif isinstance(c, Surrender) and out.refused is None:
-            # a surrender starts a new hand exactly when no fire bet rides on a closed window
-            assert (NewHand in kinds) == (not state.bets and not state.betting_open)
+            # a surrender starts a new hand exactly when no fire bet rides on a closed
+            # window and no point is on (with one on, the successor throws for it first)
+            assert (NewHand in kinds) == (
+                not state.bets and not state.betting_open and state.point is None
+            )
             assert Settlement not in kinds
+            assert out.state.point == state.point  # the point is never thrown away
+        elif state.finishing_point and any(
+            isinstance(e, RollAccepted) and e.outcome == "point_made" for e in out.events
+        ):
+            # the surrendered shooter's point made, nothing riding: the successor's hand
+            assert NewHand in kinds and Settlement not in kinds
+            assert out.state.shooter == state.shooter and out.state.betting_open
         else:
             assert NewHand not in kinds
             assert (Settlement in kinds) == sixth

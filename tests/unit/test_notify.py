@@ -165,3 +165,41 @@ def test_one_socket_is_kept_and_made_again_when_systemd_rebinds(
         assert received(again) == ["STATUS=running: after the reexec"]
     finally:
         again.close()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_status_line_goes_out_on_a_change_of_mode_and_the_counts_once_a_second(
+    systemd: socket.socket,
+) -> None:
+    """Issue 31: a STATUS datagram on every roll cost the engine thread a send a roll. The
+    counts now wait up to a second (flushed when the engine is idle); a new mode goes out at
+    once; a line equal to the one shown is not sent again."""
+    clock = Clock()
+    line = notify.StatusLine(clock)
+    line.offer("running", lambda: "running: 1 rolls")
+    assert received(systemd) == ["STATUS=running: 1 rolls"]
+    made: list[int] = []
+    for roll in range(2, 50):  # a burst of rolls within the second: nothing sent, nothing made
+        clock.now += 0.01
+        line.offer("running", lambda roll=roll: made.append(roll) or f"running: {roll} rolls")
+    assert nothing_waiting(systemd) and made == []
+    line.flush()  # idle, but the second is not over
+    assert nothing_waiting(systemd)
+    clock.now += 1.0
+    line.flush()  # the last line that waited, once
+    assert received(systemd) == ["STATUS=running: 49 rolls"] and made == [49]
+    line.flush()
+    assert nothing_waiting(systemd)
+    clock.now += 0.01
+    line.offer("halted", lambda: "halted: hand 3")  # a new mode: at once
+    assert received(systemd) == ["STATUS=halted: hand 3"]
+    clock.now += 5
+    line.offer("halted", lambda: "halted: hand 3")  # the same line: not again
+    assert nothing_waiting(systemd) and line.sent == 3

@@ -10,6 +10,7 @@ from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +22,8 @@ from controller.core.odds import (
     report,
     simulate,
     simulate_roll_by_roll,
+    surrender_edge,
+    surrender_policy,
 )
 
 
@@ -118,3 +121,63 @@ def test_simulation_is_the_engine_rolled_on_the_same_dice(
 ) -> None:
     rules = replace(rules, pay_six_immediately=six_now, betting_closes=closes)
     assert simulate(rules, hands, seed) == simulate_roll_by_roll(rules, hands, seed)
+
+
+# -- surrender policies (issue 30; SPEC section 2, settled questions) ---------------------
+
+POLICIES = [("none", 0), ("made-before", 0), ("new-point", 0), ("always", 0)] + [
+    ("random", seed) for seed in range(3)
+]
+
+
+@pytest.mark.parametrize("carries", [True, False])
+@pytest.mark.parametrize(("policy", "seed"), POLICIES)
+def test_no_surrender_policy_changes_the_exact_house_edge(
+    policy: str, seed: int, carries: bool
+) -> None:
+    # the exact chain of the real engine: with the points carried a surrender keeps the
+    # point and the points made, so the edge is the one without surrenders to the last
+    # digit; without carrying them a surrender can only take points away from the players
+    # (the old ruling, the point thrown away, gave players +461.40% under made-before)
+    for rules in (FireBetRules(), FireBetRules(pays={3: 7, 4: 30, 5: 300, 6: 1200})):
+        rules = replace(rules, surrender_carries_points=carries)
+        edge = surrender_edge(rules, surrender_policy(policy, seed))
+        if carries or policy == "none":
+            assert edge == house_edge(rules), (policy, seed)
+        else:
+            assert edge >= house_edge(rules), (policy, seed)
+
+
+def test_the_surrender_chain_without_surrenders_is_the_points_chain() -> None:
+    # two chains, built apart (the points' and the engine's): the same fraction
+    rules = FireBetRules(pays={4: 24, 5: 249, 6: 999})
+    assert surrender_edge(rules, surrender_policy("none")) == house_edge(rules)
+    assert str(house_edge(rules)).startswith("3155010189076512755518373649266277142847/")
+
+
+def test_an_unknown_surrender_policy_is_named() -> None:
+    with pytest.raises(ValueError, match="unknown surrender policy 'sulk'"):
+        surrender_policy("sulk")
+
+
+def test_the_simulation_under_the_exploit_agrees_with_the_exact_edge() -> None:
+    data = report(FireBetRules(), simulate_hands=6000, seed=11, surrender="made-before")
+    given, sim = data["surrender"], data["simulation"]
+    assert given["same_as_without"] and given["exact"] == data["exact"]["house_edge"]
+    assert sim["surrender"] == "made-before"
+    assert abs(sim["house_edge"] - given["house_edge"]) <= 4 * sim["house_edge_stderr"]
+
+
+def test_odds_cli_proves_the_edge_under_a_surrender_policy(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "controller", "odds", "--surrender", "made-before"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        "house edge with shooters surrendering by policy made-before (exact chain of the "
+        "engine, surrender_carries_points = true): 20.7628% (the same, exactly)"
+    ) in done.stdout

@@ -21,9 +21,9 @@ from controller.control.protocol import (
     Role,
     encode,
     parse_request,
-    parse_tag,
     request_digest,
 )
+from controller.core.commands import parse_request_tag as parse_tag
 
 
 def test_a_full_request() -> None:

@@ -27,6 +27,7 @@ from controller.core.config.model import (
     FloorConfig,
     JournalConfig,
     LightsConfig,
+    MetricsConfig,
     ReaderConfig,
     TableConfig,
     broker_endpoint,
@@ -67,6 +68,7 @@ __all__ = [
     "JournalConfig",
     "Key",
     "LightsConfig",
+    "MetricsConfig",
     "ReaderConfig",
     "TableConfig",
     "broker_endpoint",
@@ -262,6 +264,7 @@ def _build(values: Values, source: str) -> Config:
             v("control", "socket"), v("control", "dealer_group"), v("control", "technician_group")
         ),
         floor=_floor(values),
+        metrics=MetricsConfig(v("metrics", "textfile_dir")),
         source=source,
     )
     seen: dict[int, str] = {}

@@ -222,6 +222,13 @@ def broker_problem(url: str) -> str | None:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """Where the table reports itself to node_exporter's textfile collector ("": nowhere)."""
+
+    textfile_dir: str = ""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole, validated configuration of one table."""
 
@@ -235,6 +242,7 @@ class Config:
     journal: JournalConfig
     control: ControlConfig
     floor: FloorConfig = FloorConfig()
+    metrics: MetricsConfig = MetricsConfig()
     source: str = "defaults"
 
     def pins(self) -> dict[str, int]:

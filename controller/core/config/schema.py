@@ -178,6 +178,13 @@ SCHEMA: tuple[Key, ...] = (
     Key("floor", "password_file", "str", "file holding the broker password"),
     Key("floor", "tls_ca", "str", "CA certificate of the broker (mqtts:// only)"),
     Key("floor", "topic_prefix", "str", "first topic level of every floor topic", topic_prefix),
+    Key(
+        "metrics",
+        "textfile_dir",
+        "str",
+        "node_exporter's textfile collector directory: firebet-<table id>.prom is written "
+        "there every 15 s (mode, last roll age, faults, meters); empty: none",
+    ),
 )
 
 KEYS: dict[str, dict[str, Key]] = {}

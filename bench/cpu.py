@@ -1,0 +1,190 @@
+"""Benchmark: the service's CPU budget (SPEC section 7), from its own rusage.
+
+    .venv/bin/python bench/cpu.py [--rolls 2000] [--idle-s 30] [--records 0] [--json]
+
+CPU time (user + system, every thread, read from /proc/PID/stat) is the figure a busy
+machine measures best: other processes' load delays the service but barely changes the
+CPU it uses. One ``firebet run`` on a pseudo-terminal (this process plays the dice reader,
+mock pins, its own notify socket standing in for systemd) is measured for:
+
+- **start-up**: CPU from exec to READY=1 with no bytecode cache (a fresh, empty
+  ``PYTHONPYCACHEPREFIX`` and ``PYTHONDONTWRITEBYTECODE``: every module compiled);
+- **per roll**: CPU over ``--rolls`` ROLL -> ACK round trips at full speed, divided by
+  the rolls (a HB after every 400, as a reader sends), after the post-READY work is done;
+- **idle**: CPU a second over ``--idle-s`` seconds of heartbeats (one HB a second, the
+  reader protocol's least) after those rolls, so the table shows points made (the newest
+  marker's pulse is the lamps' idle work, as at a table);
+- **peak RSS** (VmHWM) after all of it.
+
+Each is printed beside its budget. The work the service starts after READY in a child
+process (the full check, :mod:`controller.service.recall`) is shown apart: it is reaped
+into the service's children's rusage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from service_on_pty import (  # bench/service_on_pty.py
+    ServiceOnPty,
+    children_cpu_seconds,
+    cpu_seconds,
+    peak_rss_mb,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+BUDGET_ROLL_MS = 0.4  # CPU a roll, frame to ACK (SPEC section 7)
+BUDGET_IDLE_MS = 1.0  # CPU a second at idle
+BUDGET_START_S = 1.0  # CPU from exec to READY, no bytecode cache
+BUDGET_RSS_MB = 60.0
+
+
+WARM_UP_S = 5.0  # heartbeats after the rolls before the idle second is counted
+
+
+def beats(service: ServiceOnPty, seconds: float) -> float:
+    """Send one heartbeat a second for ``seconds``; the seconds it took."""
+    t0 = beat = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        service.heartbeat()
+        beat += 1.0
+        time.sleep(max(0.0, beat - time.monotonic()))
+    return time.monotonic() - t0
+
+
+def markers(service: ServiceOnPty) -> str:
+    """What the point markers show now (``status --json``), e.g. ``6 pulse, 8 on``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "controller", "status", "--json", "--socket", str(service.socket)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    try:
+        shown = json.loads(done.stdout)["markers"]
+    except (ValueError, KeyError):
+        return "unknown"
+    return json.dumps(shown)
+
+
+def settle(pid: int, quiet_s: float = 2.0, deadline_s: float = 120.0) -> float:
+    """Wait until the service has used almost no CPU for ``quiet_s`` (the post-READY work
+    done, or ``deadline_s`` passed); returns the seconds waited."""
+    started = time.monotonic()
+    last = cpu_seconds(pid) + children_cpu_seconds(pid)
+    while time.monotonic() - started < deadline_s:
+        time.sleep(quiet_s)
+        now = cpu_seconds(pid) + children_cpu_seconds(pid)
+        if now - last < 0.02 * quiet_s:
+            break
+        last = now
+    return time.monotonic() - started
+
+
+def measure(work: Path, rolls: int, idle_s: float, state: Path | None = None) -> dict:
+    """Start-up, idle and per-roll CPU of one service started on ``state`` (or a fresh one)."""
+    config = work / "table.toml"
+    if not config.exists():
+        config.write_text('[journal]\nkey_file = "journal.key"\n', encoding="utf-8")
+    pycache = Path(tempfile.mkdtemp(dir=work, prefix="pycache-"))  # empty: nothing cached
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(pycache)}
+    service = ServiceOnPty(work, state or work / "state", config, heartbeat_every=400, env=env)
+    pid = service.proc.pid
+    figures: dict = {"ready_cpu_s": service.ready_cpu_s, "ready_wall_s": service.ready_s}
+    try:
+        settled = settle(pid)
+        figures["after_ready_children_cpu_s"] = children_cpu_seconds(pid)
+        figures["settled_s"] = settled
+        # per roll, at full speed
+        before, done = cpu_seconds(pid), 0
+        latencies: list[float] = []
+        for _ in range(rolls):
+            ms = service.roll(timeout_s=30)
+            if ms is None:
+                break
+            latencies.append(ms)
+            done += 1
+        figures["roll_cpu_ms"] = (cpu_seconds(pid) - before) * 1000 / max(1, done)
+        figures["rolls"] = done
+        latencies.sort()
+        figures["ack_p50_ms"] = latencies[len(latencies) // 2] if latencies else float("nan")
+        figures["ack_p99_ms"] = (
+            latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
+            if latencies
+            else float("nan")
+        )
+        # idle after the rolls (the newest point's marker pulses, as at a table): one HB a
+        # second, the first few seconds not counted (the watch screens the rolls' records,
+        # the checkpoint copies them: their cost belongs to the rolls)
+        beats(service, WARM_UP_S)
+        figures["markers"] = markers(service)
+        before = cpu_seconds(pid)
+        elapsed = beats(service, idle_s)
+        figures["idle_ms_a_s"] = (cpu_seconds(pid) - before) * 1000 / elapsed
+        figures["idle_s"] = elapsed
+        figures["peak_rss_mb"] = peak_rss_mb(pid)
+    finally:
+        service.stop()
+    return figures
+
+
+def verdict(value: float, budget: float) -> str:
+    return "within" if value <= budget else "OVER"
+
+
+def show(f: dict) -> None:
+    print("The service's CPU (its own rusage, every thread), beside SPEC section 7's budget")
+    print(
+        f"  per roll ({f['rolls']:,} rolls, full speed): {f['roll_cpu_ms']:.3f} ms CPU"
+        f"   budget {BUDGET_ROLL_MS} ms  {verdict(f['roll_cpu_ms'], BUDGET_ROLL_MS)}"
+        f"   (ACK p50 {f['ack_p50_ms']:.2f} ms, p99 {f['ack_p99_ms']:.2f} ms wall)"
+    )
+    print(
+        f"  idle ({f['idle_s']:.0f} s of heartbeats, 1 a second): {f['idle_ms_a_s']:.2f} ms CPU a"
+        f" second   budget {BUDGET_IDLE_MS} ms/s  {verdict(f['idle_ms_a_s'], BUDGET_IDLE_MS)}"
+    )
+    print(f"    (the markers meanwhile: {f['markers']})")
+    print(
+        f"  start-up, exec to READY, no bytecode cache: {f['ready_cpu_s']:.2f} s CPU"
+        f" ({f['ready_wall_s']:.2f} s wall)   budget {BUDGET_START_S} s"
+        f"  {verdict(f['ready_cpu_s'], BUDGET_START_S)}"
+    )
+    print(
+        f"  peak RSS: {f['peak_rss_mb']:.1f} MB   budget {BUDGET_RSS_MB:.0f} MB"
+        f"  {verdict(f['peak_rss_mb'], BUDGET_RSS_MB)}"
+    )
+    print(
+        f"  after READY, in child processes (the full check): "
+        f"{f['after_ready_children_cpu_s']:.2f} s CPU"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rolls", type=int, default=2000, help="rolls timed (>= 1,000)")
+    parser.add_argument("--idle-s", type=float, default=30.0, help="seconds of heartbeats")
+    parser.add_argument("--state-dir", help="an existing state directory (default: fresh)")
+    parser.add_argument("--json", action="store_true", help="the figures as one JSON object")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="firebet-cpu-"))
+    figures = measure(
+        work, args.rolls, args.idle_s, Path(args.state_dir) if args.state_dir else None
+    )
+    if args.json:
+        print(json.dumps(figures))
+    else:
+        show(figures)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
