@@ -42,6 +42,7 @@ class Op(StrEnum):
     HISTORY = "history"
     ROLL = "roll"
     VOID = "void"
+    CORRECT = "correct"
     SURRENDER = "surrender"
     BET = "bet"
     CANCEL = "cancel"
@@ -97,6 +98,10 @@ OPS: dict[Op, OpSpec] = {
         ),
         OpSpec(Op.ROLL, Role.DEALER, Lane.WRITE, (Arg("d1"), Arg("d2")), "roll", ("roll",)),
         OpSpec(Op.VOID, Role.DEALER, Lane.WRITE, (), "void", ("void",)),
+        OpSpec(
+            Op.CORRECT, Role.DEALER, Lane.WRITE,
+            (Arg("d1"), Arg("d2"), Arg("roll", required=False)), "correct", ("correct",),
+        ),
         OpSpec(
             Op.SURRENDER, Role.DEALER, Lane.WRITE, (Arg("kind", text=True, required=False),),
             "surrender", ("surrender",),

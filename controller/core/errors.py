@@ -24,6 +24,8 @@ class Refusal(StrEnum):
     NOT_IN_INCREMENTS = "not_in_increments"
     NO_WAGER = "no_wager"
     NOTHING_TO_VOID = "nothing_to_void"
+    NOT_THE_LAST_ROLL = "not_the_last_roll"
+    CORRECTION_PENDING = "correction_pending"
     BAD_DICE = "bad_dice"
     READER_CONFLICT = "reader_conflict"
     NO_ALERT = "no_alert"
