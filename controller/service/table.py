@@ -500,7 +500,7 @@ class Table:
             self.storage_fault,
             self.settlements.last,
             self.rules_shown,
-            self._proof(halted),
+            proof=self._proof(halted),
         )
         if self.state_changed is not None:
             self.state_changed()  # a flag only: the link wakes after the outputs
