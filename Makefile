@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 SETUP  := .ci/setup-host
 
 .PHONY: sim floor-demo test test-stress lint typecheck bench install-service clean \
-	setup-test deb test-deb bench-pi bench-surrender soak-reader
+	setup-test deb test-deb bench-pi bench-surrender bench-watch soak-reader
 
 $(BIN)/python:
 	@PYTHON=$(PYTHON) $(SETUP) python
@@ -89,6 +89,11 @@ deb: $(STAMP)
 test-deb: $(STAMP)
 	@$(SETUP) deb
 	PYTHON=$(BIN)/python debian/test-package
+
+# the journal watch's CPU at idle and the ACK's tail while it sweeps, on journals of
+# 1,000 to 1,000,000 records (docs/journal.md, "The watch"; about 10 minutes)
+bench-watch: $(STAMP)
+	$(BIN)/python bench/watch.py
 
 # the service, verify and replay under a CPU quota standing for a Pi Zero 2 W (root)
 bench-pi: $(STAMP)
