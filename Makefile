@@ -99,7 +99,8 @@ bench-watch: $(STAMP)
 bench-pi: $(STAMP)
 	$(BIN)/python bench/pi_speed.py
 
-# reader protocol 3 on a hostile channel, long: prints its seed and figures (issue 29)
+# reader protocol 3 on a hostile channel, long: prints its seed and figures (issue 29);
+# SOAK_ARGS=--service: through a real firebet run on a pty (kill -9, unplug, replays)
 soak-reader: $(STAMP)
 	$(BIN)/python bench/soak_reader.py $(SOAK_ARGS)
 
