@@ -159,10 +159,13 @@ class ServiceProcess:
     def engine_barrier(self) -> None:
         """A request answered on the engine's thread, behind every command queued before it
         (``clear-halt --preview`` changes nothing)."""
-        wait_until(
-            lambda: self.ask({"op": "clear_halt", "args": {"preview": 1}}) is not None,
+        reply = wait_until(
+            lambda: self.ask({"op": "clear-halt", "args": {"preview": 1}}),
             "the engine answers",
             self,
+        )
+        assert reply.get("ok") or reply.get("code") == "not_halted", (
+            f"not answered by the engine: {reply}"
         )
 
     def journal(self) -> tuple[list[tuple[int, int]], int, TableState]:
