@@ -25,15 +25,18 @@ SOAK_ARGS=--service`` long.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import select
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +79,18 @@ def wait_until(predicate: Any, what: str, service: ServiceProcess | None = None)
         time.sleep(0.02)
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the process that started it dies
+    (Linux PR_SET_PDEATHSIG), so no service outlives a test that was stopped."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=DEADLINE_S)
+
+
 class ServiceProcess:
     """``firebet run`` as a subprocess on ``port``: started, killed with SIGKILL and started
     again on the same state directory; the control socket asked directly."""
@@ -103,9 +118,10 @@ class ServiceProcess:
                 "--serial", self.port, "--pin-factory", "mock",
                 "--state-dir", str(self.state), "--socket", str(self.sock),
             ],
-            stdout=log, stderr=subprocess.STDOUT,
+            stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
         )  # fmt: skip
         log.close()
+        weakref.finalize(self, _kill, self.proc)  # a machine dropped without its teardown
         try:
             wait_until(self.connected, "the service up, its port open", self)
         except AssertionError as exc:
@@ -124,10 +140,8 @@ class ServiceProcess:
 
     def kill(self) -> None:
         """SIGKILL and reap (nothing if it is not running)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
         if self.proc is not None:
-            self.proc.wait(timeout=DEADLINE_S)
+            _kill(self.proc)
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any] | None:
         """One request on a fresh connection: its reply, or None when the socket is not
