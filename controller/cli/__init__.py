@@ -62,6 +62,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Fire-bet table controller for live craps and mini-craps.",
     )
     parser.add_argument("--version", action="version", version=f"firebet {__version__}")
+    parser.add_argument(
+        "--contract-version",
+        action=_ContractVersion,
+        help="print the release, the command line's contract version, the floor messages' "
+        "version and where the JSON Schemas are, as JSON, and exit",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     modules = (COMMANDS[command],) if command in COMMANDS else COMMAND_MODULES
     for name in modules:
@@ -70,6 +76,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         _plain_help(sub)
         sub.set_defaults(_parser=sub)  # the deepest parser's wins: unknown options name it
     return parser
+
+
+class _ContractVersion(argparse.Action):
+    """``firebet --contract-version``: what a script reads to know what it talks to."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        from controller.cli.contract import versions
+
+        print(json.dumps(versions()))
+        parser.exit(0)
 
 
 def _walk(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
