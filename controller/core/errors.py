@@ -40,6 +40,7 @@ class Refusal(StrEnum):
     NOT_CONFIRMED = "not_confirmed"
     NOT_ACKED = "not_acked"
     NOT_A_BENCH = "not_a_bench"
+    UNKNOWN_OP = "unknown_op"
     EXPIRED = "expired"
     BUSY = "busy"
     NOT_PERMITTED = "not_permitted"

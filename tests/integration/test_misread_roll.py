@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from typing import Any
 
 from controller.journal import Journal
-from tests.support import ROOT, RunningTable, run_firebet, wait_for
+from tests.support import PROCESS_DEADLINE_S, ROOT, RunningTable, run_firebet, wait_for
 
 RUNBOOK = ROOT / "docs" / "runbook.md"
 
@@ -50,22 +51,32 @@ def correction_records(t: RunningTable) -> list[tuple[str, dict[str, object]]]:
 def test_the_runbook_s_misread_roll_steps_run_as_written(running_table: RunningTable) -> None:
     t = running_table
     misread(t)
-    assert t.status()["mode"] == "running"  # the reader works: manual entry is refused
+    # the reader works: manual entry is refused (what the runbook said to do before)
+    wait_for(lambda: t.status()["mode"] == "running", what="the reader working")
     refused = run_firebet("roll", "4", "3", "--socket", str(t.socket))
-    assert refused.returncode == 1 and "the dice reader is working" in refused.stderr
+    assert refused.returncode == 1, (refused.stdout, refused.stderr, t.status()["mode"])
+    assert "the dice reader is working" in refused.stderr
     steps = runbook_steps()
     assert ["correct", "4", "3"] in steps
     for words in steps:
         done = run_firebet(*words, "--socket", str(t.socket))
         assert done.returncode == 0, (words, done.stderr)
     s = t.status()
-    assert s["last_roll"] == [4, 3] and s["rolls"] == 2 and s["hand"] == 2  # a seven-out
+    assert s["last_roll"] == [4, 3] and s["rolls"] == 2 and s["hand"] == 2, s  # a seven-out
     meters = s["meters"]
-    assert meters["voids"] == 1 and meters["corrections"] == 1 and meters["lost"]["count"] == 1
+    assert meters["voids"] == 1 and meters["corrections"] == 1, meters
+    assert meters["lost"]["count"] == 1, meters
     ((actor, body),) = correction_records(t)  # one action, journaled with who
     assert body["d1"] == 4 and body["d2"] == 3 and actor not in ("", "dealer", "button")
-    recall = run_firebet("history", "--json", "--hands", "2", "--socket", str(t.socket))
-    hands = [json.loads(line) for line in recall.stdout.splitlines()]
+    hands: list[dict[str, Any]] = []
+
+    def recalled() -> bool:  # the recall process starts at the first request: a busy
+        done = run_firebet("history", "--json", "--hands", "2", "--socket", str(t.socket))
+        if done.returncode == 0:  # machine may answer "busy" first; ask again then
+            hands.extend(json.loads(line) for line in done.stdout.splitlines())
+        return bool(hands)
+
+    wait_for(recalled, timeout=PROCESS_DEADLINE_S, what="the table's history")
     (first,) = [h for h in hands if h["hand"] == 1]  # the corrected seven-out's hand
     actions = [a["action"] for a in first["actions"]]
     assert "void" in actions and "correction" in actions
@@ -73,7 +84,7 @@ def test_the_runbook_s_misread_roll_steps_run_as_written(running_table: RunningT
     t.throw(6, 6)
     wait_for(lambda: t.status()["rolls"] == 3, what="the next reader roll")
     again = run_firebet("correct", "4", "3", "--roll", "2", "--socket", str(t.socket))
-    assert again.returncode == 1 and "not the last roll" in again.stderr
+    assert again.returncode == 1 and "not the last roll" in again.stderr, again.stderr
 
 
 def test_the_void_button_arms_a_correction_the_dealer_completes(
