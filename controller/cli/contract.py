@@ -31,6 +31,7 @@ from controller.core.errors import Refusal
 from controller.core.events import EVENTS, Settlement
 from controller.core.lamps import Mode
 from controller.core.table import Phase
+from controller.core.table_id import TABLE_ID
 from controller.journal.handlog import HISTORY_KEYS
 from controller.journal.recipe import KINDS
 from controller.wire import messages
@@ -253,7 +254,7 @@ def _verify() -> dict[str, Any]:
 
 def _floor_event() -> dict[str, Any]:
     keys: dict[str, Any] = {
-        "table": {"type": "string", "minLength": 1, "maxLength": messages.MAX_TABLE_ID},
+        "table": {"type": "string", "pattern": f"^{TABLE_ID.pattern}$"},
         "record": {"type": "integer", "minimum": 1},
         "at": _TEXT,
         "kind": {"type": "string", "enum": [str(k) for k in KINDS]},
