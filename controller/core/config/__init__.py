@@ -251,7 +251,10 @@ def _build(values: Values, source: str) -> Config:
             v("buttons", "discard_held"),
         ),
         journal=JournalConfig(
-            v("journal", "path"), v("journal", "snapshot_every"), v("journal", "key_file")
+            v("journal", "path"),
+            v("journal", "snapshot_every"),
+            v("journal", "key_file"),
+            v("journal", "watch_sweep_s"),
         ),
         control=ControlConfig(
             v("control", "socket"), v("control", "dealer_group"), v("control", "technician_group")
