@@ -111,6 +111,7 @@ def idle_status(table: str = "CR-07") -> dict[str, Any]:
 
     view = LightsView()
     shown = Published(TableState(), Mode.RUNNING, desired_outputs(view), view, None, None, None)
-    return status_report(
+    report = status_report(
         shown, table=table, ready=True, reader={}, journal_check=None, program=None, floor={}
     )
+    return report | {"journal_watch": None}  # the service's own addition (no watch yet)

@@ -178,6 +178,11 @@ def _status() -> dict[str, Any]:
             "program": maybe_object,
             "floor": {"type": "object"},
             "rules": maybe_object,
+            # halted: whether the figures rest on records before the break (docs/journal.md)
+            "verified": {"type": "boolean"},
+            "break": {"type": ["integer", "null"]},
+            "last_verified": maybe_object,
+            "journal_watch": maybe_object,
         }
     )
 
