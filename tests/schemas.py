@@ -24,6 +24,8 @@ CLI_OUTPUTS: dict[tuple[str, ...], str] = {
     ("export",): "cli-export",
     ("doctor",): "cli-doctor",
     ("journal", "verify"): "cli-verify",
+    ("journal", "init"): "cli-journal-init",
+    ("journal", "migrate"): "cli-journal-migrate",
 }
 
 failures: list[str] = []  # what the message makers' wrappers found (read per test)

@@ -257,6 +257,31 @@ def _verify() -> dict[str, Any]:
     )
 
 
+def _journal_init() -> dict[str, Any]:
+    return _object(
+        {
+            "ok": {"const": True},
+            "journal": _TEXT,
+            "aside": {"type": ["string", "null"]},
+            "moved": {"type": "array", "items": _TEXT},
+            "key_made": {"type": "boolean"},
+            "actor": _TEXT,
+        }
+    )
+
+
+def _journal_migrate() -> dict[str, Any]:
+    return _object(
+        {
+            "ok": {"const": True},
+            "records": _WHOLE,
+            "old_head": _TEXT,
+            "aside": _TEXT,
+            "actor": _TEXT,
+        }
+    )
+
+
 def _floor_event() -> dict[str, Any]:
     keys: dict[str, Any] = {
         "table": {"type": "string", "pattern": f"^{TABLE_ID.pattern}$"},
@@ -337,6 +362,12 @@ def schemas() -> dict[str, dict[str, Any]]:
         "cli-export": _doc("cli-export", "one line of firebet export (jsonl)", _export_line()),
         "cli-doctor": _doc("cli-doctor", "one line of firebet doctor --json", _doctor_line()),
         "cli-verify": _doc("cli-verify", "firebet journal verify --json (ok)", _verify()),
+        "cli-journal-init": _doc(
+            "cli-journal-init", "firebet journal init --json", _journal_init()
+        ),
+        "cli-journal-migrate": _doc(
+            "cli-journal-migrate", "firebet journal migrate --json", _journal_migrate()
+        ),
     }
     made["floor-event"]["$defs"] = event_defs()
     return made
