@@ -32,7 +32,7 @@ from controller.core.events import EVENTS, Settlement
 from controller.core.lamps import Mode
 from controller.core.table import Phase
 from controller.core.table_id import TABLE_ID
-from controller.journal.handlog import HISTORY_KEYS
+from controller.journal.handlog import HISTORY_KEYS, PROOF_KEYS
 from controller.journal.recipe import KINDS
 from controller.wire import messages
 
@@ -212,7 +212,8 @@ def _export_line() -> dict[str, Any]:
         "hash": _HEX64,
         "decided_under": {"type": ["integer", "null"]},
     }
-    return _object(keys)
+    proof = {k: v for k, v in _proof().items() if k != "last_verified"}
+    return _object(keys | proof, required=list(keys))  # proof: on a halted journal only
 
 
 def _history_line() -> dict[str, Any]:
@@ -231,7 +232,19 @@ def _history_line() -> dict[str, Any]:
     }
     if tuple(keys) != HISTORY_KEYS:
         raise AssertionError(f"history --json keys are {HISTORY_KEYS}, the schema's {tuple(keys)}")
-    return _object(keys)
+    proof = _proof()
+    if tuple(proof) != PROOF_KEYS:
+        raise AssertionError(f"a halted hand's keys are {PROOF_KEYS}, the schema's {tuple(proof)}")
+    return _object(keys | proof, required=list(keys))  # proof: on a halted journal only
+
+
+def _proof() -> dict[str, Any]:
+    """What a halted journal's lines add (docs/journal.md, "What a halted table shows")."""
+    return {
+        "verified": {"type": "boolean"},
+        "break": {"type": ["integer", "null"]},
+        "last_verified": {"type": ["object", "null"]},
+    }
 
 
 def _doctor_line() -> dict[str, Any]:
