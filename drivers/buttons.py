@@ -44,8 +44,8 @@ Watcher = Callable[[str, str], None]
 def command_for(name: str) -> Command:
     """The command a confirmed hold of button ``name`` posts."""
     at = now_iso()
-    if name == "void":
-        return Void(actor=BUTTON, at=at)
+    if name == "void":  # a misread: voided, and the true dice wait for the dealer
+        return Void(arm=True, actor=BUTTON, at=at)
     if name == "surrender":
         return Surrender(kind=SurrenderHow.VOLUNTARY, actor=BUTTON, at=at)
     if name == "ack":

@@ -4,6 +4,12 @@
 side of a pseudo-terminal (``"pty"``, the slave is the port the driver opens) or a TCP
 serial server on 127.0.0.1 (``"tcp"``, a ``socket://`` URL). Unplugging closes the link;
 plugging opens it again.
+
+A pseudo-terminal's number (``/dev/pts/N``) goes to the next program that asks for one
+once it is closed, so the driver is never given it: its port is a symlink kept pointing at
+the current pseudo-terminal (as udev keeps ``/dev/serial/by-id/...``), and
+:meth:`PtyLink.open_port`, the opener the composition root hands the driver, opens that
+path only while it leads to this link's own terminal.
 """
 
 from __future__ import annotations
@@ -12,11 +18,18 @@ import contextlib
 import errno
 import os
 import select
+import shutil
 import socket
+import tempfile
+import threading
 import time
 import tty
+import weakref
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import Any
+
+import serial
 
 TRANSPORTS = ("pty", "tcp")
 
@@ -42,42 +55,81 @@ class Link(ABC):
     def write(self, data: bytes) -> bool:
         """Send ``data`` to the driver; False when nobody takes it (the bytes are lost)."""
 
+    def open_port(self, url: str, **settings: Any) -> Any:
+        """The driver's opener (``SerialDiceReader(open_fn=...)``) for :attr:`port`."""
+        return serial.serial_for_url(url, **settings)
+
 
 class PtyLink(Link):
-    """The master side of a pseudo-terminal; the slave is the port the driver opens."""
+    """The master side of a pseudo-terminal; the slave is the terminal the driver opens,
+    through :attr:`port`, a symlink that stays put across unplug and replug (``link``, or
+    ``reader.tty`` in a private temporary folder when none is given): never the
+    pseudo-terminal's own number, which another program may hold after an unplug."""
 
     def __init__(self, link: Path | None) -> None:
         self.link = link
         self.master: int | None = None
-        self.slave: int | None = None
+        self.slave: int | None = None  # held while plugged: the number is ours till unplug
         self.slave_path = ""
+        self._lock = threading.Lock()  # master and slave change only under it
+
+    def _link_path(self) -> Path:
+        if self.link is None:  # a folder of our own, removed with this link
+            folder = tempfile.mkdtemp(prefix="firebet-sim-reader-")
+            weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
+            self.link = Path(folder) / "reader.tty"
+        return self.link
 
     def open(self) -> None:
-        """A new pseudo-terminal; the stable symlink (if any) points at its slave."""
+        """A new pseudo-terminal; the stable symlink points at its slave."""
         master, slave = os.openpty()
         tty.setraw(slave)  # no echo, no line discipline, like a USB serial device
         os.set_blocking(master, False)
-        self.master, self.slave = master, slave
-        self.slave_path = os.ttyname(slave)
-        if self.link is not None:
-            tmp = self.link.with_name(self.link.name + ".new")
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-            tmp.symlink_to(self.slave_path)
-            os.replace(tmp, self.link)
-            self.port = str(self.link)
-        else:
-            self.port = self.slave_path
+        link = self._link_path()
+        slave_path = os.ttyname(slave)
+        tmp = link.with_name(link.name + ".new")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        tmp.symlink_to(slave_path)
+        with self._lock:
+            self.master, self.slave, self.slave_path = master, slave, slave_path
+            os.replace(tmp, link)  # pointed at the new terminal only once it is ours
+        self.port = str(link)
 
     def close(self) -> None:
-        if self.link is not None:
-            with contextlib.suppress(FileNotFoundError):
-                self.link.unlink()  # as udev removes /dev/serial/by-id/... on unplug
-        for fd in (self.master, self.slave):
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        self.master = self.slave = None
+        """Unplug: the symlink goes first (as udev removes /dev/serial/by-id/...), then the
+        terminal, so the link never leads to a number that was given away."""
+        with self._lock:
+            if self.link is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    self.link.unlink()
+            for fd in (self.master, self.slave):
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            self.master = self.slave = None
+
+    def open_port(self, url: str, **settings: Any) -> serial.Serial:
+        """The driver's opener (``SerialDiceReader(open_fn=...)``): ``url`` opened with
+        pyserial only while it leads to this link's own pseudo-terminal now. Anything else
+        (a stale link, a path another program's terminal now has) is refused without a
+        byte read or a setting changed (OSError ENODEV: the driver's PORT_LOST)."""
+        probe = os.open(url, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+        try:
+            with self._lock:
+                ours = self.slave is not None and (
+                    os.fstat(probe).st_rdev == os.fstat(self.slave).st_rdev
+                )
+            if not ours:
+                raise OSError(
+                    errno.ENODEV,
+                    f"{url} does not lead to the simulated reader's terminal "
+                    "(unplugged, or the number is another program's now): not opened",
+                )
+            # the very terminal checked, not the path again (it may change meanwhile)
+            return serial.serial_for_url(f"/proc/self/fd/{probe}", **settings)
+        finally:
+            os.close(probe)
 
     def read(self, timeout: float) -> bytes:
         master = self.master  # unplug() may close it under our feet: then read nothing
@@ -86,20 +138,30 @@ class PtyLink(Link):
             return b""
         try:
             ready, _, _ = select.select([master], [], [], timeout)
-            return os.read(master, 1024) if ready else b""
         except (OSError, ValueError):
             return b""
+        if not ready:
+            return b""
+        with self._lock:
+            # closed meanwhile, its number perhaps another file's now: never read that
+            if self.master != master:
+                return b""
+            try:
+                return os.read(master, 1024)
+            except OSError:
+                return b""
 
     def write(self, data: bytes) -> bool:
-        if self.master is None:
-            return False
-        try:
-            os.write(self.master, data)
-            return True
-        except OSError as exc:  # nobody reading and the buffer is full: the bytes are lost
-            if exc.errno in (errno.EAGAIN, errno.EIO):
+        with self._lock:
+            if self.master is None:
                 return False
-            raise
+            try:
+                os.write(self.master, data)
+                return True
+            except OSError as exc:  # nobody reading and the buffer is full: the bytes are lost
+                if exc.errno in (errno.EAGAIN, errno.EIO):
+                    return False
+                raise
 
 
 class TcpLink(Link):

@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from drivers import codec
 from drivers.sim_link import link_for
@@ -49,8 +50,10 @@ class SimulatedReader:
     of them (None: no limit); no random rolls when ``interval_s`` is None.
     ``script``: dice thrown first, in order. ``heartbeat_s``: HB period (None:
     none). ``retransmit_s``: repeat period of an un-ACKed ROLL. ``link``: with
-    the pty transport, a symlink kept pointing at the current slave (a stable
-    port across :meth:`unplug`/:meth:`replug`). ``protocol``: the version of the
+    the pty transport, the symlink kept pointing at the current slave, the
+    :attr:`port` (stable across :meth:`unplug`/:meth:`replug`; default: one in a
+    private temporary folder; never the pseudo-terminal's own number, see
+    :mod:`drivers.sim_link`). ``protocol``: the version of the
     reader protocol (``docs/reader-protocol.md``) it speaks, 2 (CRC-16, the
     default) or 1 (XOR, older readers).
     """
@@ -117,6 +120,11 @@ class SimulatedReader:
     def port(self) -> str:
         """What the driver opens: the pty slave's path (or its symlink) or a socket:// URL."""
         return self._link.port
+
+    def open_port(self, url: str, **settings: Any) -> Any:
+        """The driver's opener (``SerialDiceReader(open_fn=...)``): it opens ``url`` only
+        while it leads to this device's own port (:meth:`drivers.sim_link.PtyLink.open_port`)."""
+        return self._link.open_port(url, **settings)
 
     def start(self) -> SimulatedReader:
         """Plug in and power up: open the port, send HELLO, start the device thread."""

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -165,46 +165,73 @@ def table_config() -> Config:
 def start_table(
     state: Path, sock: Path, config: Config | None = None, program: ProgramCheck | None = None
 ) -> tuple[RunningTable, threading.Thread]:
-    device = SimulatedReader(heartbeat_s=0.1, retransmit_s=0.1)
-    device.start()
-    reader = SerialDiceReader(device.port, 9600, heartbeat_timeout_s=2.0, backoff_max_s=0.2)
-    factory = MockFactory(pin_class=MockPWMPin)
-    controller = assemble(
-        config or table_config(),
-        state,
-        reader=reader,
-        pin_factory=factory,
-        socket_path=sock,
-        program=program,
-    )
+    """A table on a simulated reader over a pty, mock pins and a real journal, its engine on
+    a thread of its own: ready, and its reader's port open, when this returns.
 
-    def engine() -> None:
-        controller.start()
-        controller.serve()
+    A set-up that fails (the service refuses to start, or is not ready in time) stops every
+    thread, the device and the pins it started before the error is raised, so one failure
+    never turns into an unrelated one in the next test.
+    """
+    with ExitStack() as undo:
+        device = SimulatedReader(heartbeat_s=0.1, retransmit_s=0.1)
+        device.start()
+        undo.callback(device.stop)
+        reader = SerialDiceReader(device.port, 9600, heartbeat_timeout_s=2.0, backoff_max_s=0.2)
+        factory = MockFactory(pin_class=MockPWMPin)
+        undo.callback(factory.close)
+        controller = assemble(
+            config or table_config(),
+            state,
+            reader=reader,
+            pin_factory=factory,
+            socket_path=sock,
+            program=program,
+        )
+        undo.callback(controller.close)
+        failed: list[BaseException] = []
 
-    thread = threading.Thread(target=engine, daemon=True)
-    thread.start()
-    wait_for(controller.ready.is_set)
-    # the driver opens the port on its own thread, and opening flushes what was sent before:
-    # a test's first frame (a FAULT, a throw) must not race it
-    wait_for(lambda: reader.status().connected, what="the reader's port to open")
+        def engine() -> None:
+            try:
+                controller.start()
+            except BaseException as exc:  # said by start_table, on the test's thread
+                failed.append(exc)
+                return
+            controller.serve()
+
+        thread = threading.Thread(target=engine, name="test table engine", daemon=True)
+        thread.start()
+        undo.callback(stop_engine, controller, thread)
+        wait_for(lambda: controller.ready.is_set() or failed, what="the table to start")
+        if failed:
+            raise failed[0]
+        # the driver opens the port on its own thread, and opening flushes what was sent
+        # before: a test's first frame (a FAULT, a throw) must not race it
+        wait_for(lambda: reader.status().connected, what="the reader's port to open")
+        undo.pop_all()  # set up: the caller stops it (table_running)
     return RunningTable(controller, device, factory, sock), thread
+
+
+def stop_engine(controller: Service, thread: threading.Thread) -> None:
+    """Ask the engine thread to leave and wait for it (a hang fails, never waits forever)."""
+    controller.stop()
+    thread.join(timeout=PROCESS_DEADLINE_S)
+    if thread.is_alive():
+        raise AssertionError(f"the engine thread did not stop in {PROCESS_DEADLINE_S:g} s")
 
 
 @contextmanager
 def table_running(
     state: Path, sock: Path, config: Config | None = None, program: ProgramCheck | None = None
 ) -> Iterator[RunningTable]:
-    """:func:`start_table`, stopped and released when the block ends."""
+    """:func:`start_table`, stopped and released when the block ends (each part even when
+    stopping another fails)."""
     table, thread = start_table(state, sock, config, program)
-    try:
+    with ExitStack() as undo:
+        undo.callback(table.factory.close)
+        undo.callback(table.device.stop)
+        undo.callback(table.controller.close)
+        undo.callback(stop_engine, table.controller, thread)
         yield table
-    finally:
-        table.controller.stop()
-        thread.join(timeout=PROCESS_DEADLINE_S)
-        table.controller.close()
-        table.device.stop()
-        table.factory.close()
 
 
 DEALERS, TECHS = "firebet-dealer", "firebet-tech"  # the control tests' group names

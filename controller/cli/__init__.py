@@ -37,7 +37,9 @@ COMMAND_MODULES: tuple[str, ...] = (
 # the module that adds each command: ``firebet bet`` loads the dealer's module alone, not
 # the service, the floor console and their libraries (a test holds this to what the
 # modules register)
-_DEALER = ("status", "whoami", "roll", "void", "surrender", "bet", "cancel", "ack", "held")
+_DEALER = (
+    "status", "whoami", "roll", "void", "correct", "surrender", "bet", "cancel", "ack", "held",
+)  # fmt: skip
 COMMANDS: dict[str, str] = {
     "run": "controller.cli.run",
     "sim": "controller.cli.sim",

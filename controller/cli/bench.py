@@ -1,9 +1,9 @@
 """``firebet sim-reader ACTION``: drive the simulated reader of a bench service.
 
-The service must run with ``firebet run --simulated-reader`` (see
-``docs/bench.md``); the actions go through the control socket (technician) to
-the fake reader device, whose frames then reach the real driver, engine and
-journal as a real reader's would. Exit 0 when done, 1 when the service refused
+The service must run with ``firebet run --simulated-reader`` or be ``firebet sim`` (see
+``docs/bench.md``): only they have the op; the actions go through the control socket
+(technician) to the fake reader device, whose frames then reach the real driver, engine
+and journal as a real reader's would. Exit 0 when done, 1 when the service refused
 (it reads a real reader, say) or a throw was not ACKed (a halted table), 2 for bad
 usage, 3 when no service answers.
 """
@@ -38,6 +38,12 @@ def run(args: argparse.Namespace) -> int:
         elif time_s is not None:
             fields[f"{name}_ms"] = round(time_s * 1000)
     reply = call(args, Op.SIM_READER, **fields)
+    if not reply.get("ok") and reply.get("code") == Refusal.UNKNOWN_OP:  # a real table's socket
+        raise RequestRefused(
+            "this service reads a real dice reader: its socket has no sim-reader; a simulated "
+            "reader is driven only on firebet run --simulated-reader or firebet sim",
+            Refusal.NOT_A_BENCH,
+        )
     if not reply.get("ok"):
         raise refusal(reply)
     if args.action == "throw" and reply.get("acked") is False and not reply.get("pending"):

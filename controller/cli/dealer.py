@@ -30,7 +30,9 @@ from controller.core.commands import SurrenderHow
 from controller.core.errors import FirebetError, Refusal, RequestRefused, UsageError
 
 # the dealer's actions: each takes --json and --request-id
-_ACTIONS = ("roll", "void", "surrender", "bet", "cancel", "ack", "held", "diagnostics")
+_ACTIONS = (
+    "roll", "void", "correct", "surrender", "bet", "cancel", "ack", "held", "diagnostics",
+)  # fmt: skip
 
 
 def client_for(args: argparse.Namespace) -> ControlClient:
@@ -133,7 +135,8 @@ def whoami(args: argparse.Namespace) -> int:
         return 1
     reply.pop("ok", None)
     role = Role(reply["role"])
-    reply["may"] = sorted(op for op, needed in ROLES.items() if role.permits(needed))
+    if "may" not in reply:  # a service from before the socket said which ops it serves
+        reply["may"] = sorted(op for op, needed in ROLES.items() if role.permits(needed))
     if args.json:
         print(json.dumps(reply))
         return 0
@@ -151,6 +154,18 @@ def roll(args: argparse.Namespace) -> int:
 
 def void(args: argparse.Namespace) -> int:
     return _finish(call(args, Op.VOID), "last roll voided", args)
+
+
+def correct(args: argparse.Namespace) -> int:
+    """``firebet correct D1 D2 [--roll N]``: the last roll (or the one a void armed for
+    correction) voided and the true dice taken in its place, as one action."""
+    asked: dict[str, int] = {"d1": args.d1, "d2": args.d2}
+    if args.roll is not None:
+        asked["roll"] = args.roll
+    reply = call(args, Op.CORRECT, **asked)
+    was = next((e for e in reply.get("events", []) if e.get("event") == "correction"), None)
+    before = f" (read as {was['was'][0]} {was['was'][1]})" if was else ""
+    return _finish(reply, f"roll corrected to {args.d1} {args.d2}{before}", args)
 
 
 def surrender(args: argparse.Namespace) -> int:
@@ -239,6 +254,12 @@ def _held_number(text: str) -> int:
     return int(text)
 
 
+def _roll_number(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) < 10**15:
+        raise argparse.ArgumentTypeError(f"a roll's number is a whole number from 1, not {text!r}")
+    return int(text)
+
+
 def add_action_options(p: argparse.ArgumentParser) -> None:
     """``--json`` and ``--request-id ID``: what every dealer action takes."""
     p.add_argument(
@@ -292,6 +313,19 @@ def register(subparsers: Any) -> None:
     p.add_argument("d1", type=_die, metavar="D1", help="the first die, 1 to 6")
     p.add_argument("d2", type=_die, metavar="D2", help="the second die, 1 to 6")
     add("void", void, "void the last accepted roll (a misread)")
+    p = add(
+        "correct",
+        correct,
+        "a misread roll: void the last roll and take the true dice D1 D2, as one action",
+    )
+    p.add_argument("d1", type=_die, metavar="D1", help="the first die as it lies, 1 to 6")
+    p.add_argument("d2", type=_die, metavar="D2", help="the second die as it lies, 1 to 6")
+    p.add_argument(
+        "--roll",
+        type=_roll_number,
+        metavar="N",
+        help="the number of the roll corrected (status: rolls); refused if another followed",
+    )
     p = add("surrender", surrender, "the shooter gives up the dice: new shooter")
     p.add_argument("--compulsory", action="store_true", help="ordered by the boxperson")
     p = add("bet", bet, "take a fire bet of AMOUNT dollars on position POS")

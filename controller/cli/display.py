@@ -167,6 +167,15 @@ def render_status(
         parts.append(
             Text(f"JOURNAL CANNOT BE WRITTEN: {status['storage_fault']}", style="bold red")
         )
+    pending = status.get("correction_pending")
+    if pending:
+        parts.append(
+            Text(
+                f"CORRECTION PENDING: the roll read as {pending[0]} {pending[1]} was voided - "
+                "give the dice as they lie: firebet correct D1 D2",
+                style="bold yellow",
+            )
+        )
     held = status.get("held_rolls") or []
     if held:
         parts.append(Text(held_line(held, held_how), style="bold yellow"))

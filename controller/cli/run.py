@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from controller.cli import logs
 from controller.cli import options as paths
+from controller.control.ops import ROLES
+from controller.control.protocol import Handler
 from controller.control.server import ControlServer
 from controller.core.config import Config
 from controller.core.errors import ConfigError, UsageError
@@ -41,6 +43,32 @@ SWITCH_INTERVAL_S = 0.0005
 # the simulated reader's port: a symlink in the state directory kept pointing at its
 # pseudo-terminal, stable across unplug/replug as /dev/serial/by-id/... is
 SIM_READER_LINK = "sim-reader.tty"
+
+
+def simulated_reader(config: Config, state: Path, **settings: Any) -> SimulatedReader:
+    """The bench's reader device (``run --simulated-reader``, ``sim``): on a pseudo-terminal
+    whose port is the state directory's :data:`SIM_READER_LINK`, never the terminal's own
+    number; ``settings``: :class:`SimulatedReader`'s (seed, interval_s, ...). Not started
+    (the state directory must exist by then)."""
+    from drivers.sim_reader import SimulatedReader  # a bench's only: not at a table's start
+
+    return SimulatedReader(
+        link=state / SIM_READER_LINK, protocol=config.reader.protocol, **settings
+    )
+
+
+def serial_reader(
+    config: Config, port: str, device: SimulatedReader | None = None
+) -> SerialDiceReader:
+    """The table's reader driver on ``port``; on a bench's ``device``, it opens the port only
+    while it leads to that device's own terminal (:meth:`SimulatedReader.open_port`)."""
+    return SerialDiceReader(
+        port,
+        config.reader.baud,
+        config.reader.heartbeat_timeout_s,
+        protocol=config.reader.protocol,
+        open_fn=device.open_port if device is not None else None,
+    )
 
 
 def url_schemes() -> list[str]:
@@ -99,22 +127,33 @@ def assemble(
     program: ProgramCheck | None = None,
     on_change: Callable[[Published], None] | None = None,
     lights_timing: Timing | None = None,
-    simulated_reader: SimulatedReader | None = None,
+    bench_device: SimulatedReader | None = None,
 ) -> Service:
     """The composition root: the service of one table and every part it runs (the
     lamps and buttons on ``pin_factory``, the control socket at ``socket_path``, the floor
-    link when ``[floor]`` names a broker, the ``reader``), wired to the service's queue."""
+    link when ``[floor]`` names a broker, the ``reader``), wired to the service's queue.
+    ``bench_device``: a bench's simulated reader; only then does the socket take the
+    ``sim-reader`` op (:mod:`controller.cli.sim_device`), a real table's never."""
     service = Service(config, state, program=program, on_change=on_change)
-    parts = Parts(reader=reader, simulated_reader=simulated_reader)
+    parts = Parts(reader=reader)
     try:
         parts.lights = MarkerLights(config.lights, pin_factory, lights_timing)
         parts.buttons = DealerButtons(config.buttons, pin_factory, service.post)
         if socket_path is not None:
+            handler: Handler = service.on_request
+            roles = ROLES
+            if bench_device is not None:
+                from controller.cli.sim_device import with_bench_device  # a bench's only
+
+                handler, roles = with_bench_device(
+                    service.on_request, bench_device, lambda: service.published
+                )
             parts.control = ControlServer(
                 socket_path,
-                service.on_request,
+                handler,
                 config.control.dealer_group,
                 config.control.technician_group,
+                roles=roles,
             )
         if config.floor.enabled:
             from controller.link.link import FloorLink  # paho: only for a table on a floor
@@ -170,33 +209,22 @@ def run(args: argparse.Namespace) -> int:
     device: SimulatedReader | None = None
     if args.simulated_reader:
         # a fake reader device on a pseudo-terminal: the real driver reads it unchanged
-        from drivers.sim_reader import SimulatedReader
-
         state.mkdir(parents=True, exist_ok=True)
-        device = SimulatedReader(
-            seed=args.sim_seed,
-            interval_s=args.sim_interval,
-            link=state / SIM_READER_LINK,
-            protocol=config.reader.protocol,
+        device = simulated_reader(
+            config, state, seed=args.sim_seed, interval_s=args.sim_interval
         ).start()
         port = device.port
     else:
         port = args.serial or config.reader.port
         check_port(port, "--serial" if args.serial else f"reader.port in {config.source}")
     try:
-        reader = SerialDiceReader(
-            port,
-            config.reader.baud,
-            config.reader.heartbeat_timeout_s,
-            protocol=config.reader.protocol,
-        )
         service = assemble(
             config,
             state,
-            reader=reader,
+            reader=serial_reader(config, port, device),
             pin_factory=make_pin_factory(args.pin_factory),
             socket_path=socket_path,
-            simulated_reader=device,
+            bench_device=device,
         )
         install_signal_handlers(service)
         try:

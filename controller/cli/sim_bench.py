@@ -19,7 +19,7 @@ from typing import Any
 
 from controller.cli import options as paths
 from controller.cli.display import count, hand_line, paid_line
-from controller.cli.run import assemble
+from controller.cli.run import assemble, serial_reader, simulated_reader
 from controller.core.commands import (
     Ack,
     ApplyHeld,
@@ -38,7 +38,6 @@ from controller.core.state import Phase
 from controller.service.service import Service
 from controller.service.status import Published
 from drivers.pins import make_pin_factory
-from drivers.serial_reader import SerialDiceReader
 from drivers.sim_reader import SimulatedReader
 
 MANUAL_PROMPT = "manual roll (Esc cancels), type the two dice:"
@@ -70,12 +69,15 @@ class Bench:
             script = list(parse_script(script_lines(text), args.script))
         self.script = script
         self.target = args.rolls
-        self.device = SimulatedReader(
+        # on the same stable link as run --simulated-reader: unplug and replug recover,
+        # and the driver never opens a terminal that is not this reader's
+        self.device: SimulatedReader = simulated_reader(
+            self.config,
+            self.state_dir,
             seed=self.seed,
             interval_s=None if script else args.interval,
             rolls=args.rolls,
             heartbeat_s=0.5,
-            protocol=self.config.reader.protocol,
         )
         self.recent: list[tuple[int, int]] = []
         self.settlements: list[dict[str, Any]] = []  # this session's, reversed ones taken out
@@ -92,21 +94,22 @@ class Bench:
 
     # wiring ---------------------------------------------------------------------------
     def start(self) -> Service:
+        """Start the reader device and the service (on a thread of its own); whatever
+        fails on the way stops what was started, and is raised."""
         self.device.start()
-        reader = SerialDiceReader(
-            self.device.port,
-            self.config.reader.baud,
-            self.config.reader.heartbeat_timeout_s,
-            protocol=self.config.reader.protocol,
-        )
-        controller = assemble(
-            self.config,
-            self.state_dir,
-            reader=reader,
-            pin_factory=make_pin_factory("mock"),
-            socket_path=paths.socket_path(self.config, None, self.state_dir),
-            on_change=self._on_change,
-        )
+        try:
+            controller = assemble(
+                self.config,
+                self.state_dir,
+                reader=serial_reader(self.config, self.device.port, self.device),
+                pin_factory=make_pin_factory("mock"),
+                socket_path=paths.socket_path(self.config, None, self.state_dir),
+                on_change=self._on_change,
+                bench_device=self.device,
+            )
+        except BaseException:
+            self.device.stop()
+            raise
         self.controller = controller
         started = threading.Event()
         failure: list[BaseException] = []
@@ -125,6 +128,7 @@ class Bench:
         self.thread.start()
         started.wait()
         if failure:
+            self.controller = None
             controller.close()
             self.device.stop()
             raise failure[0]

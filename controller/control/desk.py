@@ -44,7 +44,7 @@ from controller.control.protocol import (
     permission_error,
     request_digest,
 )
-from controller.core.errors import FirebetError
+from controller.core.errors import FirebetError, Refusal
 
 log = logging.getLogger("firebet.control")
 
@@ -177,7 +177,12 @@ class RequestDesk:
         needed = self.roles.get(op)
         if needed is None:
             known = ", ".join(sorted(self.roles))
-            send(conn, {"ok": False, "error": f"unknown op {op!r} (known: {known})"}, rid)
+            reply = {
+                "ok": False,
+                "code": Refusal.UNKNOWN_OP,
+                "error": f"unknown op {op!r} (known: {known})",
+            }
+            send(conn, reply, rid)
             return
         who, role = conn.identity, conn.role
         if not role.permits(needed):
@@ -186,7 +191,7 @@ class RequestDesk:
             send(conn, {"ok": False, "error": error, "code": "not_permitted"}, rid)
             return
         if op in BUILTIN_OPS:  # answered here, the handler never sees them
-            send(conn, _builtin(op, who, role), rid)
+            send(conn, _builtin(op, who, role, self.roles), rid)
             return
         request = Request(
             op=op,
@@ -362,8 +367,9 @@ class RequestDesk:
         self.wire.wake()
 
 
-def _builtin(op: str, who: Identity, role: Role) -> dict[str, Any]:
-    """The reply to ``ping`` (the service's pid) or ``whoami`` (who the socket sees)."""
+def _builtin(op: str, who: Identity, role: Role, roles: Mapping[str, Role]) -> dict[str, Any]:
+    """The reply to ``ping`` (the service's pid) or ``whoami`` (who the socket sees, and the
+    ops of this socket that role may send)."""
     if op == "ping":
         return {"ok": True, "pong": True, "pid": os.getpid()}
     return {
@@ -373,6 +379,7 @@ def _builtin(op: str, who: Identity, role: Role) -> dict[str, Any]:
         "groups": sorted(who.groups),
         "role": role.value,
         "actor": who.actor,
+        "may": sorted(name for name, needed in roles.items() if role.permits(needed)),
     }
 
 

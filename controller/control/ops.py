@@ -42,6 +42,7 @@ class Op(StrEnum):
     HISTORY = "history"
     ROLL = "roll"
     VOID = "void"
+    CORRECT = "correct"
     SURRENDER = "surrender"
     BET = "bet"
     CANCEL = "cancel"
@@ -83,6 +84,7 @@ class OpSpec:
     args: tuple[Arg, ...] = ()
     command: str | None = None  # the core command's name (controller.core.commands)
     cli: tuple[str, ...] = ()  # the words of the command line that send it
+    bench: bool = False  # a bench device's op: not on a real table's socket (BENCH_ROLES)
 
 
 OPS: dict[Op, OpSpec] = {
@@ -97,6 +99,10 @@ OPS: dict[Op, OpSpec] = {
         ),
         OpSpec(Op.ROLL, Role.DEALER, Lane.WRITE, (Arg("d1"), Arg("d2")), "roll", ("roll",)),
         OpSpec(Op.VOID, Role.DEALER, Lane.WRITE, (), "void", ("void",)),
+        OpSpec(
+            Op.CORRECT, Role.DEALER, Lane.WRITE,
+            (Arg("d1"), Arg("d2"), Arg("roll", required=False)), "correct", ("correct",),
+        ),
         OpSpec(
             Op.SURRENDER, Role.DEALER, Lane.WRITE, (Arg("kind", text=True, required=False),),
             "surrender", ("surrender",),
@@ -119,13 +125,18 @@ OPS: dict[Op, OpSpec] = {
         ),
         OpSpec(Op.DIAGNOSTICS_ON, Role.TECHNICIAN, Lane.WRITE, cli=("diagnostics", "on")),
         OpSpec(Op.DIAGNOSTICS_OFF, Role.TECHNICIAN, Lane.WRITE, cli=("diagnostics", "off")),
-        OpSpec(Op.SIM_READER, Role.TECHNICIAN, Lane.WRITE, cli=("sim-reader",)),
+        OpSpec(Op.SIM_READER, Role.TECHNICIAN, Lane.WRITE, cli=("sim-reader",), bench=True),
     )
 }  # fmt: skip
-"""Every op the socket accepts; anything else is "unknown op"."""
+"""Every op a control socket may accept; anything else is "unknown op"."""
 
-ROLES: dict[str, Role] = {op.value: spec.role for op, spec in OPS.items()}
-"""The role each op needs."""
+ROLES: dict[str, Role] = {op.value: spec.role for op, spec in OPS.items() if not spec.bench}
+"""The role each op of a table's socket needs: what the socket accepts."""
+
+BENCH_ROLES: dict[str, Role] = {op.value: spec.role for op, spec in OPS.items() if spec.bench}
+"""The bench device's ops (``sim-reader``) and their roles: a socket accepts them only when
+the composition root registers them, for a service on a simulated reader (``firebet run
+--simulated-reader``, ``firebet sim``); a real table's socket answers "unknown op"."""
 
 BUILTIN_OPS = frozenset(op.value for op, spec in OPS.items() if spec.lane is Lane.BUILTIN)
 """The ops the server answers itself, without calling the handler."""

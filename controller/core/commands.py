@@ -31,6 +31,7 @@ class RollSource(StrEnum):
     SCRIPT = "script"  # a replay script's line
     SIM = "sim"  # the simulator's shooter
     HELD = "held"  # a held reader roll the dealer applied (never sent from outside)
+    CORRECTED = "corrected"  # the true dice of a misread roll (a Correct; never sent alone)
 
 
 class ReaderFaultCode(StrEnum):
@@ -46,7 +47,7 @@ class ReaderFaultCode(StrEnum):
 
 
 # the sources a Roll command may come with (a held roll is applied by the engine itself)
-ROLL_SOURCES = frozenset(RollSource) - {RollSource.HELD}
+ROLL_SOURCES = frozenset(RollSource) - {RollSource.HELD, RollSource.CORRECTED}
 
 
 def request_tag(uid: int, digest: str, rid: str | int) -> str:
@@ -122,9 +123,26 @@ class Roll(Command):
 
 @dataclass(frozen=True)
 class Void(Command):
-    """Void the last accepted roll (a misread)."""
+    """Void the last accepted roll (a misread). ``arm``: and wait for its true dice (the
+    dealer's void button): until a :class:`Correct` gives them, the reader's rolls are
+    held and wagers wait (docs/runbook.md, "Misread roll")."""
 
     name: ClassVar[str] = "void"
+    arm: bool = False
+
+
+@dataclass(frozen=True)
+class Correct(Command):
+    """A misread roll corrected, as one action: the last accepted roll voided and
+    ``d1``, ``d2`` (the dice as they lie) taken in its place; or, after a void that
+    armed a correction, those dice taken for the roll it voided. ``roll``: the number
+    of the roll corrected (the table's roll count with it), when the caller names it: a
+    roll accepted after it refuses the correction."""
+
+    name: ClassVar[str] = "correct"
+    d1: int
+    d2: int
+    roll: int | None = None
 
 
 @dataclass(frozen=True)
@@ -248,6 +266,7 @@ COMMANDS: dict[str, type[Command]] = {
     for c in (
         Roll,
         Void,
+        Correct,
         Surrender,
         Bet,
         Cancel,

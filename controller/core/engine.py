@@ -21,6 +21,7 @@ from controller.core.commands import (
     Cancel,
     Command,
     Confirm,
+    Correct,
     DiscardHeld,
     ReaderFault,
     ReaderHello,
@@ -45,6 +46,7 @@ from controller.core.events import (
     ReaderFaultOver,
     ReaderRestarted,
     Refused,
+    RollCorrected,
 )
 from controller.core.hand import (
     CRAPS,
@@ -75,6 +77,7 @@ __all__ = [
 
 # a held reader roll is applied as a roll of its own source, never sent from outside
 _HELD_SOURCES = frozenset({RollSource.HELD})
+_CORRECTED_SOURCES = frozenset({RollSource.CORRECTED})
 
 
 class Engine:
@@ -149,6 +152,8 @@ class Engine:
             return wagers.cancel(self.rules, state, command)
         if isinstance(command, Void):
             return wagers.void(state, command)
+        if isinstance(command, Correct):
+            return self._correct(state, command)
         if isinstance(command, Surrender):
             return wagers.surrender(self.rules, state, command)
         if isinstance(command, ApplyHeld | DiscardHeld):
@@ -193,6 +198,56 @@ class Engine:
     def betting_closed_reason(self, state: TableState) -> str:
         """Why betting is closed, in a dealer's words."""
         return wagers.betting_closed_reason(self.rules, state)
+
+    # a misread roll corrected -----------------------------------------------------
+    def _correct(self, state: TableState, cmd: Correct) -> list[Event]:
+        """The last accepted roll voided and the true dice taken in its place, as one
+        action (or, after a void that armed a correction, the true dice of the roll it
+        voided); never a roll another roll followed, never a settlement made twice."""
+        armed = state.correcting
+        undone: list[Event]
+        if armed is not None:
+            was, number, undone, before = armed, state.rolls + 1, [], state
+        elif state.undo is None or state.last_roll is None:
+            return [
+                Refused(
+                    "correct",
+                    "nothing to correct: no roll was accepted since the last void, wager or "
+                    "surrender (an older roll cannot be changed: call surveillance)",
+                    Refusal.NOTHING_TO_VOID,
+                )
+            ]
+        else:
+            was, number = state.last_roll, state.rolls
+            undone, before = [], state
+        if cmd.roll is not None and cmd.roll != number:
+            return [
+                Refused(
+                    "correct",
+                    f"roll {cmd.roll!r} is not the last roll (roll {number} is): a roll that "
+                    "another roll followed is never changed; call surveillance",
+                    Refusal.NOT_THE_LAST_ROLL,
+                )
+            ]
+        now = (cmd.d1, cmd.d2)
+        if armed is None:
+            if now == was:
+                return [
+                    Refused(
+                        "correct",
+                        f"roll {number} was read as {was[0]} {was[1]} already: nothing to correct",
+                        Refusal.NOTHING_TO_VOID,
+                    )
+                ]
+            undone = wagers.void(state, Void(actor=cmd.actor, at=cmd.at))
+            before = fold_all(state, undone)
+        roll = Roll(cmd.d1, cmd.d2, source=RollSource.CORRECTED, actor=cmd.actor, at=cmd.at)
+        rolled = self._roll(before, roll, _CORRECTED_SOURCES)
+        if rolled and type(rolled[0]) is Refused:
+            refused = rolled[0]
+            return [Refused("correct", refused.reason, refused.code)]
+        corrected = RollCorrected(was, now, actor=cmd.actor, at=cmd.at)
+        return [*undone, corrected, *rolled]
 
     # reader rolls held after manual entry ---------------------------------------
     def _resolve_held(self, state: TableState, cmd: ApplyHeld | DiscardHeld) -> list[Event]:

@@ -281,6 +281,31 @@ class RollVoided(Event):
 
 
 @dataclass(frozen=True)
+class CorrectionArmed(Event):
+    """A void that waits for the true dice of the roll it undid (``d1``, ``d2``: the
+    misread): the reader's rolls are held and wagers wait until a correction gives them."""
+
+    name: ClassVar[str] = "correction_armed"
+    d1: int
+    d2: int
+    actor: str = "dealer"
+    at: str = ""
+
+
+@dataclass(frozen=True)
+class RollCorrected(Event):
+    """A misread roll corrected (journaled with who): ``was`` the dice read, ``now`` the
+    dice as they lay; the roll's own events follow (its source ``corrected``), after the
+    :class:`RollVoided` that undid the misread one (or the armed void before it)."""
+
+    name: ClassVar[str] = "correction"
+    was: tuple[int, int]
+    now: tuple[int, int]
+    actor: str = "dealer"
+    at: str = ""
+
+
+@dataclass(frozen=True)
 class SeqConflict(Event):
     """A ROLL with the seq of the last reader roll but other dice: not applied, not ACKed.
 
@@ -382,6 +407,8 @@ EVENTS: dict[str, type[Event]] = {
         BetAccepted,
         BetCancelled,
         RollVoided,
+        CorrectionArmed,
+        RollCorrected,
         FaultRecorded,
         ReaderFaultHolds,
         ReaderFaultOver,
@@ -413,4 +440,6 @@ def event_from_dict(data: dict[str, Any]) -> Event:
         return _settlement_from_dict(body)
     if cls is RollVoided and body.get("reversed_settlement") is not None:
         body["reversed_settlement"] = _settlement_from_dict(body["reversed_settlement"])
+    if cls is RollCorrected:
+        body["was"], body["now"] = tuple(body["was"]), tuple(body["now"])
     return cls(**body)

@@ -149,6 +149,8 @@ class RollRule:
                 return (SeqConflict(seq, recorded[0], recorded[1], d1, d2, at=c["at"]),)
         if c["source"] == RollSource.READER and (state.hold_reader or state.reader_faulted):
             return (RollHeld(state.held_next, seq, d1, d2, at=c["at"]),)
+        if c["source"] == RollSource.MANUAL and state.correcting is not None:
+            return tuple(wagers.correction_pending("roll", state))
         total, outcome, phase, point = rule
         accepted = RollAccepted(
             d1, d2, total, outcome, phase, point, c["source"], seq, c["actor"], c["at"]
@@ -264,7 +266,7 @@ class RollPaths:
         if source == "reader":
             if s["reader_conflict"] is not None or s["hold_reader"] or s["reader_faulted"]:
                 return None
-        elif source not in _MOVE_SOURCES:
+        elif source not in _MOVE_SOURCES or (source == "manual" and s["correcting"] is not None):
             return None
         if seq is not None and (
             type(seq) is not int or not 0 <= seq <= 65535 or not_newer(seq, s["reader_seq"])

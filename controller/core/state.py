@@ -18,6 +18,7 @@ from controller.core.events import (
     BetAccepted,
     BetCancelled,
     BettingClosed,
+    CorrectionArmed,
     DuplicateRoll,
     Event,
     FaultRecorded,
@@ -32,6 +33,7 @@ from controller.core.events import (
     ReaderRestarted,
     Refused,
     RollAccepted,
+    RollCorrected,
     RollHeld,
     RollOutcome,
     RollVoided,
@@ -372,6 +374,21 @@ def _held_done(f: Fields, e: HeldRollApplied | HeldRollDiscarded) -> None:
     left = tuple(h for h in f["held"] if h.number != e.number)
     f["held"] = left
     f["hold_reader"] = bool(left)
+    if type(e) is HeldRollApplied:  # the roll thrown again counts: no correction waits
+        f["correcting"] = None
+
+
+def _correction_armed(f: Fields, e: CorrectionArmed) -> None:
+    f["correcting"] = (e.d1, e.d2)
+    f["hold_reader"] = True  # the reader's rolls wait until the true dice are given
+
+
+def _corrected(f: Fields, e: RollCorrected) -> None:
+    m = f["meters"]
+    f["meters"] = _but(m, corrections=m.corrections + 1)
+    if f["correcting"] is not None:  # an armed correction completed
+        f["correcting"] = None
+        f["hold_reader"] = bool(f["held"])
 
 
 def _fault(f: Fields, e: FaultRecorded) -> None:
@@ -396,6 +413,8 @@ _RULES: dict[type[Event], Callable[[Fields, Any], None]] = {
     BetAccepted: _bet,
     BetCancelled: _cancelled,
     RollVoided: _voided,
+    CorrectionArmed: _correction_armed,
+    RollCorrected: _corrected,
     ReaderRestarted: _reader_restarted,
     ReaderAdvanced: _reader_advanced,
     SeqConflict: _seq_conflict,

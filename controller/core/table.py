@@ -85,6 +85,7 @@ class Meters:
     voids: int = 0
     surrenders: int = 0
     faults: int = 0
+    corrections: int = 0  # misread rolls corrected (each also counts as a void)
 
     def to_dict(self, rolls: int) -> dict[str, Any]:
         """The meters as JSON; ``rolls`` is the table's accepted-roll count (a void takes
@@ -103,6 +104,8 @@ class Meters:
             "voids": self.voids,
             "surrenders": self.surrenders,
             "faults": self.faults,
+            # only once there is one, so snapshots written before it still match
+            **({"corrections": self.corrections} if self.corrections else {}),
         }
 
     @classmethod
@@ -120,6 +123,7 @@ class Meters:
             voids=d["voids"],
             surrenders=d["surrenders"],
             faults=d["faults"],
+            corrections=d.get("corrections", 0),
         )
 
 
@@ -169,6 +173,9 @@ class TableState:
     confirmed_by: str | None = None  # who in surveillance confirmed that hand (the floor)
     last_roll: tuple[int, int] | None = None
     rolls: int = 0  # accepted rolls, all hands
+    # a void armed a correction: the dice it voided, until a correction gives the true
+    # ones (the reader's rolls are held and wagers wait meanwhile)
+    correcting: tuple[int, int] | None = None
     reader_seq: int | None = field(default=None, compare=False)
     reader_dice: tuple[int, int] | None = field(default=None, compare=False)
     reader_conflict: int | None = field(default=None, compare=False)  # seq, until HELLO
@@ -216,6 +223,7 @@ class TableState:
             **({"confirmed_by": self.confirmed_by} if self.confirmed_by is not None else {}),
             "last_roll": list(self.last_roll) if self.last_roll else None,
             "rolls": self.rolls,
+            **({"correcting": list(self.correcting)} if self.correcting else {}),
             "reader_seq": self.reader_seq,
             **self._reader_dict(),
             "meters": self.meters.to_dict(self.rolls),
@@ -267,6 +275,7 @@ class TableState:
             confirmed_by=d.get("confirmed_by"),
             last_roll=(d["last_roll"][0], d["last_roll"][1]) if d["last_roll"] else None,
             rolls=d["rolls"],
+            correcting=(d["correcting"][0], d["correcting"][1]) if d.get("correcting") else None,
             reader_seq=d["reader_seq"],
             reader_dice=(d["reader_dice"][0], d["reader_dice"][1])
             if d.get("reader_dice")

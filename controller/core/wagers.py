@@ -12,6 +12,7 @@ from controller.core.errors import Refusal
 from controller.core.events import (
     BetAccepted,
     BetCancelled,
+    CorrectionArmed,
     Event,
     HandResult,
     NewHand,
@@ -91,6 +92,9 @@ def _position_problem(rules: FireBetRules, position: object) -> str | None:
 
 def bet(rules: FireBetRules, state: TableState, cmd: Bet) -> list[Event]:
     """A wager placed or raised at a position, within the limits, while betting is open."""
+    pending = correction_pending("bet", state)
+    if pending:
+        return pending
     problem = _position_problem(rules, cmd.position)
     if problem:
         return [Refused("bet", problem, Refusal.NO_SUCH_POSITION)]
@@ -142,6 +146,9 @@ def bet(rules: FireBetRules, state: TableState, cmd: Bet) -> list[Event]:
 
 def cancel(rules: FireBetRules, state: TableState, cmd: Cancel) -> list[Event]:
     """A position's wager called off, only while betting is open."""
+    pending = correction_pending("cancel", state)
+    if pending:
+        return pending
     problem = _position_problem(rules, cmd.position)
     if problem:
         return [Refused("cancel", problem, Refusal.NO_SUCH_POSITION)]
@@ -199,6 +206,9 @@ def confirm(state: TableState, cmd: Confirm) -> list[Event]:
 
 def surrender(rules: FireBetRules, state: TableState, cmd: Surrender) -> list[Event]:
     """The shooter gives up the dice; what happens to the fire bets (SPEC §2)."""
+    waiting = correction_pending("surrender", state)
+    if waiting:
+        return waiting
     if cmd.kind not in SURRENDER_KINDS:
         return [
             Refused(
@@ -227,8 +237,24 @@ def surrender(rules: FireBetRules, state: TableState, cmd: Surrender) -> list[Ev
     return events
 
 
+def correction_pending(command: str, state: TableState) -> list[Event]:
+    """Refused while a void waits for the true dice of the roll it undid (none else)."""
+    if state.correcting is None:
+        return []
+    d1, d2 = state.correcting
+    return [
+        Refused(
+            command,
+            f"a correction is pending: the roll read as {d1} {d2} was voided and waits for "
+            "its true dice (firebet correct D1 D2)",
+            Refusal.CORRECTION_PENDING,
+        )
+    ]
+
+
 def void(state: TableState, cmd: Void) -> list[Event]:
-    """The last accepted roll reversed, its settlement with it."""
+    """The last accepted roll reversed, its settlement with it (``arm``: and a correction
+    armed, waiting for its true dice)."""
     if state.undo is None or state.last_roll is None:
         return [
             Refused(
@@ -238,6 +264,9 @@ def void(state: TableState, cmd: Void) -> list[Event]:
             )
         ]
     d1, d2 = state.last_roll
-    return [
-        RollVoided(d1, d2, reversed_settlement=state.last_settlement, actor=cmd.actor, at=cmd.at)
-    ]
+    voided = RollVoided(
+        d1, d2, reversed_settlement=state.last_settlement, actor=cmd.actor, at=cmd.at
+    )
+    if cmd.arm:
+        return [voided, CorrectionArmed(d1, d2, actor=cmd.actor, at=cmd.at)]
+    return [voided]

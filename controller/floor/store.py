@@ -37,7 +37,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from controller.core.times import iso, to_ms
 from controller.floor.figures import SettledHand, settled_hand
@@ -620,13 +620,16 @@ class Store(abc.ABC):
             "alerts": ("id", "table", "kind", "hand", "record", "raised_at", "detail",
                        "status", "status_at", "status_by", "command_id"),
         }  # fmt: skip
-        archive.parent.mkdir(parents=True, exist_ok=True)
-        with gzip.open(archive, "at", encoding="utf-8") as out:
+        with contextlib.ExitStack() as stack:
+            out: IO[str] | None = None  # opened with the first row to archive, not before
             for name, select, delete, args in parts:
                 for _ in itertools.count() if not rounds else range(rounds):
                     rows = self._w(select, (*args, chunk)).fetchall()
                     if not rows:
                         break
+                    if out is None:
+                        archive.parent.mkdir(parents=True, exist_ok=True)
+                        out = stack.enter_context(gzip.open(archive, "at", encoding="utf-8"))
                     for row in rows:
                         out.write(json.dumps({"part": name, **dict(zip(columns[name], row,
                                                                        strict=True))},

@@ -31,12 +31,14 @@ from controller.core.events import (
     Acknowledged,
     BetAccepted,
     BetCancelled,
+    CorrectionArmed,
     Event,
     FaultRecorded,
     HeldRollApplied,
     HeldRollDiscarded,
     Refused,
     RollAccepted,
+    RollCorrected,
     RollHeld,
     RollVoided,
     Settlement,
@@ -210,6 +212,11 @@ class HandLog:
                 hand.update(result=None, odds_to_one=None, payouts={}, settled_record=None)
             hand["wagers"] = _wagers(after.bets)
             self._action(step, touched, after.hand, "void", e, dice=[e.d1, e.d2])
+        elif isinstance(e, CorrectionArmed):
+            self._action(step, touched, after.hand, "correction_armed", e, dice=[e.d1, e.d2])
+        elif isinstance(e, RollCorrected):
+            was, now = list(e.was), list(e.now)
+            self._action(step, touched, after.hand, "correction", e, was=was, now=now)
         elif isinstance(e, BetAccepted | BetCancelled):
             what = "bet" if isinstance(e, BetAccepted) else "cancel"
             self._action(step, touched, before.hand, what, e, position=e.position, amount=e.amount)

@@ -614,9 +614,9 @@ class Journal:
     def requests(self) -> RequestIndex:
         """The index of the control-socket requests this journal holds, read on a
         connection of its own (the caller closes it): it never waits for this journal's
-        lock, so the socket's thread may ask it while the engine thread appends."""
-        with self._mutex:
-            self._require_db()
+        lock, so the socket's thread may ask it while the engine thread appends (nor does
+        it take that lock to ask whether the journal is open: one attribute read)."""
+        self._require_db()
         return RequestIndex(self.path)
 
     def checker_view(self) -> tuple[sqlite3.Connection, bytes]:

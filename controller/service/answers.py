@@ -16,7 +16,7 @@ import queue
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from controller.control.ops import Op
 from controller.control.protocol import CLIENT_GRACE_S, EncodedReply, Request
@@ -30,9 +30,6 @@ from controller.service.recall import HistoryRecall
 from controller.service.requests import dealer_command
 from controller.service.status import Published
 from controller.service.table import Table
-
-if TYPE_CHECKING:  # only with --simulated-reader
-    from drivers.sim_reader import SimulatedReader
 
 log = logging.getLogger("firebet.service")
 
@@ -48,8 +45,6 @@ class Service(Protocol):
     def queue(self) -> queue.Queue[Any]: ...
     @property
     def recall(self) -> HistoryRecall: ...
-    @property
-    def simulated_reader(self) -> SimulatedReader | None: ...
     @property
     def published(self) -> Published | None: ...
     @property
@@ -69,10 +64,6 @@ def on_request(
     """
     if request.op == Op.STATUS:
         return service.status()
-    if request.op == Op.SIM_READER:
-        from controller.service import bench  # the bench device's op only
-
-        return bench.act(service.simulated_reader, request.args, lambda: service.published)
     if request.op == Op.HISTORY:
         return service.recall.history(service.journal, request)
     if request.decided_at is not None:

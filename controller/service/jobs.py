@@ -21,11 +21,13 @@ from controller.control.protocol import Request
 from controller.core.commands import Command, Roll
 from controller.core.events import (
     Acknowledged,
+    CorrectionArmed,
     DuplicateRoll,
     Event,
     HandResult,
     ReaderFaultHolds,
     ReaderRestarted,
+    RollCorrected,
     RollHeld,
     RollVoided,
     SeqConflict,
@@ -210,6 +212,21 @@ def log_game_events(logger: logging.Logger, events: Sequence[Event]) -> None:
                     e.reversed_settlement.hand,
                     settlement_text(e.reversed_settlement),
                 )
+        elif isinstance(e, CorrectionArmed):
+            logger.warning(
+                "roll %d %d voided by %s for correction: the reader's rolls are held and "
+                "wagers wait until the true dice are given (firebet correct D1 D2)",
+                e.d1,
+                e.d2,
+                e.actor,
+            )
+        elif isinstance(e, RollCorrected):
+            logger.warning(
+                "roll corrected by %s: read as %d %d, taken as %d %d",
+                e.actor,
+                *e.was,
+                *e.now,
+            )
         elif isinstance(e, Surrendered):
             logger.info(
                 "%s surrender by %s: shooter %d takes the dice; %s",

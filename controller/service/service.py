@@ -47,9 +47,8 @@ from drivers.lights import MarkerLights
 from drivers.reader import DiceReader
 
 if TYPE_CHECKING:  # loaded only when used: the link (and paho) when [floor] names a
-    # broker, the simulated reader with --simulated-reader (SPEC section 7: start-up)
+    # broker (SPEC section 7: start-up)
     from controller.link.link import FloorLink
-    from drivers.sim_reader import SimulatedReader
 
 log = logging.getLogger("firebet.service")
 
@@ -68,7 +67,6 @@ class Parts:
     buttons: DealerButtons | None = None
     control: ControlServer | None = None
     link: FloorLink | None = None
-    simulated_reader: SimulatedReader | None = None  # the bench device ``sim-reader`` drives
 
 
 class Service:
@@ -116,11 +114,6 @@ class Service:
     @property
     def link(self) -> FloorLink | None:
         return self.parts.link
-
-    @property
-    def simulated_reader(self) -> SimulatedReader | None:
-        """The bench device ``sim-reader`` drives (None at a real table)."""
-        return self.parts.simulated_reader
 
     @property
     def on_change(self) -> Callable[[Published], None] | None:

@@ -101,6 +101,8 @@ def status_report(
             {"hand": s.alert_hand, "by": s.confirmed_by} if s.confirmed_by is not None else None
         ),
         "held_rolls": [h.to_dict() for h in s.held],
+        # a void armed a correction: the dice it voided (None: no correction waits)
+        "correction_pending": list(s.correcting) if s.correcting is not None else None,
         "holding_reader_rolls": s.hold_reader or s.reader_faulted,
         "markers": marker_report(p.view, p.outputs),
         "reader": reader,

@@ -30,6 +30,7 @@ from controller.core.commands import (
     Ack,
     ApplyHeld,
     Command,
+    Correct,
     DiscardHeld,
     ReaderFault,
     ReaderFaultCode,
@@ -81,7 +82,7 @@ from drivers.reader import DiceReader
 
 log = logging.getLogger("firebet.service")
 
-GAME_COMMANDS = (Roll, Void, Surrender, Ack, ApplyHeld, DiscardHeld)
+GAME_COMMANDS = (Roll, Void, Correct, Surrender, Ack, ApplyHeld, DiscardHeld)
 
 
 class Table:
@@ -335,6 +336,10 @@ class Table:
         None when that roll was accepted before this start)."""
         events = outcome.events
         if any(isinstance(e, RollAccepted) for e in events):
+            if type(events[0]) is RollVoided:  # a correction: the misread roll's void first
+                undone, self.last_roll_record = self.last_roll_record, record
+                named = (replace(events[0], record=undone), *events[1:])
+                return Outcome(outcome.state, named)
             self.last_roll_record = record
         elif any(isinstance(e, RollVoided) for e in events):
             undone = self.last_roll_record

@@ -5,6 +5,7 @@ silence, all through the real driver, engine and journal."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -14,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.support import PROCESS_DEADLINE_S, ROOT, RunningTable, run_firebet, wait_for
+from controller.control.client import ControlClient
+from tests.support import PROCESS_DEADLINE_S, ROOT, run_firebet, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -68,6 +70,9 @@ def test_a_bench_service_is_driven_from_the_command_line(bench: Bench) -> None:
     s = bench.status()
     assert s["last_roll"] == [4, 4] and s["point"] == 8 and s["mode"] == "running"
     assert s["reader"]["port"] == str(bench.state / "sim-reader.tty")
+    # the bench composition registers the bench device's op (a real table's has none)
+    may = json.loads(bench.firebet("whoami", "--json").stdout)["may"]
+    assert "sim-reader" in may
 
     # a reader fault lets the dealer enter a roll by hand, as at a live table
     assert bench.firebet("roll", "3", "3").returncode != 0  # the reader works: no manual roll
@@ -139,11 +144,44 @@ def test_run_refuses_serial_beside_the_simulated_reader(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "--serial and --simulated-reader" in proc.stderr
 
 
-def test_a_service_on_a_real_reader_says_how_to_get_a_simulated_one(
-    running_table: RunningTable,
-) -> None:
-    reply = running_table.ask("sim-reader", action="throw", d1=3, d2=4)
-    assert reply["ok"] is False and "firebet run --simulated-reader" in reply["error"]
+def test_a_real_tables_socket_has_no_sim_reader_op(tmp_path: Path) -> None:
+    """The bench device leaves the production service (issue 29): `firebet run` on a
+    serial reader answers `sim-reader` as an unknown op; only a bench composition has it."""
+    master, slave = os.openpty()  # the table's reader port: a real terminal, no bench
+    state = tmp_path / "state"
+    log = tmp_path / "service.log"
+    try:
+        with open(log, "w") as out:
+            proc = subprocess.Popen(
+                [
+                    sys.executable, "-m", "controller", "run", "--serial", os.ttyname(slave),
+                    "--pin-factory", "mock", "--state-dir", str(state),
+                ],
+                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
+            )  # fmt: skip
+        try:
+            where = ("--state-dir", str(state))
+            wait_for(lambda: run_firebet("status", *where).returncode == 0, what="the service")
+            with ControlClient(state / "control.sock") as client:
+                reply = client.request("sim-reader", action="throw", d1=3, d2=4)
+            assert reply["ok"] is False and reply["code"] == "unknown_op", reply
+            assert "unknown op 'sim-reader'" in reply["error"]
+            said = run_firebet("sim-reader", "throw", "3", "4", "--json", *where)
+            assert said.returncode == 1, said.stderr
+            refused = json.loads(said.stdout)
+            assert refused["code"] == "not_a_bench" and refused["exit"] == 1
+            assert "firebet run --simulated-reader or firebet sim" in refused["error"]
+            plain = run_firebet("sim-reader", "unplug", *where)
+            assert plain.returncode == 1 and "reads a real dice reader" in plain.stderr
+            may = json.loads(run_firebet("whoami", "--json", *where).stdout)["may"]
+            assert "clear-halt" in may and "sim-reader" not in may
+            assert run_firebet("status", "--json", *where).returncode == 0  # still serving
+        finally:
+            proc.terminate()
+            proc.wait(timeout=PROCESS_DEADLINE_S)
+    finally:
+        os.close(master)
+        os.close(slave)
 
 
 def test_run_refuses_a_url_scheme_no_driver_knows(tmp_path: Path) -> None:

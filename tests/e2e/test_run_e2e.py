@@ -116,12 +116,12 @@ class Service:
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
-    device = SimulatedReader(heartbeat_s=0.2, retransmit_s=0.1)
-    device.start()
-    svc = Service(tmp_path, device)
-    yield svc
-    svc.stop()
-    device.stop()
+    with SimulatedReader(heartbeat_s=0.2, retransmit_s=0.1) as device:  # stopped whatever fails
+        svc = Service(tmp_path, device)
+        try:
+            yield svc
+        finally:
+            svc.stop()
 
 
 def test_frames_in_acks_out_status_settlement_kill_9_restart_and_sigterm(service: Service) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from controller.control.client import ControlClient
+from controller.control.ops import BENCH_ROLES
 from controller.control.protocol import (
     BUILTIN_OPS,
     ROLES,
@@ -34,12 +35,15 @@ def test_roles_table_covers_every_client_op() -> None:
         "ping", "whoami", "status", "history",
     }  # fmt: skip
     assert {op for op, r in ROLES.items() if r is Role.DEALER} == {
-        "roll", "void", "surrender", "bet", "cancel", "ack", "held-apply", "held-discard",
+        "roll", "void", "correct", "surrender", "bet", "cancel", "ack", "held-apply",
+        "held-discard",
     }  # fmt: skip
     assert {op for op, r in ROLES.items() if r is Role.TECHNICIAN} == {
-        "clear-halt", "diagnostics-on", "diagnostics-off", "sim-reader",
+        "clear-halt", "diagnostics-on", "diagnostics-off",
     }  # fmt: skip
     assert set(ROLES) >= BUILTIN_OPS
+    # the bench device's op is no table's: registered only by a bench's composition
+    assert BENCH_ROLES == {"sim-reader": Role.TECHNICIAN}
 
 
 @pytest.mark.parametrize(

@@ -214,6 +214,7 @@ def test_what_is_past_keep_days_is_archived_then_deleted_and_open_alerts_stay(
         store.set_alert(closed, "cleared", at, "alice")
     archive = tmp_path / "archive" / "floor.jsonl.gz"
     assert store.expire(0, archive) == {"records": 0, "hands": 0, "alerts": 0}  # none so old
+    assert not archive.parent.exists()  # and no archive made for nothing
     done = store.expire(now_ms() + 86_400_000, archive, chunk=4)  # in chunks of 4
     assert done == {"records": len(five) + len(lost.records()), "hands": 1, "alerts": 1}
     with gzip.open(archive, "rt", encoding="utf-8") as f:

@@ -19,6 +19,7 @@ from controller.journal.play import decide
 from tests.support import PROCESS_DEADLINE_S, table_config, table_running
 
 BET = {"position": 2, "amount": 1}
+PATIENT = 60_000  # deadline_ms of a retry answered by the recall process (started then)
 
 
 def exchange(path: Path, requests: list[dict[str, Any]], window: int = 16) -> list[Any]:
@@ -62,7 +63,8 @@ def test_a_retry_after_4200_other_actions_is_answered_not_done_again(tmp_path: P
             db.execute("PRAGMA synchronous = OFF")
         done = exchange(table.socket, others(4200))
         assert all(r["ok"] for r in done), next(r for r in done if not r["ok"])
-        (again,) = exchange(table.socket, [{"op": "bet", "args": BET, "id": "dealer-7"}])
+        retry = {"op": "bet", "args": BET, "id": "dealer-7", "deadline_ms": PATIENT}
+        (again,) = exchange(table.socket, [retry])
         assert again["ok"] is True and again["id"] == "dealer-7", again
         assert "not done again" in again["repeated"], again
         assert "before the service restarted" not in again["repeated"]  # this start's own
@@ -96,7 +98,8 @@ def test_a_retry_after_10050_records_and_a_restart_is_answered_not_done_again(
         assert journal.last_record >= placed.record.record + 10_050
     with table_running(state, tmp_path / "control.sock") as table:
         assert table.status()["bets"] == {"2": 1}
-        (again,) = exchange(table.socket, [{"op": "bet", "args": BET, "id": "b-1"}])
+        retry = {"op": "bet", "args": BET, "id": "b-1", "deadline_ms": PATIENT}
+        (again,) = exchange(table.socket, [retry])
         assert again["ok"] is True, again
         want = f"decided at record {placed.record.record}, before the service restarted"
         assert want in again["repeated"], again

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -66,21 +67,28 @@ def transport(request: pytest.FixtureRequest) -> str:
 
 def open_pair(transport: str, **kwargs: object) -> tuple[SimulatedReader, Line]:
     sim = SimulatedReader(transport=transport, **kwargs).start()  # type: ignore[arg-type]
-    return sim, Line(sim.port)
+    try:
+        return sim, Line(sim.port)
+    except BaseException:
+        sim.stop()
+        raise
 
 
 @pytest.fixture
 def pair(transport: str) -> Iterator[tuple[SimulatedReader, Line]]:
     sim, line = open_pair(transport, heartbeat_s=0.05, retransmit_s=0.1)
-    line.until("HB", timeout=30.0)  # connected: over tcp, frames sent before are lost
-    yield sim, line
-    line.port.close()
-    sim.stop()
+    try:
+        line.until("HB", timeout=30.0)  # connected: over tcp, frames sent before are lost
+        yield sim, line
+    finally:
+        line.port.close()
+        sim.stop()
 
 
-def test_pty_port_is_a_tty_path() -> None:
+def test_pty_port_is_a_link_to_the_terminal_never_its_number() -> None:
     with SimulatedReader() as sim:
-        assert sim.port.startswith("/dev/pts/")
+        assert Path(sim.port).is_symlink() and not sim.port.startswith("/dev/pts/")
+        assert os.path.realpath(sim.port).startswith("/dev/pts/")
 
 
 def test_heartbeats_count_up(pair: tuple[SimulatedReader, Line]) -> None:

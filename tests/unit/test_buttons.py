@@ -71,7 +71,7 @@ def hold_until(factory: Any, pin: int, confirmed: Callable[[], object]) -> None:
 @pytest.mark.parametrize(
     ("pin", "expected"),
     [
-        (17, Void(actor="button")),
+        (17, Void(arm=True, actor="button")),  # a misread: waits for the true dice
         (27, Surrender(kind="voluntary", actor="button")),
         (22, Ack(actor="button")),
     ],

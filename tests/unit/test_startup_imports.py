@@ -23,7 +23,7 @@ NEVER_AT_START = (
     "concurrent.futures.process",
     "importlib.resources",  # the bundled config is a folder on disk
     "drivers.sim_reader",  # only with --simulated-reader
-    "controller.service.bench",
+    "controller.cli.sim_device",  # the bench device's op: only on a bench's socket
     "rich",  # a terminal's tables, never the service
     "prometheus_client",  # only with [metrics] textfile_dir
     "controller.service.textfile",

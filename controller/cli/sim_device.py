@@ -1,11 +1,15 @@
-"""The simulated reader of ``firebet run --simulated-reader``, driven through the socket.
+"""The bench device's op: the simulated reader of a bench service, driven through the socket.
 
-A bench tester has no dice reader: the service then starts a
-:class:`~drivers.sim_reader.SimulatedReader` device on a pseudo-terminal and
-reads it with the real :class:`~drivers.serial_reader.SerialDiceReader`, so every
-frame goes through the same driver, engine, journal and ACK as at a live table.
-The ``sim-reader`` request (``firebet sim-reader ACTION``, technician) makes the
-device throw, fault, go silent, be unplugged or send garbage; see ``docs/bench.md``.
+A bench tester has no dice reader: ``firebet run --simulated-reader`` and ``firebet sim``
+start a :class:`~drivers.sim_reader.SimulatedReader` device on a pseudo-terminal and read
+it with the real :class:`~drivers.serial_reader.SerialDiceReader`, so every frame goes
+through the same driver, engine, journal and ACK as at a live table. The ``sim-reader``
+request (``firebet sim-reader ACTION``, technician) makes the device throw, fault, go
+silent, be unplugged or send garbage; see ``docs/bench.md``.
+
+Only those two compositions register the op (:func:`with_bench_device`, from
+:func:`controller.cli.run.assemble`): the table's service knows nothing of it, and a real
+table's socket answers ``sim-reader`` as an unknown op.
 """
 
 from __future__ import annotations
@@ -13,13 +17,17 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from controller.control.ops import BENCH_ROLES, ROLES, Op, Role
+from controller.control.protocol import Handler, Request
 from controller.core.errors import UsageError
 from controller.core.lamps import Mode
 from controller.core.table import HeldRoll
 from controller.service.status import Published
-from drivers.sim_reader import SimulatedReader
+
+if TYPE_CHECKING:
+    from drivers.sim_reader import SimulatedReader
 
 ACTIONS: dict[str, str] = {
     "throw": "throw the dice (D1 D2, or random); waits for the controller's ACK",
@@ -136,8 +144,22 @@ def _until(done: Callable[[], bool], timeout: float) -> bool:
     return True
 
 
+def with_bench_device(
+    handler: Handler, device: SimulatedReader, published: Callable[[], Published | None]
+) -> tuple[Handler, dict[str, Role]]:
+    """The control socket's handler and roles of a bench service: ``sim-reader`` answered
+    by :func:`act` on ``device``, every other op by the service's ``handler``."""
+
+    def on_request(request: Request) -> Any:
+        if request.op == Op.SIM_READER:
+            return act(device, request.args, published)
+        return handler(request)
+
+    return on_request, ROLES | BENCH_ROLES
+
+
 def act(
-    device: SimulatedReader | None,
+    device: SimulatedReader,
     args: Mapping[str, Any],
     published: Callable[[], Published | None] = lambda: None,
 ) -> dict[str, Any]:
@@ -153,13 +175,6 @@ def act(
         now = published()
         return None if now is None else now.mode == Mode.READER_FAULT
 
-    if device is None:
-        return {
-            "ok": False,
-            "code": "not_a_bench",
-            "error": "this service reads a real dice reader; a simulated one is driven only "
-            "when the service runs with firebet run --simulated-reader",
-        }
     action = args.get("action")
     if action not in ACTIONS:
         known = ", ".join(ACTIONS)

@@ -1,0 +1,32 @@
+"""A test fixture that fails in set-up stops every thread it started (issue 29): a table
+that cannot start raises its own error at once and leaves nothing running, so one error
+never becomes an unrelated failure in the next test."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.support import start_table, table_running, wait_for
+
+
+def _started_since(before: set[threading.Thread]) -> list[str]:
+    return sorted(t.name for t in threading.enumerate() if t not in before and t.is_alive())
+
+
+def test_a_table_that_fails_to_start_stops_every_thread_it_started(tmp_path: Path) -> None:
+    before = set(threading.enumerate())
+    # the control socket cannot be bound (its folder is missing): start() fails after the
+    # simulated reader, the pins and the journal are up
+    with pytest.raises(FileNotFoundError):  # its own error, at once: not a timeout
+        start_table(tmp_path / "state", tmp_path / "no-such-folder" / "control.sock")
+    left = _started_since(before)
+    assert left == [], f"threads left running by a failed start_table: {left}"
+
+    # the next table starts as if nothing had happened
+    with table_running(tmp_path / "state2", tmp_path / "control.sock") as table:
+        table.throw(3, 4)
+        assert table.status()["last_roll"] == [3, 4]
+    wait_for(lambda: not _started_since(before), what="the second table's threads to end")
