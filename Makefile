@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 SETUP  := .ci/setup-host
 
 .PHONY: sim floor-demo test test-stress lint typecheck bench install-service clean \
-	setup-test deb test-deb bench-pi bench-surrender
+	setup-test deb test-deb bench-pi bench-surrender bench-watch
 
 $(BIN)/python:
 	@PYTHON=$(PYTHON) $(SETUP) python
@@ -36,7 +36,7 @@ floor-ha-demo: setup-test $(STAMP)
 .PHONY: screenshots
 screenshots: $(STAMP)
 	FIREBET_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q -p no:logging \
-		tests/e2e/test_floor_browser.py -k "thirty_tables or table_s_page or shift_figures"
+		tests/e2e/test_floor_browser.py -k "thirty_tables or table_s_page or shift_figures or dark_room"
 
 # first the packages the suite needs (mosquitto, chromium, tmux): on a fresh box this installs
 # them (as root or through sudo) or stops at once with the command to run
@@ -89,6 +89,11 @@ deb: $(STAMP)
 test-deb: $(STAMP)
 	@$(SETUP) deb
 	PYTHON=$(BIN)/python debian/test-package
+
+# the journal watch's CPU at idle and the ACK's tail while it sweeps, on journals of
+# 1,000 to 1,000,000 records (docs/journal.md, "The watch"; about 10 minutes)
+bench-watch: $(STAMP)
+	$(BIN)/python bench/watch.py
 
 # the service, verify and replay under a CPU quota standing for a Pi Zero 2 W (root)
 bench-pi: $(STAMP)

@@ -53,6 +53,7 @@ from controller.floor.findings import (
     describe,
     money,
 )
+from controller.floor.vocabulary import Finding
 from controller.journal.handlog import Hand, HandLog, Touched
 from controller.journal.recipe import RecordKind, canonical, decode_command
 from controller.journal.replay import (
@@ -103,6 +104,17 @@ def rules_words(changed: Mapping[str, Any]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """The floor's own fold of a table after one record: what a fold from there needs."""
+
+    record: int
+    rules: FireBetRules
+    rules_record: int | None
+    settings: Mapping[str, Any] | None
+    state: TableState
+
+
 class TableAudit:
     """One table's second opinion: its rules, the state its records built, its open hands."""
 
@@ -137,6 +149,20 @@ class TableAudit:
         self.approved: ApprovedRules | None = None  # from the floor's config, not stored
         self.state_at: StateAt | None = None  # the floor's fold after a record (for clear_halt)
         self.recent: dict[int, TableState] = {}  # the states after the newest records
+
+    def checkpoint(self) -> Checkpoint:
+        """Where this fold stands (a value: the state is immutable)."""
+        return Checkpoint(
+            self.record, self.rules, self.rules_record, self.replay.settings, self.state
+        )
+
+    @classmethod
+    def resumed(cls, at: Checkpoint) -> TableAudit:
+        """A fold going on from ``at`` (to fold further records, not to audit hands)."""
+        return cls(
+            at.rules, rules_record=at.rules_record, settings=at.settings, state=at.state,
+            record=at.record,
+        )  # fmt: skip
 
     @property
     def rules(self) -> FireBetRules:
@@ -188,7 +214,7 @@ class TableAudit:
                 words = (
                     f"hand {hand} is not checked: record {record} came without the table's events"
                 )
-                found.discrepancies.append(Discrepancy(record, hand, "unchecked", words))
+                found.discrepancies.append(Discrepancy(record, hand, Finding.UNCHECKED, words))
         self._touch(hand, record, found)["problems"].append(f"record {record}: {why}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -235,7 +261,7 @@ class TableAudit:
         at = to_ms(rec.at)
         if at is None:
             found.discrepancies.append(
-                Discrepancy(rec.record, self.state.hand, "unreadable",
+                Discrepancy(rec.record, self.state.hand, Finding.UNREADABLE,
                             f"the record has no readable time {rec.at!r}")
             )  # fmt: skip
         elif rec.kind == RecordKind.COMMAND:
@@ -260,7 +286,7 @@ class TableAudit:
             what = "rules record" if rec.kind == RecordKind.RULES else "clear_halt"
             words = f"the {what} cannot be read ({exc}); the state before it stays"
             found.discrepancies.append(
-                Discrepancy(rec.record, self.state.hand, "unreadable", words)
+                Discrepancy(rec.record, self.state.hand, Finding.UNREADABLE, words)
             )
             return
         if rec.kind == RecordKind.RULES:
@@ -270,7 +296,9 @@ class TableAudit:
                 words = f"the table's rules changed at record {rec.record}: " + rules_words(
                     step.changed
                 )
-                found.discrepancies.append(Discrepancy(rec.record, self.state.hand, "rules", words))
+                found.discrepancies.append(
+                    Discrepancy(rec.record, self.state.hand, Finding.RULES, words)
+                )
             approved = self.approved
             if approved is not None and step.rules is not None:
                 changed = approval_changes(approved.rules, step.rules)
@@ -284,7 +312,7 @@ class TableAudit:
                         )
                     )
                     found.discrepancies.append(
-                        Discrepancy(rec.record, self.state.hand, "unapproved", words,
+                        Discrepancy(rec.record, self.state.hand, Finding.UNAPPROVED, words,
                                     {"approved": approved.name, "changed": changed})
                     )  # fmt: skip
         self._take(step, found)
@@ -305,7 +333,7 @@ class TableAudit:
             claimed = resume_state_of(body)
         except (*DECODE_ERRORS, RecordError) as exc:
             why = f"the clear_halt cannot be read ({exc}); the state before it stays"
-            found.discrepancies.append(Discrepancy(rec.record, hand, "unreadable", why))
+            found.discrepancies.append(Discrepancy(rec.record, hand, Finding.UNREADABLE, why))
             return False
         proven: TableState | None = None
         if resume_from == rec.record - 1:
@@ -323,7 +351,7 @@ class TableAudit:
         given = (
             "a state the table's records do not give"
             if proven is not None
-            else "a state the floor cannot check now (too far back, or asked too often)"
+            else "a state the floor cannot check (the records it holds stop short of it)"
         )
         words = (
             f"the clear_halt at record {rec.record} resumes from record {resume_from} on "
@@ -331,7 +359,7 @@ class TableAudit:
             f"hand {hand} is not checked"
         )
         found.discrepancies.append(
-            Discrepancy(rec.record, hand, "resume", words,
+            Discrepancy(rec.record, hand, Finding.RESUME, words,
                         {"resume_from": resume_from, "claimed": claimed.to_dict()})
         )  # fmt: skip
         self._not_checked(hand, rec.record, found, words)
@@ -345,7 +373,7 @@ class TableAudit:
         except DECODE_ERRORS as exc:
             found.discrepancies.append(
                 Discrepancy(
-                    rec.record, state.hand, "unreadable", f"cannot read the record: {exc!r}"
+                    rec.record, state.hand, Finding.UNREADABLE, f"cannot read the record: {exc!r}"
                 )
             )
             return
@@ -364,7 +392,9 @@ class TableAudit:
                 after = fold(recorded, state)
             except DECODE_ERRORS as exc:
                 words = f"the table's events for the record cannot be read: {exc!r}"
-                found.discrepancies.append(Discrepancy(rec.record, state.hand, "unreadable", words))
+                found.discrepancies.append(
+                    Discrepancy(rec.record, state.hand, Finding.UNREADABLE, words)
+                )
                 self._not_checked(state.hand, rec.record, found, words)
                 recorded = None
         # as values: every field, in order (a void's record names the roll it undid: the
@@ -411,7 +441,7 @@ class TableAudit:
             f"{money(paid)}; the approved rules ({approved.name}) pay {money(would)}"
         )
         found.discrepancies.append(
-            Discrepancy(rec.record, state.hand, "unapproved", words,
+            Discrepancy(rec.record, state.hand, Finding.UNAPPROVED, words,
                         {"paid": paid, "approved_pays": would, "approved": approved.name})
         )  # fmt: skip
         self._touch(state.hand, rec.record, found)["problems"].append(

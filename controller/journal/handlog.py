@@ -65,6 +65,9 @@ HISTORY_KEYS = (
 )
 """The keys of one ``history --json`` line (docs/cli.md), in order."""
 
+PROOF_KEYS = ("verified", "break", "last_verified")
+"""The keys a ``history --json`` line adds on a halted journal (:mod:`.proof`)."""
+
 
 def new_hand(number: int, record: int) -> Hand:
     """An empty hand log, begun at ``record``."""
@@ -88,8 +91,10 @@ def new_hand(number: int, record: int) -> Hand:
 
 
 def history_line(hand: Hand) -> dict[str, Any]:
-    """The ``history --json`` line of a hand log: its :data:`HISTORY_KEYS`."""
-    return {key: hand.get(key) for key in HISTORY_KEYS}
+    """The ``history --json`` line of a hand log: its :data:`HISTORY_KEYS`, and its
+    :data:`PROOF_KEYS` when a halted journal's reader marked it (:mod:`.proof`)."""
+    line = {key: hand.get(key) for key in HISTORY_KEYS}
+    return line | {key: hand[key] for key in PROOF_KEYS if key in hand}
 
 
 def _wagers(bets: dict[int, int]) -> dict[str, int]:

@@ -527,6 +527,21 @@ class Journal:
             F.write_marker(self.marker, record, reason, halt.at)
         return halt
 
+    def recorded_halt(self) -> Halt | None:
+        """The halt the files record (the marker, else the newest ``halt`` record with no
+        ``clear_halt`` after it), read without the key: what a reader that cannot check
+        the chain (an ``export`` by a user without the key) can still mark."""
+        with self._mutex:
+            marker = F.read_marker(self.marker)
+            if marker is not None:
+                return Halt(*marker)
+            if self._db is None:
+                return None
+            try:
+                return self._journaled_halt(self._db)
+            except (sqlite3.Error, ValueError, AttributeError):
+                return None
+
     def _journaled_halt(self, db: sqlite3.Connection) -> Halt | None:
         row = store.last_halt(db)
         if row is None or row.kind != RecordKind.HALT:

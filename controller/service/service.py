@@ -192,7 +192,11 @@ class Service:
             daemon=True,
         ).start()
         self.record_watch = health.RecordWatch(
-            self.journal, self.config.firebet, self.queue.put, self.stopping
+            self.journal,
+            self.config.firebet,
+            self.queue.put,
+            self.stopping,
+            self.config.journal.watch_sweep_s,
         )
         threading.Thread(target=self.record_watch.run, name="journal watch", daemon=True).start()
         if self.config.metrics.textfile_dir:  # node_exporter's textfile collector
@@ -312,7 +316,7 @@ class Service:
         reader["model"] = p.state.reader_model or None  # as its last HELLO said (journaled)
         reader["firmware"] = p.state.reader_firmware or None
         link = self.parts.link
-        return status_report(
+        report = status_report(
             p,
             table=self.config.table.id,
             ready=self.ready.is_set(),
@@ -321,6 +325,9 @@ class Service:
             program=self.program.to_dict() if self.program is not None else None,
             floor=link.status() if link is not None else disabled_status(),
         )
+        watch = self.record_watch
+        report["journal_watch"] = watch.report() if watch is not None else None
+        return report
 
     def on_request(
         self, request: Request

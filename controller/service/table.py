@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -42,7 +43,7 @@ from controller.core.commands import (
 )
 from controller.core.config import Config, rules_settings
 from controller.core.engine import Outcome
-from controller.core.errors import FirebetError, Refusal, TableHalted
+from controller.core.errors import FirebetError, JournalIntegrityError, Refusal, TableHalted
 from controller.core.events import DuplicateRoll, RollAccepted, RollHeld, RollVoided
 from controller.core.lamps import LightsView, Mode, Outputs, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
@@ -50,6 +51,7 @@ from controller.core.rolls import recalled
 from controller.core.state import TableState
 from controller.core.table import READER_WINDOW
 from controller.journal import (
+    Halt,
     Journal,
     JournalHalted,
     JournalWriteError,
@@ -62,12 +64,14 @@ from controller.journal import (
     recover,
 )
 from controller.journal.play import decide, journal_rules
+from controller.journal.proof import Break
 from controller.journal.system import (
     diagnostics_body,
     pending_why,
     start_body,
     storage_over_body,
 )
+from controller.journal.walk import replay_before
 from controller.service import notify
 from controller.service.integrity import ProgramCheck
 from controller.service.jobs import (
@@ -76,7 +80,13 @@ from controller.service.jobs import (
     log_reader_events,
     roll_key,
 )
-from controller.service.status import SEQ_CONFLICT, Published, ShownSettlement, status_line
+from controller.service.status import (
+    SEQ_CONFLICT,
+    Published,
+    ShownSettlement,
+    status_line,
+    verified_state,
+)
 from drivers.lights import MarkerLights
 from drivers.reader import DiceReader
 
@@ -125,6 +135,8 @@ class Table:
         # (``repeated``) and of an older one (``stale``): status --json reader.copies
         self.copies: dict[str, int] = {"repeated": 0, "stale": 0}
         self._far_logged = -60.0  # when a ROLL far behind was last logged (monotonic)
+        # the halt and the state the records before its break give (None: not known)
+        self._proven: tuple[Halt, TableState | None] | None = None
         self.systemd_status = notify.StatusLine()  # systemd's, sent on a change (rate-limited)
         self._shown: tuple[LightsView, Outputs] | None = None  # the lamps' view and outputs now
 
@@ -500,6 +512,7 @@ class Table:
             self.storage_fault,
             self.settlements.last,
             self._rules_status(state),
+            proof=self._proof(halted),
         )
         if self.state_changed is not None:
             self.state_changed()  # a flag only: the link wakes after the outputs
@@ -532,6 +545,35 @@ class Table:
                 "why": pending_why(state.hand, self.replay.rules_record),
             }
         }
+
+    def _proof(self, halted: Halt | None) -> dict[str, Any] | None:
+        """Halted: whether the state shown rests only on records before the break (the
+        state the records before it give, replayed once a halt), and that state."""
+        if halted is None:
+            self._proven = None
+            return None
+        at = Break(halted.record)
+        if self._proven is None or self._proven[0] != halted:
+            before: TableState | None = None
+            if at.verified_through >= 1:
+                try:
+                    with self.journal.view() as db:
+                        db.execute("BEGIN")
+                        try:
+                            replay, known = replay_before(
+                                db, self.config.firebet, at.verified_through + 1
+                            )
+                        finally:
+                            if db.in_transaction:
+                                db.execute("ROLLBACK")
+                    before = replay.state if known else None
+                except (sqlite3.Error, JournalIntegrityError, ValueError) as exc:
+                    log.warning("the last verified state cannot be read: %s", exc)
+            self._proven = (halted, before)
+        before = self._proven[1]
+        verified = before is not None and before.to_dict() == self.state.to_dict()
+        last = None if verified or before is None else verified_state(before, at.verified_through)
+        return {"verified": verified, "break": at.record, "last_verified": last}
 
     def announce(self) -> None:
         """Tell systemd's status line the published snapshot: at once when the mode changed,

@@ -162,6 +162,14 @@ SCHEMA: tuple[Key, ...] = (
         "the chain's secret key (HMAC-SHA256), relative to the state directory; empty: "
         "/etc/firebet/journal.key for /var/lib/firebet, else journal.key in the state directory",
     ),
+    Key(
+        "journal",
+        "watch_sweep_s",
+        "float",
+        "seconds within which the running table re-checks every record of a journal of "
+        "1,000 records or fewer (as the square root of the length beyond: 1,000,000 in 47 min)",
+        between(1, 86_400, " seconds"),
+    ),
     Key("control", "socket", "str", "control socket path", nonempty),
     Key("control", "dealer_group", "str", "group allowed dealer actions", nonempty),
     Key("control", "technician_group", "str", "group allowed technician actions", nonempty),
