@@ -113,6 +113,7 @@ class Checkpoint:
     rules_record: int | None
     settings: Mapping[str, Any] | None
     state: TableState
+    held: Held | None = None  # a hand that keeps older rules (issue 30)
 
 
 class TableAudit:
@@ -152,16 +153,18 @@ class TableAudit:
 
     def checkpoint(self) -> Checkpoint:
         """Where this fold stands (a value: the state is immutable)."""
+        replay = self.replay  # the newest rules record's, and the hand's own when held
         return Checkpoint(
-            self.record, self.rules, self.rules_record, self.replay.settings, self.state
-        )
+            self.record, replay.latest_rules, replay.latest_record, replay.settings,
+            self.state, replay.held,
+        )  # fmt: skip
 
     @classmethod
     def resumed(cls, at: Checkpoint) -> TableAudit:
         """A fold going on from ``at`` (to fold further records, not to audit hands)."""
         return cls(
             at.rules, rules_record=at.rules_record, settings=at.settings, state=at.state,
-            record=at.record,
+            record=at.record, held=at.held,
         )  # fmt: skip
 
     @property
