@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 SETUP  := .ci/setup-host
 
 .PHONY: sim floor-demo test test-stress lint typecheck bench install-service clean \
-	setup-test deb test-deb bench-pi bench-surrender bench-watch
+	setup-test deb test-deb bench-pi bench-surrender bench-watch soak-reader
 
 $(BIN)/python:
 	@PYTHON=$(PYTHON) $(SETUP) python
@@ -98,6 +98,10 @@ bench-watch: $(STAMP)
 # the service, verify and replay under a CPU quota standing for a Pi Zero 2 W (root)
 bench-pi: $(STAMP)
 	$(BIN)/python bench/pi_speed.py
+
+# reader protocol 3 on a hostile channel, long: prints its seed and figures (issue 29)
+soak-reader: $(STAMP)
+	$(BIN)/python bench/soak_reader.py $(SOAK_ARGS)
 
 # install or upgrade the systemd service on the Pi (root): make install-service [INSTALL_FLAGS=--dry-run]
 install-service:

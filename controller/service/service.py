@@ -45,6 +45,7 @@ from controller.service.table import Table
 from drivers.buttons import DealerButtons
 from drivers.lights import MarkerLights
 from drivers.reader import DiceReader
+from drivers.session import RISKS
 
 if TYPE_CHECKING:  # loaded only when used: the link (and paho) when [floor] names a
     # broker (SPEC section 7: start-up)
@@ -177,6 +178,10 @@ class Service:
         table.journal_start()
         health.self_check(table, self.state_dir)
         if parts.reader is not None:
+            parts.reader.resume(table.state.reader_session)  # the session the journal holds
+            risk = RISKS.get(self.config.reader.protocol)
+            if risk is not None:  # said once, at start: use protocol 3 where the reader can
+                log.warning("%s; set [reader] protocol = 3 for a reader that speaks it", risk)
             parts.reader.start(self.post)
         self.ready_after_s = time.monotonic() - self.started_at
         self.ready.set()

@@ -35,6 +35,7 @@ from controller.core.commands import (
     DiscardHeld,
     ReaderFault,
     ReaderFaultCode,
+    ReaderHello,
     ReaderOk,
     Roll,
     RollSource,
@@ -44,7 +45,13 @@ from controller.core.commands import (
 from controller.core.config import Config, rules_settings
 from controller.core.engine import Outcome
 from controller.core.errors import FirebetError, JournalIntegrityError, Refusal, TableHalted
-from controller.core.events import DuplicateRoll, RollAccepted, RollHeld, RollVoided
+from controller.core.events import (
+    DuplicateRoll,
+    RollAccepted,
+    RollHeld,
+    RollVoided,
+    SeqConflict,
+)
 from controller.core.lamps import LightsView, Mode, Outputs, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
 from controller.core.rolls import recalled
@@ -87,6 +94,7 @@ from controller.service.status import (
     status_line,
     verified_state,
 )
+from drivers.codec import NakReason
 from drivers.lights import MarkerLights
 from drivers.reader import DiceReader
 
@@ -264,6 +272,8 @@ class Table:
                 command.d2,
                 command.seq,
             )
+            if self.reader is not None and command.seq is not None:
+                self.reader.refuse(command.seq, NakReason.CONFLICT)  # protocol 3: start anew
             return None
         try:
             outcome = self.record(command)
@@ -276,7 +286,18 @@ class Table:
                 exc,
             )
             self.refresh()
+            self._answer_hello(command, None)
             return None
+        self._answer_hello(command, outcome)
+        refused = outcome.refused
+        if refused is not None and refused.code == Refusal.READER_GAP and self.reader:
+            assert isinstance(command, Roll) and command.seq is not None
+            self.refusals.refused(
+                ("gap", *roll_key(command)), logging.WARNING, "%s", refused.reason
+            )
+            self.reader.refuse(command.seq, NakReason.GAP)
+        elif refused is not None and refused.code == Refusal.READER_SESSION:
+            self.refusals.refused(("session", command.name), logging.WARNING, "%s", refused.reason)
         if not isinstance(command, ReaderFault | ReaderOk):
             self.refusals.flush()
         self.refresh(announce=False)
@@ -291,10 +312,32 @@ class Table:
                 recorded = True
         if isinstance(command, Roll) and command.seq is not None and recorded and self.reader:
             self.reader.ack(command.seq)  # only now: the roll is durable and the lamps show it
+        elif (
+            isinstance(command, Roll)
+            and command.seq is not None
+            and self.reader
+            and any(isinstance(e, SeqConflict) for e in outcome.events)
+        ):
+            self.reader.refuse(command.seq, NakReason.CONFLICT)  # protocol 3: start anew
         self.announce()
         log_reader_events(log, outcome.events)  # after the ACK: the reader never waits
         log_game_events(log, outcome.events)
         return outcome
+
+    def _answer_hello(self, command: Command, outcome: Outcome | None) -> None:
+        """Protocol 3: a HELLO the table holds now (journaled, or the one it held) is
+        answered with its WELCOME; any other is refused (the session held stays), and one
+        of a session past is told so (``NAK ... SESSION``: a reader still saying it starts
+        anew)."""
+        if not isinstance(command, ReaderHello) or not command.session or self.reader is None:
+            return
+        state = self.state
+        if state.reader_session == command.session:
+            self.reader.welcome(command.session, state.reader_welcome)
+            return
+        refused = outcome.refused if outcome is not None else None
+        over = refused is not None and refused.code == Refusal.READER_SESSION
+        self.reader.hello_refused(command.session, over=over)
 
     def _far_behind(self, seq: int) -> None:
         """A ROLL behind the last applied one and older than the rolls remembered: a very
