@@ -229,6 +229,7 @@ def _history_line() -> dict[str, Any]:
             "items": {"type": "array", "items": _WHOLE, "minItems": 2, "maxItems": 2},
         },
         "actions": {"type": "array", "items": {"type": "object"}},
+        "decided_under": {"type": ["integer", "null"]},  # the rules record in force
     }
     if tuple(keys) != HISTORY_KEYS:
         raise AssertionError(f"history --json keys are {HISTORY_KEYS}, the schema's {tuple(keys)}")
