@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 SETUP  := .ci/setup-host
 
 .PHONY: sim floor-demo test test-stress lint typecheck bench install-service clean \
-	setup-test deb test-deb bench-pi bench-surrender
+	setup-test deb test-deb bench-pi bench-surrender bench-watch soak-reader
 
 $(BIN)/python:
 	@PYTHON=$(PYTHON) $(SETUP) python
@@ -36,7 +36,7 @@ floor-ha-demo: setup-test $(STAMP)
 .PHONY: screenshots
 screenshots: $(STAMP)
 	FIREBET_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q -p no:logging \
-		tests/e2e/test_floor_browser.py -k "thirty_tables or table_s_page or shift_figures"
+		tests/e2e/test_floor_browser.py -k "thirty_tables or table_s_page or shift_figures or dark_room"
 
 # first the packages the suite needs (mosquitto, chromium, tmux): on a fresh box this installs
 # them (as root or through sudo) or stops at once with the command to run
@@ -90,9 +90,18 @@ test-deb: $(STAMP)
 	@$(SETUP) deb
 	PYTHON=$(BIN)/python debian/test-package
 
+# the journal watch's CPU at idle and the ACK's tail while it sweeps, on journals of
+# 1,000 to 1,000,000 records (docs/journal.md, "The watch"; about 10 minutes)
+bench-watch: $(STAMP)
+	$(BIN)/python bench/watch.py
+
 # the service, verify and replay under a CPU quota standing for a Pi Zero 2 W (root)
 bench-pi: $(STAMP)
 	$(BIN)/python bench/pi_speed.py
+
+# reader protocol 3 on a hostile channel, long: prints its seed and figures (issue 29)
+soak-reader: $(STAMP)
+	$(BIN)/python bench/soak_reader.py $(SOAK_ARGS)
 
 # install or upgrade the systemd service on the Pi (root): make install-service [INSTALL_FLAGS=--dry-run]
 install-service:

@@ -24,10 +24,14 @@ MAX_FRAME = 82
 
 MAX_SEQ = 65535
 
-PROTOCOLS: tuple[int, ...] = (1, 2)
+PROTOCOLS: tuple[int, ...] = (1, 2, 3)
 DEFAULT_PROTOCOL = 2
-"""Protocol 2: CRC-16/CCITT-FALSE in four hex digits; protocol 1: XOR in two."""
-CHECKSUM_DIGITS = {1: 2, 2: 4}
+"""Protocol 2: CRC-16/CCITT-FALSE in four hex digits; protocol 1: XOR in two; protocol 3:
+protocol 2's checksum and an explicit session (``docs/reader-protocol.md``)."""
+CHECKSUM_DIGITS = {1: 2, 2: 4, 3: 4}
+SESSION_DIGITS = 8
+"""A protocol-3 session is eight uppercase hex digits; ``00000000`` names none."""
+NO_SESSION = "0" * SESSION_DIGITS
 
 
 class Verdict(StrEnum):
@@ -55,6 +59,7 @@ class FrameName(StrEnum):
     OK = "OK"
     ACK = "ACK"
     NAK = "NAK"
+    WELCOME = "WELCOME"
 
 
 # frame name -> number of fields in its body, the name included (protocol 1; under
@@ -70,8 +75,32 @@ FIELD_COUNTS: dict[str, int] = {
     FrameName.NAK: 3,  # NAK,<seq>,<reason>
 }
 
+FIELD_COUNTS_3: dict[str, int] = {
+    # protocol 3: every frame names its session; HELLO names the protocol, its own new
+    # session and the session of the roll it carries over with that roll's number
+    FrameName.HELLO: 8,  # HELLO,<seq>,<model>,<firmware>,3,<session>,<carried>,<number>
+    FrameName.ROLL: 5,  # ROLL,<number>,<d1>,<d2>,<session>
+    FrameName.NOROLL: 4,  # NOROLL,<number>,<reason>,<session>
+    FrameName.HB: 3,  # HB,<number>,<session>
+    FrameName.FAULT: 4,  # FAULT,<number>,<code>,<session>
+    FrameName.OK: 3,  # OK,<number>,<session>
+    FrameName.ACK: 3,  # ACK,<number>,<session>
+    FrameName.NAK: 4,  # NAK,<number>,<reason>,<session>
+    FrameName.WELCOME: 3,  # WELCOME,<session>,<applied>
+}
+
+
+def field_count(name: FrameName, protocol: int) -> int:
+    """How many fields the body of a ``name`` frame has under ``protocol``."""
+    if protocol >= 3:
+        return FIELD_COUNTS_3[name]
+    if name is FrameName.WELCOME:
+        return -1  # no such frame before protocol 3
+    return FIELD_COUNTS[name] + (name is FrameName.HELLO and protocol >= 2)
+
+
 # the frames only the controller sends: never answered with a NAK
-CONTROLLER_FRAMES = frozenset({FrameName.ACK, FrameName.NAK})
+CONTROLLER_FRAMES = frozenset({FrameName.ACK, FrameName.NAK, FrameName.WELCOME})
 
 
 class NakReason(StrEnum):
@@ -82,7 +111,14 @@ class NakReason(StrEnum):
     BAD_HELLO = "BAD_HELLO"
     BAD_FRAME = "BAD_FRAME"
     BAD_VALUE = "BAD_VALUE"
+    SESSION = "SESSION"
+    GAP = "GAP"
+    CONFLICT = "CONFLICT"
 
+
+SESSION_NAKS = frozenset({NakReason.SESSION, NakReason.GAP, NakReason.CONFLICT})
+"""Protocol 3: the NAKs after which a reader starts a new session (a new HELLO carrying
+its pending roll), when they name its own session."""
 
 NAK_WORDS: dict[NakReason, str] = {
     NakReason.PROTOCOL: "a frame or HELLO of another protocol than [reader] protocol",
@@ -90,6 +126,9 @@ NAK_WORDS: dict[NakReason, str] = {
     "a seq outside 0..65535)",
     NakReason.BAD_FRAME: "a frame with a good checksum but the wrong fields",
     NakReason.BAD_VALUE: "a frame with a good checksum but a value out of range",
+    NakReason.SESSION: "a frame of a session the table does not hold (say HELLO)",
+    NakReason.GAP: "a ROLL numbered past the next one the table expects (say HELLO)",
+    NakReason.CONFLICT: "a ROLL numbered as one applied, with other dice (say HELLO)",
 }
 
 _DOLLAR = 0x24
@@ -119,6 +158,7 @@ class Frame:
     dice: tuple[int, int] | None = None
     fields: tuple[str, ...] = ()
     raw: bytes = b""
+    session: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -142,7 +182,7 @@ class Frame:
 def check_protocol(protocol: int) -> int:
     """``protocol`` itself when it is one this codec speaks, else ValueError."""
     if protocol not in PROTOCOLS:
-        raise ValueError(f"reader protocol must be 1 or 2, not {protocol!r}")
+        raise ValueError(f"reader protocol must be 1, 2 or 3, not {protocol!r}")
     return protocol
 
 
@@ -154,7 +194,7 @@ def checksum(body: bytes | str, protocol: int = DEFAULT_PROTOCOL) -> str:
     digits of the XOR of every byte.
     """
     data = body.encode("ascii") if isinstance(body, str) else body
-    if check_protocol(protocol) == 2:
+    if check_protocol(protocol) >= 2:
         return f"{binascii.crc_hqx(data, 0xFFFF):04X}"
     ck = 0
     for b in data:
@@ -179,47 +219,100 @@ def _seq(seq: int) -> str:
     return str(seq)
 
 
-def encode_hello(seq: int, model: str, firmware: str, protocol: int = DEFAULT_PROTOCOL) -> bytes:
-    """``HELLO,<seq>,<model>,<firmware>[,2]``: the reader started, numbering restarts."""
-    tail = f",{protocol}" if check_protocol(protocol) >= 2 else ""
+def is_session(text: str) -> bool:
+    """Whether ``text`` is a protocol-3 session: eight uppercase hex digits."""
+    return len(text) == SESSION_DIGITS and all(c in "0123456789ABCDEF" for c in text)
+
+
+def _tail(protocol: int, session: str | None) -> str:
+    """The ``,<session>`` a protocol-3 frame ends with (nothing before protocol 3)."""
+    if check_protocol(protocol) < 3:
+        return ""
+    if session is None or not is_session(session) or session == NO_SESSION:
+        raise ValueError(f"a protocol-3 frame names its session (8 hex digits), not {session!r}")
+    return f",{session}"
+
+
+def encode_hello(
+    seq: int,
+    model: str,
+    firmware: str,
+    protocol: int = DEFAULT_PROTOCOL,
+    session: str | None = None,
+    carried: str = NO_SESSION,
+    number: int = 0,
+) -> bytes:
+    """``HELLO,<seq>,<model>,<firmware>[,2]``: the reader started, numbering restarts.
+
+    Protocol 3: ``HELLO,0,<model>,<firmware>,3,<session>,<carried>,<number>``: the new
+    session the reader drew, and the session and number of the roll it still holds un-ACKed
+    (``00000000,0``: none), so the controller's WELCOME can say whether it was applied.
+    """
+    if check_protocol(protocol) >= 3:
+        if not is_session(carried):
+            raise ValueError(f"the carried session must be 8 hex digits, not {carried!r}")
+        tail = f",3{_tail(protocol, session)},{carried},{_seq(number)}"
+    else:
+        tail = f",{protocol}" if protocol >= 2 else ""
     return encode(f"HELLO,{_seq(seq)},{model},{firmware}{tail}", protocol)
 
 
-def encode_roll(seq: int, d1: int, d2: int, protocol: int = DEFAULT_PROTOCOL) -> bytes:
-    """``ROLL,<seq>,<d1>,<d2>``: a roll of the dice."""
+def encode_welcome(session: str, applied: int, protocol: int = 3) -> bytes:
+    """``WELCOME,<session>,<applied>`` (protocol 3): the controller journaled the HELLO of
+    ``session``; ``applied`` is the number of the last roll it applied of the session the
+    HELLO carried a roll over from (0: none of it)."""
+    if check_protocol(protocol) < 3:
+        raise ValueError("WELCOME is a protocol-3 frame")
+    return encode(f"WELCOME{_tail(protocol, session)},{_seq(applied)}", protocol)
+
+
+def encode_roll(
+    seq: int, d1: int, d2: int, protocol: int = DEFAULT_PROTOCOL, session: str | None = None
+) -> bytes:
+    """``ROLL,<seq>,<d1>,<d2>[,<session>]``: a roll of the dice."""
     if not (1 <= d1 <= 6 and 1 <= d2 <= 6):
         raise ValueError(f"dice must be 1..6, not {d1} {d2}")
-    return encode(f"ROLL,{_seq(seq)},{d1},{d2}", protocol)
+    return encode(f"ROLL,{_seq(seq)},{d1},{d2}{_tail(protocol, session)}", protocol)
 
 
-def encode_noroll(seq: int, reason: str, protocol: int = DEFAULT_PROTOCOL) -> bytes:
-    """``NOROLL,<seq>,<reason>``: an invalid throw (COCKED, OFFTABLE, ONEDIE, ...)."""
-    return encode(f"NOROLL,{_seq(seq)},{reason}", protocol)
+def encode_noroll(
+    seq: int, reason: str, protocol: int = DEFAULT_PROTOCOL, session: str | None = None
+) -> bytes:
+    """``NOROLL,<seq>,<reason>[,<session>]``: an invalid throw (COCKED, OFFTABLE, ...)."""
+    return encode(f"NOROLL,{_seq(seq)},{reason}{_tail(protocol, session)}", protocol)
 
 
-def encode_hb(seq: int, protocol: int = DEFAULT_PROTOCOL) -> bytes:
-    """``HB,<seq>``: heartbeat."""
-    return encode(f"HB,{_seq(seq)}", protocol)
+def encode_hb(seq: int, protocol: int = DEFAULT_PROTOCOL, session: str | None = None) -> bytes:
+    """``HB,<seq>[,<session>]``: heartbeat."""
+    return encode(f"HB,{_seq(seq)}{_tail(protocol, session)}", protocol)
 
 
-def encode_fault(seq: int, code: str, protocol: int = DEFAULT_PROTOCOL) -> bytes:
-    """``FAULT,<seq>,<code>``: the reader raises a fault."""
-    return encode(f"FAULT,{_seq(seq)},{code}", protocol)
+def encode_fault(
+    seq: int, code: str, protocol: int = DEFAULT_PROTOCOL, session: str | None = None
+) -> bytes:
+    """``FAULT,<seq>,<code>[,<session>]``: the reader raises a fault."""
+    return encode(f"FAULT,{_seq(seq)},{code}{_tail(protocol, session)}", protocol)
 
 
-def encode_ok(seq: int, protocol: int = DEFAULT_PROTOCOL) -> bytes:
-    """``OK,<seq>``: the reader's fault is cleared."""
-    return encode(f"OK,{_seq(seq)}", protocol)
+def encode_ok(seq: int, protocol: int = DEFAULT_PROTOCOL, session: str | None = None) -> bytes:
+    """``OK,<seq>[,<session>]``: the reader's fault is cleared."""
+    return encode(f"OK,{_seq(seq)}{_tail(protocol, session)}", protocol)
 
 
-def encode_ack(seq: int, protocol: int = DEFAULT_PROTOCOL) -> bytes:
-    """``ACK,<seq>``: the controller durably recorded the ROLL with this seq."""
-    return encode(f"ACK,{_seq(seq)}", protocol)
+def encode_ack(seq: int, protocol: int = DEFAULT_PROTOCOL, session: str | None = None) -> bytes:
+    """``ACK,<seq>[,<session>]``: the controller durably recorded the ROLL with this seq."""
+    return encode(f"ACK,{_seq(seq)}{_tail(protocol, session)}", protocol)
 
 
-def encode_nak(seq: int, reason: str, protocol: int = DEFAULT_PROTOCOL) -> bytes:
-    """``NAK,<seq>,<reason>``: the controller cannot take the frame with this seq."""
-    return encode(f"NAK,{_seq(seq)},{reason}", protocol)
+def encode_nak(
+    seq: int, reason: str, protocol: int = DEFAULT_PROTOCOL, session: str | None = None
+) -> bytes:
+    """``NAK,<seq>,<reason>[,<session>]``: the controller cannot take the frame with this
+    seq (protocol 3: of this session; ``00000000`` when the frame named none readable)."""
+    tail = ""
+    if check_protocol(protocol) >= 3:
+        tail = f",{session if session is not None and is_session(session) else NO_SESSION}"
+    return encode(f"NAK,{_seq(seq)},{reason}{tail}", protocol)
 
 
 @dataclass(frozen=True)
@@ -231,10 +324,11 @@ class Nak:
     seq: int
     reason: NakReason
     protocol: int
+    session: str | None = None
 
     def frame(self) -> bytes:
         """The NAK frame on the wire."""
-        return encode_nak(self.seq, self.reason, self.protocol)
+        return encode_nak(self.seq, self.reason, self.protocol, self.session)
 
     def describe(self) -> str:
         """``NAK,0,PROTOCOL (a HELLO of another protocol than [reader] protocol)``."""
@@ -242,7 +336,10 @@ class Nak:
 
     def to_json(self) -> dict[str, Any]:
         """The ``nak`` of a ``diag reader --json`` line."""
-        return {"seq": self.seq, "reason": self.reason, "protocol": self.protocol}
+        out: dict[str, Any] = {"seq": self.seq, "reason": self.reason, "protocol": self.protocol}
+        if self.session is not None:
+            out["session"] = self.session
+        return out
 
 
 def sealed(raw: bytes, protocol: int) -> bool:
@@ -274,8 +371,10 @@ def nak_for(frame: Frame, protocol: int = DEFAULT_PROTOCOL) -> Nak | None:
         return None
     said = _number(frame.text(1))
     seq = said if said is not None and said <= MAX_SEQ else 0
+    said_session = frame.fields[-1] if frame.fields and is_session(frame.fields[-1]) else None
+    session = said_session if protocol >= 3 else None
     if frame.verdict is Verdict.BAD_CHECKSUM:
-        other = 1 if protocol == 2 else 2
+        other = 1 if protocol >= 2 else 2
         if sealed(frame.raw, other):  # a reader of the other protocol (never line noise:
             return Nak(seq, NakReason.PROTOCOL, other)  # the other's CK has other digits)
         return None
@@ -285,14 +384,12 @@ def nak_for(frame: Frame, protocol: int = DEFAULT_PROTOCOL) -> Nak | None:
         return None
     if frame.name is FrameName.HELLO:
         count = len(frame.fields)
-        claims = _number(frame.fields[-1]) if count == FIELD_COUNTS[FrameName.HELLO] + 1 else None
-        if (protocol >= 2 and claims is not None and claims != protocol) or (
-            protocol == 1 and claims is not None
-        ):
-            return Nak(seq, NakReason.PROTOCOL, protocol)
-        return Nak(seq, NakReason.BAD_HELLO, protocol)
+        claims = _number(frame.fields[4]) if count >= 5 else None
+        if claims is not None and claims != protocol and (count in (5, 8) or protocol == 1):
+            return Nak(seq, NakReason.PROTOCOL, protocol, session)
+        return Nak(seq, NakReason.BAD_HELLO, protocol, session)
     reason = NakReason.BAD_VALUE if frame.verdict is Verdict.BAD_VALUE else NakReason.BAD_FRAME
-    return Nak(seq, reason, protocol)
+    return Nak(seq, reason, protocol, session)
 
 
 def _number(text: str) -> int | None:
@@ -321,7 +418,7 @@ def parse_line(line: bytes, protocol: int = DEFAULT_PROTOCOL) -> Frame:
         return Frame(Verdict.NON_ASCII, raw=raw)
     body = region.decode("ascii")
     fields = tuple(body.split(","))
-    name = FrameName(fields[0]) if fields[0] in FIELD_COUNTS else None
+    name = FrameName(fields[0]) if fields[0] in FIELD_COUNTS_3 else None
     if star < 0:
         return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
     ck = content[star + 1 :]
@@ -331,9 +428,10 @@ def parse_line(line: bytes, protocol: int = DEFAULT_PROTOCOL) -> Frame:
         region, protocol
     ):
         return Frame(Verdict.BAD_CHECKSUM, name=name, fields=fields, raw=raw)
-    hello_tail = name is FrameName.HELLO and protocol >= 2
-    if name is None or len(fields) != FIELD_COUNTS[name] + hello_tail:
+    if name is None or len(fields) != field_count(name, protocol):
         return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
+    if protocol >= 3:
+        return _judge_3(name, fields, raw)
     seq = _number(fields[1])
     if seq is None:
         return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
@@ -347,7 +445,7 @@ def parse_line(line: bytes, protocol: int = DEFAULT_PROTOCOL) -> Frame:
         dice = (d1, d2)
     elif any(not f for f in fields[2:]):  # model, firmware, reason, code
         return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
-    if hello_tail:
+    if name is FrameName.HELLO and protocol >= 2:
         said = _number(fields[-1])
         if said is None:
             return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
@@ -356,6 +454,48 @@ def parse_line(line: bytes, protocol: int = DEFAULT_PROTOCOL) -> Frame:
     if seq > MAX_SEQ:
         return Frame(Verdict.BAD_VALUE, name=name, fields=fields, raw=raw)
     return Frame(Verdict.OK, name=name, seq=seq, dice=dice, fields=fields, raw=raw)
+
+
+def _judge_3(name: FrameName, fields: tuple[str, ...], raw: bytes) -> Frame:
+    """Judge the fields of a protocol-3 frame whose checksum and field count are right."""
+
+    def bad(verdict: Verdict = Verdict.BAD_FRAME) -> Frame:
+        return Frame(verdict, name=name, fields=fields, raw=raw)
+
+    if name is FrameName.WELCOME:
+        session, applied = fields[1], _number(fields[2])
+        if not is_session(session) or applied is None:
+            return bad()
+        if session == NO_SESSION or applied > MAX_SEQ:
+            return bad(Verdict.BAD_VALUE)
+        return Frame(Verdict.OK, name=name, seq=applied, fields=fields, raw=raw, session=session)
+    seq = _number(fields[1])
+    if seq is None or any(not f for f in fields[2:]):
+        return bad()
+    if name is FrameName.HELLO:
+        said, session, carried, number = _number(fields[4]), fields[5], fields[6], fields[7]
+        count = _number(number)
+        if said is None or not is_session(session) or not is_session(carried) or count is None:
+            return bad()
+        if said != 3 or session == NO_SESSION or count > MAX_SEQ:
+            return bad(Verdict.BAD_VALUE)
+    else:
+        session = fields[-1]
+        if not is_session(session):
+            return bad()
+        if session == NO_SESSION:
+            return bad(Verdict.BAD_VALUE)
+    dice: tuple[int, int] | None = None
+    if name is FrameName.ROLL:
+        d1, d2 = _number(fields[2]), _number(fields[3])
+        if d1 is None or d2 is None:
+            return bad()
+        if not (1 <= d1 <= 6 and 1 <= d2 <= 6):
+            return bad(Verdict.BAD_VALUE)
+        dice = (d1, d2)
+    if seq > MAX_SEQ:
+        return bad(Verdict.BAD_VALUE)
+    return Frame(Verdict.OK, name=name, seq=seq, dice=dice, fields=fields, raw=raw, session=session)
 
 
 def _cut_short(partial: bytes, protocol: int) -> Frame:

@@ -17,9 +17,9 @@ A driver MUST:
     ``Roll(d1, d2, source="reader", seq=seq, actor="reader")``: the engine
     recognises a repeated seq and the controller ACKs each copy, so a driver
     never drops a copy silently;
-  - HELLO as ``ReaderHello(seq=seq, model=..., firmware=...)``; the seq of the first
-    good frame after the port opened (unless a HELLO) as ``ReaderSync(seq=seq)``, before
-    that frame's own command (a HELLO sent while the port was closed is never read);
+  - HELLO as ``ReaderHello(seq=seq, model=..., firmware=...)`` (protocol 3: with its
+    ``session`` and ``carried``); nothing else ever says where the reader's numbering
+    stands (the session is known, never guessed);
   - a reader fault as ``ReaderFault(code=...)``: the reader's FAULT code,
     ``"HEARTBEAT"`` when no good frame came for the heartbeat timeout,
     ``"PORT_LOST"`` when the port cannot be read or opened, ``"DRIVER_ERROR"``
@@ -56,7 +56,7 @@ from controller.core.commands import (
     Roll,
     RollSource,
 )
-from drivers.codec import VERDICTS, Frame, FrameName
+from drivers.codec import VERDICTS, Frame, FrameName, NakReason
 
 Post = Callable[[Command], None]
 """Where a driver hands its commands: the controller's one queue."""
@@ -76,6 +76,7 @@ class ReaderStatus:
     verdict. ``port``: the device path or URL. ``reason``: the fault in words, when
     there is more to say than its code (the exception, the port's problem). ``naks``:
     NAK frames sent, by reason; ``last_nak``: the last in words, with the frame it answered.
+    ``session``: protocol 3, the session whose frames count (None before protocol 3).
     """
 
     connected: bool
@@ -85,6 +86,7 @@ class ReaderStatus:
     reason: str | None = None
     naks: Mapping[str, int] = field(default_factory=dict)
     last_nak: str | None = None
+    session: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, for ``status --json`` (``reader``)."""
@@ -96,6 +98,7 @@ class ReaderStatus:
             "reason": self.reason,
             "naks": dict(self.naks),
             "last_nak": self.last_nak,
+            **({"session": self.session} if self.session is not None else {}),
         }
 
 
@@ -117,6 +120,20 @@ class DiceReader(ABC):
     @abstractmethod
     def status(self) -> ReaderStatus:
         """The driver's state right now."""
+
+    # protocol 3's session (``docs/reader-protocol.md``): a driver of a reader without
+    # sessions keeps these as they are
+    def resume(self, session: str | None) -> None:  # noqa: B027 (optional, does nothing)
+        """The session the table's journal holds, told before :meth:`start`."""
+
+    def welcome(self, session: str, applied: int) -> None:  # noqa: B027
+        """The table journaled (or already held) the HELLO of ``session``: answer it."""
+
+    def hello_refused(self, session: str, *, over: bool = False) -> None:  # noqa: B027
+        """The table did not take the HELLO of ``session`` (``over``: a session past)."""
+
+    def refuse(self, seq: int, reason: NakReason) -> None:  # noqa: B027
+        """The table refused the ROLL ``seq`` (``GAP``, ``CONFLICT``): tell the reader."""
 
 
 def command_for(frame: Frame, at: str = "") -> Command | None:

@@ -1,10 +1,12 @@
 """The reference dice reader driver: the reader protocol's frames over any pyserial URL.
 
-One thread, :meth:`SerialDiceReader._supervise`, owns the port: it opens it
-with :func:`serial.serial_for_url` (``/dev/ttyUSB0``, ``socket://``,
-``rfc2217://``, ``loop://`` alike), reads bytes into the bounded
-:class:`~drivers.codec.FrameDecoder`, posts commands, watches the heartbeat,
-and when the port fails closes it and opens it again with a capped backoff.
+A thin transport around :class:`drivers.session.ReaderSession`, which holds the whole
+protocol policy (verdicts, faults, NAKs, protocol 3's session) and does no I/O. One
+thread, :meth:`SerialDiceReader._supervise`, owns the port: it opens it with
+:func:`serial.serial_for_url` (``/dev/ttyUSB0``, ``socket://``, ``rfc2217://``,
+``loop://`` alike), hands the session the bytes it reads and the time, posts the
+commands the session gives and writes the frames it gives, and when the port fails
+closes it and opens it again with a capped backoff.
 A device port is opened exclusively (a second program gets "busy"). Nothing it
 reads can stop it, and nothing that goes wrong in it ends it silently: any
 exception becomes a ``DRIVER_ERROR`` fault with its reason (``status()`` and the
@@ -27,37 +29,17 @@ from typing import Any
 import serial
 
 from controller.clock import now_iso
-from controller.core.commands import Command, ReaderFault, ReaderOk, ReaderSync
 from controller.core.errors import HardwareError
-from controller.core.table import SEQ_MODULO, SEQ_SYNC_EVERY
-from drivers.codec import (
-    DEFAULT_PROTOCOL,
-    Frame,
-    FrameDecoder,
-    FrameName,
-    Nak,
-    NakReason,
-    check_protocol,
-    encode_ack,
-    nak_for,
-)
-from drivers.reader import (
-    DRIVER_ERROR,
-    HEARTBEAT,
-    PORT_LOST,
-    READER,
-    DiceReader,
-    Post,
-    ReaderStatus,
-    command_for,
-)
+from drivers.codec import DEFAULT_PROTOCOL, Frame, NakReason, check_protocol
+from drivers.reader import DiceReader, Post, ReaderStatus
+from drivers.session import NAK_PER_S, ReaderSession, Step
 
 log = logging.getLogger(__name__)
 
 OpenPort = Callable[..., Any]
 READ_CHUNK = 4096  # bytes taken from a device port at once
-NAK_PER_S = 4.0  # NAKs sent a second at most (a burst of 4): more are counted, not sent
 IDLE_WAIT_S = 0.5  # the longest the reader thread sleeps on a silent device (stop waits this)
+__all__ = ["NAK_PER_S", "SerialDiceReader", "device_fd", "open_port", "port_problem"]
 
 
 def device_fd(port: Any) -> int | None:
@@ -122,7 +104,8 @@ class SerialDiceReader(DiceReader):
     ``backoff_s``/``backoff_max_s``: first and largest wait between reopen tries.
     ``on_frame``: called (on the reader thread) with every frame of any verdict,
     for monitors and logs. ``open_fn`` replaces :func:`serial.serial_for_url`.
-    ``protocol``: the reader protocol's version, 2 (CRC-16, the default) or 1 (XOR).
+    ``protocol``: the reader protocol's version, 1 (XOR), 2 (CRC-16, the default) or 3
+    (CRC-16 and an explicit session).
     """
 
     def __init__(
@@ -147,27 +130,22 @@ class SerialDiceReader(DiceReader):
         self.read_timeout_s = read_timeout_s
         self.on_frame = on_frame
         self._open_fn = open_fn
-        self._decoder = FrameDecoder(protocol=protocol)
-        self._lock = threading.Lock()  # guards _port, _fault and the counters copy
+        self.session = ReaderSession(protocol, heartbeat_timeout_s, wall=now_iso)
+        self._lock = threading.Lock()  # guards _port and the session (reader + engine threads)
         self._port: Any = None
         self._fd: int | None = None  # the port's descriptor when it is a device (device_fd)
-        self._fault: str | None = None
-        self._reason: str | None = None  # what the fault in force means, in words
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._post: Post | None = None
-        self._last_good = time.monotonic()
         self.acks_sent = 0
         self.reopens = 0
-        self._ok_seen = False  # an OK frame came since this start
-        self._synced = False  # a good frame came since the port opened
-        self._told: int | None = None  # the seq the table last heard of (a roll, a sync)
-        self._naks: dict[str, int] = dict.fromkeys(NakReason, 0)  # NAKs sent, by reason
-        self.naks_withheld = 0  # frames a NAK would answer beyond NAK_PER_S
-        self._nak_budget, self._nak_at = float(NAK_PER_S), time.monotonic()
-        self._last_nak: str | None = None  # the last NAK in words, with the frame it answered
         # (reason, when) of the last NAK logged: once a minute a reason
         self._nak_logged: tuple[str | None, float] = (None, 0.0)
+
+    @property
+    def naks_withheld(self) -> int:
+        """Frames a NAK would answer beyond :data:`NAK_PER_S`."""
+        return self.session.naks_withheld
 
     # -- the contract -------------------------------------------------------------
 
@@ -176,67 +154,41 @@ class SerialDiceReader(DiceReader):
         if self._thread is not None:
             raise RuntimeError("the dice reader is already started")
         self._post = post
-        self._last_good = time.monotonic()
+        with self._lock:
+            self.session.tick(time.monotonic())  # the heartbeat timer starts now
         self._thread = threading.Thread(
             target=self._supervise, name=f"dice-reader {self.port_url}", daemon=True
         )
         self._thread.start()
 
-    def nak(self, nak: Nak, frame: Frame) -> None:
-        """Answer ``frame`` with ``nak`` (on the reader thread): counted, and logged at most
-        once a minute for each reason; a lost port is only logged."""
-        data = nak.frame()
-        now = time.monotonic()
-        with self._lock:
-            self._nak_budget = min(NAK_PER_S, self._nak_budget + (now - self._nak_at) * NAK_PER_S)
-            self._nak_at = now
-            if self._nak_budget < 1.0:  # a flood: counted, not answered (the line is the ACKs')
-                self.naks_withheld += 1
-                return
-            self._nak_budget -= 1.0
-            self._naks[nak.reason] += 1
-            self._last_nak = f"{nak.describe()} for {frame.raw!r}"
-            port, fd = self._port, self._fd
-            if port is not None:
-                try:
-                    sent = 0
-                    if fd is not None:
-                        with contextlib.suppress(BlockingIOError):  # the output buffer is full
-                            sent = os.write(fd, data)
-                    if sent < len(data):
-                        port.write(data[sent:])
-                        if fd is None:
-                            port.flush()
-                except Exception as exc:
-                    log.warning("NAK not sent on %s: %s", self.port_url, exc)
-        reason, when = self._nak_logged
-        now = time.monotonic()
-        if reason != nak.reason or now - when >= 60.0:
-            self._nak_logged = (nak.reason, now)
-            log.warning(
-                "dice reader on %s: answered %s with %s", self.port_url, frame.raw, nak.describe()
-            )
-
     def ack(self, seq: int) -> None:
-        """Write ``ACK,<seq>``; a lost port is logged (the reader will repeat the ROLL)."""
-        frame = encode_ack(seq, self.protocol)
+        """Write the ACK of ROLL ``seq``; a lost port is logged (the reader repeats the ROLL)."""
         with self._lock:
-            port, fd = self._port, self._fd
-            if port is None:
-                log.warning("ACK %d not sent: port %s is not open", seq, self.port_url)
-                return
-            try:
-                sent = 0
-                if fd is not None:
-                    with contextlib.suppress(BlockingIOError):  # the output buffer is full
-                        sent = os.write(fd, frame)
-                if sent < len(frame):  # a URL port, or the rest: pyserial waits (write_timeout)
-                    port.write(frame[sent:])
-                    if fd is None:
-                        port.flush()
+            frame = self.session.ack(seq)
+            if self._write(frame, f"ACK {seq}"):
                 self.acks_sent += 1
-            except Exception as exc:  # a vanished port: the supervisor reopens it
-                log.warning("ACK %d not sent on %s: %s", seq, self.port_url, exc)
+
+    def resume(self, session: str | None) -> None:
+        """The protocol-3 session the table's journal holds (before :meth:`start`)."""
+        with self._lock:
+            self.session.resume(session)
+
+    def welcome(self, session: str, applied: int) -> None:
+        """Write the WELCOME of ``session``: the table journaled its HELLO."""
+        with self._lock:
+            self._write(self.session.welcome(session, applied), f"WELCOME {session}")
+
+    def hello_refused(self, session: str, *, over: bool = False) -> None:
+        """The table did not take the HELLO of ``session`` (``over``: a session past)."""
+        with self._lock:
+            step = self.session.hello_refused(session, time.monotonic(), over=over)
+        self._do(step)
+
+    def refuse(self, seq: int, reason: NakReason) -> None:
+        """The table refused ROLL ``seq`` (protocol 3: ``GAP``, ``CONFLICT``): its NAK."""
+        with self._lock:
+            step = self.session.refuse(seq, reason, time.monotonic())
+        self._do(step)
 
     def stop(self) -> None:
         """Stop the thread and close the port."""
@@ -249,46 +201,80 @@ class SerialDiceReader(DiceReader):
     def status(self) -> ReaderStatus:
         """Connected, the fault in force, counters per verdict, the port."""
         with self._lock:
+            said = self.session.counters()
             return ReaderStatus(
                 connected=self._port is not None,
-                fault=self._fault,
-                counters=dict(self._decoder.counters),
+                fault=self.session.fault,
+                counters=said["counters"],
                 port=self.port_url,
-                reason=self._reason,
-                naks=dict(self._naks) | {"withheld": self.naks_withheld},
-                last_nak=self._last_nak,
+                reason=self.session.reason,
+                naks=said["naks"],
+                last_nak=said["last_nak"],
+                session=said["session"],
             )
 
-    # -- the reader thread ----------------------------------------------------------
+    # -- the transport ----------------------------------------------------------------
 
-    def _emit(self, command: Command) -> None:
+    def _write(self, data: bytes, what: str) -> bool:
+        """Write ``data`` to the open port (the caller holds the lock); False when it could
+        not be (logged: an un-ACKed roll is repeated by the reader)."""
+        if not data:
+            return False
+        port, fd = self._port, self._fd
+        if port is None:
+            log.warning("%s not sent: port %s is not open", what, self.port_url)
+            return False
+        try:
+            sent = 0
+            if fd is not None:
+                with contextlib.suppress(BlockingIOError):  # the output buffer is full
+                    sent = os.write(fd, data)
+            if sent < len(data):  # a URL port, or the rest: pyserial waits (write_timeout)
+                port.write(data[sent:])
+                if fd is None:
+                    port.flush()
+            return True
+        except Exception as exc:  # a vanished port: the supervisor reopens it
+            log.warning("%s not sent on %s: %s", what, self.port_url, exc)
+            return False
+
+    def _do(self, step: Step) -> None:
+        """Carry out what the session said: frames to the line, commands to the table."""
+        if step.send:
+            with self._lock:
+                for data in step.send:
+                    self._write(data, "NAK")
+        now = time.monotonic()
+        for nak, frame in step.naks:
+            reason, when = self._nak_logged
+            if reason != nak.reason or now - when >= 60.0:
+                self._nak_logged = (nak.reason, now)
+                answered = frame.raw if frame is not None else b""
+                log.warning(
+                    "dice reader on %s: answered %r with %s",
+                    self.port_url,
+                    answered,
+                    nak.describe(),
+                )
+        for level, message in step.log:
+            getattr(log, level)("%s on %s", message, self.port_url)
+        if self.on_frame is not None:
+            for frame in step.frames:
+                try:
+                    self.on_frame(frame)
+                except Exception:
+                    log.exception("on_frame failed for %r", frame)
+        for frame in step.frames:
+            if not frame.ok:
+                log.info("dice reader: %s frame %r", frame.verdict, frame.raw)
         post = self._post
         if post is None:
             return
-        try:
-            post(command)
-        except Exception:  # the queue's problem must not end the reader
-            log.exception("posting %r failed", command)
-
-    def _set_fault(self, code: str, reason: str | None = None, *, reported: bool = False) -> None:
-        with self._lock:
-            self._reason = reason
-            if self._fault == code:
-                return
-            self._fault = code
-        if reason:
-            log.warning("dice reader fault %s on %s: %s", code, self.port_url, reason)
-        else:
-            log.warning("dice reader fault %s on %s", code, self.port_url)
-        self._emit(ReaderFault(code=code, reported=reported, actor=READER, at=now_iso()))
-
-    def _clear_fault(self) -> None:
-        with self._lock:
-            if self._fault is None:
-                return
-            was, self._fault, self._reason = self._fault, None, None
-        log.info("dice reader fault %s cleared on %s", was, self.port_url)
-        self._emit(ReaderOk(actor=READER, at=now_iso()))
+        for command in step.commands:
+            try:
+                post(command)
+            except Exception:  # the queue's problem must not end the reader
+                log.exception("posting %r failed", command)
 
     def _close(self) -> None:
         with self._lock:
@@ -305,12 +291,10 @@ class SerialDiceReader(DiceReader):
             try:
                 port = open_port(self.port_url, self.baud, self.read_timeout_s, self._open_fn)
                 opened = True
-                self._decoder.reset()
-                self._synced = False  # a new session: the reader's numbering is told again
                 fd = device_fd(port)
                 with self._lock:
                     self._port, self._fd = port, fd
-                self._last_good = time.monotonic()
+                    self.session.opened(time.monotonic())
                 self._read(port, fd)
             except BaseException as exc:  # whatever it is, the table must hear of it
                 self._close()
@@ -330,24 +314,37 @@ class SerialDiceReader(DiceReader):
                 backoff = min(backoff * 2, self.backoff_max_s)
         self._close()
 
+    def _wait_s(self) -> float:
+        """How long the device may stay silent before this thread looks again: long while
+        the heartbeat's deadline is far (an idle table's reader thread wakes a few times a
+        second, not twenty: SPEC section 7's idle budget), then up to it."""
+        with self._lock:
+            left = self.session.quiet_left(time.monotonic())
+        if left > IDLE_WAIT_S:
+            return IDLE_WAIT_S
+        return max(left, self.read_timeout_s)
+
     def _failed(self, exc: BaseException) -> None:
         """Turn what ended a session into a fault with its reason (and a log line)."""
+        reason_now = self.session.reason
         if isinstance(exc, HardwareError) and not isinstance(exc.__cause__, OSError | None):
             # the port refused a setting (pyserial's OverflowError on a huge baud rate)
-            if str(exc) != self._reason:
+            if str(exc) != reason_now:
                 log.error("dice reader on %s cannot start: %s", self.port_url, exc)
-            self._set_fault(DRIVER_ERROR, str(exc))
+            reason, driver = str(exc), True
         elif isinstance(exc, HardwareError):  # the port would not open: open_port says why
             log.debug("%s", exc)
-            self._set_fault(PORT_LOST, str(exc))
+            reason, driver = str(exc), False
         elif isinstance(exc, OSError):  # unplugged, the adapter gone
             log.warning("dice reader port %s lost: %s", self.port_url, exc)
-            self._set_fault(PORT_LOST, f"serial port {self.port_url} lost: {exc}")
+            reason, driver = f"serial port {self.port_url} lost: {exc}", False
         else:  # a bug or an impossible setting: never silent (the trace once per reason)
-            reason = f"{type(exc).__name__}: {exc}"
-            if reason != self._reason:
+            reason, driver = f"{type(exc).__name__}: {exc}", True
+            if reason != reason_now:
                 log.error("dice reader on %s failed; restarting it", self.port_url, exc_info=exc)
-            self._set_fault(DRIVER_ERROR, reason)
+        with self._lock:
+            step = self.session.lost(reason, driver=driver)
+        self._do(step)
 
     def _read(self, port: Any, fd: int | None) -> None:
         """Read ``port`` until stopped: on its descriptor ``fd`` when it is a device."""
@@ -361,79 +358,10 @@ class SerialDiceReader(DiceReader):
                     waiting = port.in_waiting
                     if waiting:
                         data += port.read(waiting)
-            if data:
-                for frame in self._decoder.feed(data):
-                    self._frame(frame)
-            if (
-                time.monotonic() - self._last_good > self.heartbeat_timeout_s
-                and self._fault is None
-            ):
-                self._set_fault(
-                    HEARTBEAT,
-                    f"no frame from the reader for {self.heartbeat_timeout_s:g} s "
-                    "(heartbeat_timeout_s): check its cable and power",
-                )
-
-    def _wait_s(self) -> float:
-        """How long the device may stay silent before this thread looks again: long while
-        the heartbeat's deadline is far (an idle table's reader thread wakes a few times a
-        second, not twenty: SPEC section 7's idle budget), then up to it."""
-        left = self._last_good + self.heartbeat_timeout_s - time.monotonic()
-        if self._fault is not None or left > IDLE_WAIT_S:
-            return IDLE_WAIT_S
-        return max(left, self.read_timeout_s)
-
-    def _frame(self, frame: Frame) -> None:
-        if self.on_frame is not None:
-            try:
-                self.on_frame(frame)
-            except Exception:
-                log.exception("on_frame failed for %r", frame)
-        if not frame.ok:
-            log.info("dice reader: %s frame %r", frame.verdict, frame.raw)
-            nak = nak_for(frame, self.protocol)
-            if nak is not None:
-                self.nak(nak, frame)
-            return
-        self._last_good = time.monotonic()
-        at = now_iso()
-        if not self._synced:  # the first good frame since the port opened: where it counts
-            self._synced = True
-            self._told = frame.seq
-            if frame.name is not FrameName.HELLO and frame.seq is not None:
-                self._emit(ReaderSync(seq=frame.seq, actor=READER, at=at))
-        elif frame.seq is not None:
-            if frame.name in (FrameName.HELLO, FrameName.ROLL) or self._told is None:
-                self._told = frame.seq
-            elif (frame.seq - self._told) % SEQ_MODULO >= SEQ_SYNC_EVERY:
-                # hours of heartbeats and no roll: the table hears where the numbering
-                # stands, so its next roll is never taken for an old copy (SEQ_ADVANCE)
-                self._told = frame.seq
-                self._emit(ReaderSync(seq=frame.seq, actor=READER, at=at))
-        if frame.name is FrameName.FAULT:
-            code = frame.text(2) or "FAULT"
-            self._set_fault(
-                code,
-                f"the reader itself reports the fault {code}; its rolls are held for the "
-                "dealer until it says OK",
-                reported=True,
-            )
-            return
-        if frame.name is FrameName.OK:
-            if self._fault is None and not self._ok_seen:
-                # the first OK since this start ends a FAULT the journal holds from before it
-                self._emit(ReaderOk(actor=READER, at=at))
-            self._ok_seen = True
-            self._clear_fault()
-            return
-        fault = self._fault
-        if fault in (HEARTBEAT, PORT_LOST, DRIVER_ERROR) or (
-            fault is not None and frame.name is FrameName.HELLO
-        ):
-            self._clear_fault()  # frames flow again / the reader restarted
-        command = command_for(frame, at)
-        if command is not None:
-            self._emit(command)
+            with self._lock:
+                now = time.monotonic()
+                step = self.session.receive(data, now) if data else self.session.tick(now)
+            self._do(step)
 
 
 def _read_device(fd: int, timeout_s: float) -> bytes:

@@ -13,11 +13,20 @@ FAULT/OK, silence and an unplugged cable.
 
 Rolls go out one at a time, in order: the next is sent when the one before is
 ACKed, as a real reader holding a result until the controller confirms it.
+
+Under protocol 3 it keeps a session as ``docs/reader-protocol.md`` says a reader must:
+a HELLO draws a new session and is repeated every ``retransmit_s`` until the controller's
+WELCOME names it (no roll goes out before); its rolls are numbered 1, 2, 3, ... in the
+session and every other frame carries the last number; a roll still un-ACKed at a new
+HELLO is carried over (its session and number in the HELLO) and sent again only when the
+WELCOME says it was not applied; a NAK ``SESSION``, ``GAP`` or ``CONFLICT`` naming its
+session makes it start a new one; so does its 65,535th roll, once ACKed.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -40,6 +49,16 @@ class _Roll:
     seq: int | None = None
     frame: bytes = b""
     sent_at: float = 0.0
+    session: str | None = None  # protocol 3: the session it was numbered in
+
+
+def draw_session() -> str:
+    """A new protocol-3 session: eight hex digits from the system's random source (never
+    the seeded one: two readers, or one restarted, never draw the same), never 0."""
+    while True:
+        session = os.urandom(4).hex().upper()
+        if session != codec.NO_SESSION:
+            return session
 
 
 class SimulatedReader:
@@ -111,8 +130,23 @@ class SimulatedReader:
         un-ACKed ROLL is repeated as ever); a reader shows it to its technician."""
         self.transmissions: dict[int, int] = {}
         """ROLL seq -> how many times it was sent (1 + retransmissions)."""
+        self.rolls_sent: list[tuple[str | None, int, int, int]] = []
+        """Every roll's first sending, in order, as (session, seq, d1, d2) (session: None
+        before protocol 3)."""
+        self.acks: list[tuple[str | None, int]] = []
+        """Every ACK received, as (session, seq) (session: None before protocol 3)."""
         self.sent: list[bytes] = []
         """Every frame written, in order (raw garbage included)."""
+        self.session: str | None = None
+        """Protocol 3: the session of the last HELLO (None before protocol 3)."""
+        self.welcomed = protocol < 3
+        """Protocol 3: the controller's WELCOME named :attr:`session` (always True before)."""
+        self.sessions: list[str] = []
+        """Protocol 3: every session drawn, in order."""
+        self.dropped_carried: list[tuple[str, int]] = []
+        """Protocol 3: carried-over rolls a WELCOME said were applied, as (session, number)."""
+        self._hello_frame = b""
+        self._hello_at = 0.0
 
     # -- life ---------------------------------------------------------------------
 
@@ -159,38 +193,58 @@ class SimulatedReader:
 
     def throw(self, d1: int, d2: int) -> None:
         """A throw the reader reads as ``d1 d2``: sent now, or after the pending roll's ACK."""
-        codec.encode_roll(0, d1, d2, self.protocol)
+        codec.encode_roll(0, d1, d2)  # raises on dice outside 1..6
         with self._lock:
             self._queue.append(_Roll(d1, d2))
 
     def hello(self) -> None:
-        """Restart: numbering starts again at 0 with a HELLO."""
+        """Restart: numbering starts again at 0 with a HELLO (protocol 3: a new session,
+        the HELLO repeated until WELCOMEd, an un-ACKed roll carried over)."""
         with self._lock:
             self._seq = 0
+            if self.protocol >= 3:
+                self._open_session()
+                return
             self._send(codec.encode_hello(0, self.model, self.firmware, self.protocol))
             if self._pending is not None:  # the result still lies on the table: re-report it
                 self._queue.appendleft(_Roll(self._pending.d1, self._pending.d2))
                 self._pending = None
 
+    def _open_session(self) -> None:
+        """Protocol 3: draw a session and say HELLO, carrying the un-ACKed roll over."""
+        self.session = draw_session()
+        self.sessions.append(self.session)
+        self.welcomed = False
+        self._seq = 0  # the new session's rolls are numbered from 1
+        pending = self._pending
+        carried, number = codec.NO_SESSION, 0
+        if pending is not None and pending.session is not None and pending.seq is not None:
+            carried, number = pending.session, pending.seq
+        self._hello_frame = codec.encode_hello(
+            0, self.model, self.firmware, self.protocol, self.session, carried, number
+        )
+        self._send(self._hello_frame)
+        self._hello_at = time.monotonic()
+
     def noroll(self, reason: str = "COCKED") -> None:
         """An invalid throw (COCKED, OFFTABLE, ONEDIE, ...)."""
         with self._lock:
-            self._send(codec.encode_noroll(self._next_seq(), reason, self.protocol))
+            self._send(codec.encode_noroll(self._next_seq(), reason, self.protocol, self._tail()))
 
     def fault(self, code: str = "CAMERA") -> None:
         """The reader raises a fault."""
         with self._lock:
-            self._send(codec.encode_fault(self._next_seq(), code, self.protocol))
+            self._send(codec.encode_fault(self._next_seq(), code, self.protocol, self._tail()))
 
     def clear_fault(self) -> None:
         """The reader's fault is cleared (OK frame)."""
         with self._lock:
-            self._send(codec.encode_ok(self._next_seq(), self.protocol))
+            self._send(codec.encode_ok(self._next_seq(), self.protocol, self._tail()))
 
     def heartbeat(self) -> None:
         """One heartbeat now."""
         with self._lock:
-            self._send(codec.encode_hb(self._next_seq(), self.protocol))
+            self._send(codec.encode_hb(self._next_seq(), self.protocol, self._tail()))
 
     def send_raw(self, data: bytes) -> None:
         """Put ``data`` on the line as is (line noise, a half frame, anything)."""
@@ -206,7 +260,7 @@ class SimulatedReader:
     def send_bad_checksum(self, d1: int = 3, d2: int = 4) -> None:
         """A ROLL frame whose checksum is wrong (must never be applied)."""
         with self._lock:
-            frame = codec.encode_roll(self._next_seq(), d1, d2, self.protocol)
+            frame = codec.encode_roll(self._next_seq() or 1, d1, d2, self.protocol, self._tail())
             star = frame.rindex(b"*")
             digits = codec.CHECKSUM_DIGITS[self.protocol]
             good = int(frame[star + 1 : star + 1 + digits], 16)
@@ -217,7 +271,7 @@ class SimulatedReader:
         """A ROLL frame with the given ``seq`` sent now, outside the ACK discipline
         (a faulty reader that reuses a seq; a test of SEQ_CONFLICT)."""
         with self._lock:
-            self._send(codec.encode_roll(seq, d1, d2, self.protocol))
+            self._send(codec.encode_roll(seq, d1, d2, self.protocol, self._tail()))
 
     def silence(self, seconds: float | None = None) -> None:
         """Say nothing (no heartbeat, no repeats) for ``seconds``, or until :meth:`speak`."""
@@ -285,16 +339,32 @@ class SimulatedReader:
         with self._lock:
             return len(self._queue) + (self._pending is not None)
 
-    def wait_acked(self, seq: int, timeout: float = 30.0) -> bool:
-        """Wait until an ACK for ``seq`` arrived; False on timeout."""
+    def wait_acked(self, seq: int, timeout: float = 30.0, session: str | None = None) -> bool:
+        """Wait until an ACK for ``seq`` arrived (protocol 3: of ``session``, by default the
+        current one); False on timeout."""
         with self._acked_cv:
-            return self._acked_cv.wait_for(lambda: seq in self.acked, timeout)
+            if self.protocol < 3:
+                return self._acked_cv.wait_for(lambda: seq in self.acked, timeout)
+            which = session or self.session
+            return self._acked_cv.wait_for(lambda: (which, seq) in self.acks, timeout)
 
     # -- the device thread ---------------------------------------------------------------
 
     def _next_seq(self) -> int:
+        """Protocols 1 and 2: the next frame's seq (every frame takes one). Protocol 3: the
+        number of the last roll of the session (only a new roll takes a number)."""
+        if self.protocol >= 3:
+            return self._seq
         self._seq = (self._seq + 1) % (codec.MAX_SEQ + 1)
         return self._seq
+
+    def _tail(self) -> str | None:
+        """The session a protocol-3 frame names (None before protocol 3)."""
+        if self.protocol < 3:
+            return None
+        if self.session is None:  # a reader says HELLO before anything else
+            self._open_session()
+        return self.session
 
     def _send(self, data: bytes) -> None:
         self.sent.append(data)
@@ -313,31 +383,69 @@ class SimulatedReader:
         data = self._link.read(self.tick_s)
         for frame in self._decoder.feed(data):
             if frame.ok and frame.name is codec.FrameName.ACK and frame.seq is not None:
-                self._on_ack(frame.seq)
+                if frame.session is None or frame.session == self.session:
+                    self._on_ack(frame.seq)
+            elif frame.ok and frame.name is codec.FrameName.WELCOME:
+                self._on_welcome(frame)
             elif frame.name is codec.FrameName.NAK:
                 self._on_nak(frame)
         with self._lock:
             now = time.monotonic()
             if not self._plugged or now < self._silent_until:
                 return
+            if not self.welcomed:  # protocol 3: HELLO again until the WELCOME
+                if self.session is None:  # (started without a HELLO: it says one now)
+                    self._open_session()
+                elif now - self._hello_at >= self.retransmit_s:
+                    self._send(self._hello_frame)
+                    self._hello_at = now
+                return
             self._auto_throw(now)
             pending = self._pending
             if pending is None and self._queue:
                 pending = self._pending = self._queue.popleft()
-                pending.seq = self._next_seq()
+                if self.protocol >= 3:
+                    self._seq += 1
+                    pending.seq, pending.session = self._seq, self._tail()
+                else:
+                    pending.seq = self._next_seq()
                 pending.frame = codec.encode_roll(
-                    pending.seq, pending.d1, pending.d2, self.protocol
+                    pending.seq, pending.d1, pending.d2, self.protocol, pending.session
                 )
                 pending.sent_at = 0.0
             due = pending is not None and (
                 pending.sent_at == 0.0 or now - pending.sent_at >= self.retransmit_s
             )
             if pending is not None and pending.seq is not None and due:
+                if pending.sent_at == 0.0:
+                    self.rolls_sent.append((pending.session, pending.seq, pending.d1, pending.d2))
                 self._send(pending.frame)
                 pending.sent_at = now
                 self.transmissions[pending.seq] = self.transmissions.get(pending.seq, 0) + 1
             if self.heartbeat_s is not None and now - self._last_tx >= self.heartbeat_s:
-                self._send(codec.encode_hb(self._next_seq(), self.protocol))
+                self._send(codec.encode_hb(self._next_seq(), self.protocol, self._tail()))
+
+    def _on_welcome(self, frame: codec.Frame) -> None:
+        """Protocol 3: the controller journaled the HELLO of our session; a carried roll
+        the WELCOME says was applied is done, any other goes out as this session's first."""
+        with self._acked_cv:
+            if frame.session != self.session or self.welcomed:
+                return
+            self.welcomed = True
+            pending = self._pending
+            if pending is not None and pending.session != self.session:
+                applied = frame.seq or 0
+                self._pending = None
+                if (
+                    pending.seq is not None
+                    and pending.session is not None
+                    and (pending.seq <= applied)
+                ):
+                    self.dropped_carried.append((pending.session, pending.seq))
+                    self._next_auto = time.monotonic() + (self.interval_s or 0.0)
+                else:
+                    self._queue.appendleft(_Roll(pending.d1, pending.d2))
+            self._acked_cv.notify_all()
 
     def _auto_throw(self, now: float) -> None:
         if self._pending is not None or self._queue or now < self._next_auto:
@@ -358,12 +466,19 @@ class SimulatedReader:
         """A NAK: in this reader's protocol, or (``PROTOCOL``) in the other one, which the
         controller answers a HELLO of the other protocol in."""
         if not frame.ok:
-            frame = codec.parse_line(frame.raw, 1 if self.protocol == 2 else 2)
+            frame = codec.parse_line(frame.raw, 1 if self.protocol >= 2 else 2)
         if not frame.ok or frame.seq is None:
             return
         with self._acked_cv:
             self.naks.append((frame.seq, frame.text(2)))
             self._acked_cv.notify_all()
+            if (
+                self.protocol >= 3
+                and frame.text(2) in codec.SESSION_NAKS
+                and frame.session == self.session
+                and (self.welcomed or frame.text(2) == codec.NakReason.SESSION)
+            ):
+                self._open_session()  # the controller does not hold our session: anew
         log.warning("simulated reader: the controller answered NAK,%d,%s", *self.naks[-1])
 
     def wait_nak(self, reason: str, timeout: float = 30.0) -> bool:
@@ -376,7 +491,10 @@ class SimulatedReader:
     def _on_ack(self, seq: int) -> None:
         with self._acked_cv:
             self.acked.append(seq)
+            self.acks.append((self.session, seq))
             if self._pending is not None and self._pending.seq == seq:
                 self._pending = None
                 self._next_auto = time.monotonic() + (self.interval_s or 0.0)
+                if self.protocol >= 3 and self._seq >= codec.MAX_SEQ:
+                    self._open_session()  # the session's numbers are spent: a new one
             self._acked_cv.notify_all()

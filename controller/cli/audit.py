@@ -29,7 +29,9 @@ from controller.core.errors import (
     UsageError,
 )
 from controller.journal import (
+    Halt,
     Journal,
+    JournalKeyUnreadable,
     clear_halt,
     describe_clear,
     parse_time,
@@ -40,6 +42,7 @@ from controller.journal import (
 from controller.journal.handlog import history_line
 from controller.journal.history import MAX_HANDS, history
 from controller.journal.parallel import workers
+from controller.journal.proof import Break
 
 EXPORT_FIELDS = ("record", "at", "actor", "kind", "payload", "snapshot", "prev_hash", "hash")
 
@@ -115,17 +118,55 @@ def _roll_lines(h: dict[str, Any]) -> list[str]:
             mark = "MANUAL: keyed by a dealer"
         else:
             mark = f"reader seq {r['seq']}" if r.get("seq") is not None else str(r["source"])
+        if r.get("verified", True) is False:
+            mark += f"  UNVERIFIED (record {r['record']})"
         out.append(f"      {r['at']}  {d1}-{d2}  {mark}")
     return out
 
 
+def _figures(h: dict[str, Any]) -> str:
+    """A hand's figures in one line: points, verdict, and each wager won or lost."""
+    hand = hand_line(
+        h["hand"], h["unique_points"], h["points"], h["result"], h.get("odds_to_one") or 0
+    )
+    return hand + (f" - {paid_line(h)}" if h["result"] is not None else "")
+
+
+def _riding(wagers: dict[str, int]) -> str:
+    return ", ".join(f"#{p} {money(a)}" for p, a in wagers.items()) or "none"
+
+
+def unverified_lines(h: dict[str, Any]) -> list[str]:
+    """A hand that rests on records past a halted journal's break, never as fact: the
+    mark, what those records say (marked), and the last verified figures beside them."""
+    at = h.get("break")
+    where = f"the break at record {at}" if at is not None else "the break (no record proven)"
+    lines = [
+        f"hand {h['hand']}: UNVERIFIED - it rests on records past {where}, "
+        "which the chain does not prove"
+    ]
+    said = _figures(h).split(": ", 1)[1]
+    riding = f"; wagers {_riding(h['wagers'])}" if "wagers" in h else ""
+    lines.append(f"    unproven, as those records say: {said}{riding}")
+    before = h.get("last_verified")
+    if before is None:
+        lines.append("    last verified: nothing (the hand had not begun before the break)")
+    else:
+        shown = _figures({"hand": h["hand"], **before}).split(": ", 1)[1]
+        lines.append(
+            f"    last verified (record {before['record']}): {shown}; "
+            f"wagers {_riding(before['wagers'])}"
+        )
+    return lines
+
+
 def _print_history(lines: list[dict[str, Any]], out: TextIO) -> None:
     for h in lines:
-        hand = hand_line(
-            h["hand"], h["unique_points"], h["points"], h["result"], h.get("odds_to_one") or 0
-        )
-        paid = f" - {paid_line(h)}" if h["result"] is not None else ""
-        print(hand + paid, file=out)
+        if h.get("verified", True):
+            print(_figures(h), file=out)
+        else:
+            for line in unverified_lines(h):
+                print(line, file=out)
         rolls = _roll_lines(h)
         if rolls:
             print(f"    {count(len(rolls), 'roll')}:", file=out)
@@ -138,9 +179,11 @@ def _print_history(lines: list[dict[str, Any]], out: TextIO) -> None:
             detail = " ".join(
                 f"{k}={_value(v)}"
                 for k, v in a.items()
-                if k not in ("action", "actor", "at", "record") and v not in (None, "")
+                if k not in ("action", "actor", "at", "record", "verified") and v not in (None, "")
             )
-            print(f"    {a['at']}  {a['actor']:<12} {a['action']} {detail}".rstrip(), file=out)
+            unproven = f"  UNVERIFIED (record {a['record']})" if a.get("verified") is False else ""
+            text = f"    {a['at']}  {a['actor']:<12} {a['action']} {detail}".rstrip()
+            print(text + unproven, file=out)
 
 
 def shown_hands(lines: list[dict[str, Any]], hands: int) -> tuple[list[dict[str, Any]], str]:
@@ -172,23 +215,24 @@ def run_history(args: argparse.Namespace) -> int:
     asked = hands if args.json else min(hands + 1, MAX_HANDS)
     detail = 0 if args.json else 1
     reply = _service(args, Op.HISTORY, hands=asked, detail=detail)
+    halted: tuple[int | None, str] | None = None
     if reply is not None:
         if not reply.get("ok"):
             raise refusal(reply)
         lines: list[dict[str, Any]] = reply["hands"]
+        if isinstance(reply.get("halted"), dict):
+            halted = (reply["halted"].get("record"), str(reply["halted"].get("reason")))
     else:
         journal, rules = _open(args)
         with journal:
             recovered = recover(journal, rules)
             if recovered.halted is not None:
-                print(
-                    f"firebet: warning: journal halted: {recovered.halted.describe()}",
-                    file=sys.stderr,
-                )
                 if recovered.halted.record is None:
                     raise JournalIntegrityError(None, recovered.halted.reason)
+                halted = (recovered.halted.record, recovered.halted.describe())
+            at = Break(halted[0]) if halted is not None else None
             with journal.view() as db:
-                lines = history(db, rules, asked, detail=bool(detail))
+                lines = history(db, rules, asked, detail=bool(detail), halted_at=at)
     if args.json:
         for line in lines:
             print(json.dumps(history_line(line)))
@@ -197,6 +241,15 @@ def run_history(args: argparse.Namespace) -> int:
         _print_history(shown, sys.stdout)
         if note:
             print(note)
+    if halted is not None:  # shown, marked; a script must not take it for a clean recall
+        record, reason = halted
+        where = f"record {record}" if record is not None else "the files"
+        print(
+            f"firebet: journal halted: {reason}; what rests on {where} and after is "
+            "UNVERIFIED (marked), the last verified figures beside it",
+            file=sys.stderr,
+        )
+        return JournalIntegrityError.exit_code
     return 0
 
 
@@ -221,25 +274,47 @@ def run_export(args: argparse.Namespace) -> int:
         )
     shown = progress.wanted(output_shown=progress.stdout_is_terminal())
     with journal, progress.Progress("export", "records", enabled=shown) as bar:
-        journal.attach()  # raw rows, no key, no recovery: a damaged journal exports too
+        halted = _halt_of(journal, _rules)
+        at = Break(halted.record) if halted is not None else None
+        if halted is not None:
+            print(
+                f"firebet: journal halted: {halted.describe()}; every record from "
+                f"{at.first if at is not None else 1} on is marked unverified "
+                "(the chain does not prove it)",
+                file=sys.stderr,
+            )
+        journal.attach()  # raw rows: a damaged journal exports too
         last = journal.last() if shown else None
         total = last.record if last is not None else None
         if args.format == "csv":
             writer = csv.writer(out, lineterminator="\n")
-            writer.writerow(EXPORT_FIELDS)
+            writer.writerow(EXPORT_FIELDS + (("verified",) if at is not None else ()))
         for done, (r, rules) in enumerate(journal.records_decided(args.since), 1):
             if args.format == "csv":  # its columns are a contract (docs/cli.md): as they were
                 snap = r.snapshot or ""
-                writer.writerow(
-                    (r.record, r.at, r.actor, r.kind, r.payload, snap, r.prev_hash, r.hash)
-                )
+                row = [r.record, r.at, r.actor, r.kind, r.payload, snap, r.prev_hash, r.hash]
+                if at is not None:  # halted: one column more, the record proven or not
+                    row.append("yes" if at.proves(r.record) else "no")
+                writer.writerow(row)
             else:
                 # decided_under: the rules record this record means what it means under
                 line = {**r.to_dict(), "decided_under": rules}
+                if at is not None:
+                    line |= {"verified": at.proves(r.record), "break": at.record}
                 print(json.dumps(line, sort_keys=True), file=out)
             if shown and done % 1024 == 0:
                 bar.update(r.record, total)
     return 0
+
+
+def _halt_of(journal: Journal, rules: FireBetRules) -> Halt | None:
+    """The halt in force, as recovery finds it (with the key: the break is where the chain
+    stops checking); without the key, the halt the files record."""
+    try:
+        return recover(journal, rules).halted
+    except JournalKeyUnreadable:
+        journal.attach()
+        return journal.recorded_halt()
 
 
 def describe_aside(preview: dict[str, Any] | None) -> list[str]:
@@ -252,16 +327,14 @@ def describe_aside(preview: dict[str, Any] | None) -> list[str]:
     if not records:
         return lines
     for h in preview["hands"]:
-        hand = hand_line(
-            h["hand"], h["unique_points"], h["points"], h["result"], h.get("odds_to_one") or 0
-        )
-        paid = f" - {paid_line(h)}" if h["result"] is not None else ""
-        riding = ", ".join(f"#{p} {money(a)}" for p, a in h["wagers"].items()) or "none"
+        shown = unverified_lines({"break": preview.get("break"), **h})
         rolls = count(len(h["rolls"]), "roll")
-        lines.append(f"    {hand}{paid} ({rolls} set aside; wagers {riding})")
+        lines += [f"    {shown[0]} ({rolls} set aside)", *(f"    {x}" for x in shown[1:])]
     lines.append(
-        f"    in the records set aside: fire bets taken {money(preview['wagered'])}, "
-        f"payouts {money(preview['paid'])}; they come off history and the meters"
+        f"    unproven, as the records set aside say: fire bets taken "
+        f"{money(preview['wagered'])}, payouts {money(preview['paid'])}; whatever they say "
+        "comes off history and the meters (surveillance compares the floor's copy, "
+        "which the floor proves with the chain)"
     )
     if preview.get("unreadable"):
         lines.append(f"    ({count(preview['unreadable'], 'record')} set aside cannot be read)")

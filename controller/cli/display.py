@@ -63,6 +63,27 @@ def paid_line(settlement: dict[str, Any]) -> str:
     return ", ".join(parts) or "no wagers"
 
 
+def unverified_status(status: dict[str, Any]) -> str:
+    """A halted table whose figures rest on records past the break: say so, and give the
+    last verified figures (``status --json`` ``last_verified``) beside them."""
+    at = status.get("break")
+    where = f"the break at record {at}" if at is not None else "the break (no record proven)"
+    text = (
+        f"UNVERIFIED: the hand, wagers, settlements and meters shown rest on records past "
+        f"{where}, which the chain does not prove"
+    )
+    last = status.get("last_verified")
+    if not last:
+        return text + "; no verified figures to show"
+    bets = ", ".join(f"#{p} {money(a)}" for p, a in last["bets"].items()) or "none"
+    paid = sum(t.get("amount", 0) for t in last["meters"].get("paid", {}).values())
+    return (
+        f"{text}; last verified (record {last['record']}): hand {last['hand']}, "
+        f"{count(last['unique_points'], 'different point')}, fire bets {bets}, "
+        f"{count(last['rolls'], 'roll')}, paid {money(paid)} in all"
+    )
+
+
 def _marker(point: int, status: dict[str, Any]) -> RenderableType:
     marker = status.get("markers", {}).get(str(point), {})
     ordinal = marker.get("ordinal")
@@ -163,6 +184,8 @@ def render_status(
     parts: list[RenderableType] = [_header(status)]
     if status.get("halted"):
         parts.append(Text(f"HALTED: {status['halted']}", style="bold white on red"))
+    if status.get("verified") is False:
+        parts.append(Text(unverified_status(status), style="bold red"))
     if status.get("storage_fault"):
         parts.append(
             Text(f"JOURNAL CANNOT BE WRITTEN: {status['storage_fault']}", style="bold red")
@@ -211,7 +234,8 @@ def render_status(
 
     bets = status.get("bets", {})
     wagers = "  ".join(f"#{p}: {money(a)}" for p, a in bets.items()) or "none"
-    parts.append(Text(f"fire bets: {wagers} ({betting_window(status)})"))
+    unproven = "UNVERIFIED " if status.get("verified") is False else ""
+    parts.append(Text(f"{unproven}fire bets: {wagers} ({betting_window(status)})"))
     last = status.get("last_roll")
     rolls = [f"{a}+{b}={a + b}" for a, b in recent_rolls] or (
         [f"{last[0]}+{last[1]}={last[0] + last[1]}"] if last else []

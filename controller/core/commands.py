@@ -214,20 +214,35 @@ class DiscardHeld(Command):
 @dataclass(frozen=True)
 class ReaderHello(Command):
     """The dice reader restarted: its sequence numbering starts again. ``model`` and
-    ``firmware`` are what its HELLO said (journaled with it; empty in older records)."""
+    ``firmware`` are what its HELLO said (journaled with it; empty in older records).
+
+    Protocol 3 (``docs/reader-protocol.md``): ``session`` is the session the HELLO opens,
+    ``carried`` the session of the roll it still holds un-ACKed (empty: none); only this
+    command, journaled and then answered with a WELCOME, starts a new numbering. Empty
+    under protocols 1 and 2 (and then left out of the record, as before).
+    """
 
     name: ClassVar[str] = "reader_hello"
     seq: int = 0
     model: str = ""
     firmware: str = ""
+    session: str = ""
+    carried: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record's body; the protocol-3 keys only when a session is named."""
+        out = super().to_dict()
+        if not self.session:
+            del out["session"], out["carried"]
+        return out
 
 
 @dataclass(frozen=True)
 class ReaderSync(Command):
-    """The seq of the first good frame (not a HELLO) the driver read after opening the
-    port: when it is behind the last roll applied (not newer, and not that roll's own seq,
-    which a reader repeats when its ACK was lost), the reader's numbering restarted with
-    no HELLO seen (it came while the port was closed): it counts as one."""
+    """A record written before issue 29 only (no driver sends it now: the session is known,
+    never guessed): the seq of a frame the driver read, from which the table inferred a
+    restart or moved its reference (:func:`controller.core.table.legacy_sync`). Kept so
+    the journals that hold one still fold to the states they recorded."""
 
     name: ClassVar[str] = "reader_sync"
     seq: int = 0

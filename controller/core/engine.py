@@ -61,7 +61,7 @@ from controller.core.outcome import Outcome
 from controller.core.outcome import outcome as _outcome
 from controller.core.rolls import LineSweep, Paid, RollPaths, RollRule
 from controller.core.state import HeldRoll, TableState, fold_all
-from controller.core.table import SEQ_ADVANCE, SEQ_MODULO, not_newer
+from controller.core.table import legacy_sync
 
 __all__ = [
     "CRAPS",
@@ -168,19 +168,14 @@ class Engine:
             return [Acknowledged(actor=command.actor, at=command.at)]
         if isinstance(command, Confirm):
             return wagers.confirm(state, command)
-        if isinstance(command, ReaderSync):
-            seq, last = command.seq, state.reader_seq
-            if isinstance(seq, int) and seq != last and not_newer(seq, last):
-                return [ReaderRestarted(seq)]  # behind the last roll: a HELLO never seen
-            if (
-                isinstance(seq, int)
-                and last is not None
-                and (seq - last) % SEQ_MODULO >= SEQ_ADVANCE
-            ):
-                return [ReaderAdvanced(seq)]  # heartbeats ran far past the last roll
-            return []
+        if isinstance(command, ReaderSync):  # a record from before issue 29, replayed
+            seq = command.seq
+            did = legacy_sync(seq, state.reader_seq) if isinstance(seq, int) else None
+            if did == "restart":
+                return [ReaderRestarted(seq)]
+            return [ReaderAdvanced(seq)] if did == "advance" else []
         if isinstance(command, ReaderHello):
-            return [ReaderRestarted(command.seq, command.model, command.firmware)]
+            return self._hello(state, command)
         if isinstance(command, ReaderFault) and command.reported:
             return [FaultRecorded(command.code), ReaderFaultHolds(command.code)]
         if isinstance(command, RecordFault | ReaderFault):
@@ -192,6 +187,37 @@ class Engine:
         return [
             Refused(
                 getattr(command, "name", "?"), f"unknown command {command!r}", Refusal.BAD_COMMAND
+            )
+        ]
+
+    @staticmethod
+    def _hello(state: TableState, command: ReaderHello) -> list[Event]:
+        """A HELLO: protocols 1 and 2 restart the numbering at once; protocol 3 opens the
+        session it names, unless it is the one the table holds (a repeat: nothing changes,
+        the service answers its WELCOME again) or one already past (a late or replayed copy:
+        refused, nothing changes) (``docs/reader-protocol.md``, "Sessions")."""
+        session = command.session
+        if not session:
+            return [ReaderRestarted(command.seq, command.model, command.firmware)]
+        if session == state.reader_session:
+            return []
+        if any(past == session for past, _ in state.reader_past):
+            return [
+                Refused(
+                    "reader_hello",
+                    f"the reader's HELLO of session {session} is a late copy: that session "
+                    "is over; nothing changes",
+                    Refusal.READER_SESSION,
+                )
+            ]
+        applied = 0  # of the session the HELLO carries a roll over from: its last applied
+        if command.carried and command.carried == state.reader_session:
+            applied = state.reader_seq or 0
+        else:
+            applied = next((last for past, last in state.reader_past if past == command.carried), 0)
+        return [
+            ReaderRestarted(
+                command.seq, command.model, command.firmware, session=session, applied=applied
             )
         ]
 

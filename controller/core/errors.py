@@ -28,6 +28,8 @@ class Refusal(StrEnum):
     CORRECTION_PENDING = "correction_pending"
     BAD_DICE = "bad_dice"
     READER_CONFLICT = "reader_conflict"
+    READER_GAP = "reader_gap"  # protocol 3: a roll numbered past the next one
+    READER_SESSION = "reader_session"  # protocol 3: a HELLO of a session already past
     NO_ALERT = "no_alert"
     ALREADY_CONFIRMED = "already_confirmed"
     NO_HELD_ROLL = "no_held_roll"

@@ -74,19 +74,23 @@ class DuplicateRoll(Event):
 @dataclass(frozen=True)
 class ReaderRestarted(Event):
     """The reader said HELLO: the next frame numbers are new; ``model`` and ``firmware``
-    are what it said it is (empty from a record written before they were kept)."""
+    are what it said it is (empty from a record written before they were kept).
+    Protocol 3: ``session`` is the session it opened, ``applied`` what its WELCOME says
+    of the roll the HELLO carried over (empty and 0 under protocols 1 and 2)."""
 
     name: ClassVar[str] = "reader_restarted"
     seq: int
     model: str = ""
     firmware: str = ""
+    session: str = ""
+    applied: int = 0
 
 
 @dataclass(frozen=True)
 class ReaderAdvanced(Event):
-    """The reader's frames (heartbeats, on an idle table) ran far past the last roll
-    applied: ``seq`` is where its numbering stands now, and a roll is new when it is newer
-    than that (so hours of heartbeats never make the next roll look like an old copy)."""
+    """Replayed from records written before issue 29 only (a guess no driver makes any
+    more): the reader's heartbeats had run far past the last roll applied, and ``seq``
+    became the reference a roll had to be newer than."""
 
     name: ClassVar[str] = "reader_advanced"
     seq: int

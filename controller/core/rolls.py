@@ -2,11 +2,13 @@
 
 **The rule** (:meth:`RollRule.decide`, the one an auditor reads). A roll of two dice is
 refused when a die does not show 1 to 6, when its source is not one a roll may come
-from, or when it comes from a reader in ``SEQ_CONFLICT``. A reader roll whose seq is not
-newer than the last one applied (modulo 65536: that seq and the 32,767 behind it) is a
-copy: a duplicate (ACKed again, nothing changes) when its dice are the ones applied at
-that seq, or when that seq is older than the last 64 remembered; a ``SEQ_CONFLICT`` when
-they differ. A reader
+from, or when it comes from a reader in ``SEQ_CONFLICT``. Where a reader roll's seq stands
+against the last one applied is :func:`controller.core.table.order`'s to say (the one home
+of that arithmetic): a copy (protocols 1 and 2: that seq and the 32,767 behind it, modulo
+65536; protocol 3: a roll number of the session at or below the last) is a duplicate
+(ACKed again, nothing changes) when its dice are the ones applied at that seq, or when
+that seq is older than the last 64 remembered; a ``SEQ_CONFLICT`` when they differ; a
+protocol-3 roll numbered past the next one is refused (a gap: not ACKed). A reader
 roll after a roll keyed by hand, or while the reader itself reports FAULT, is held for
 the dealer. Any other roll is accepted: the hand machine
 (:mod:`controller.core.hand`) says what it does to the hand (natural, craps, point
@@ -65,7 +67,7 @@ from controller.core.state import (
     rolled,
     settle_meters,
 )
-from controller.core.table import not_newer
+from controller.core.table import Order, order
 from controller.core.wagers import settle, settlement
 
 _is_int = wagers.is_int
@@ -142,11 +144,22 @@ class RollRule:
                         "roll", f"reader sequence {seq!r} is not 0..65535", Refusal.BAD_COMMAND
                     ),
                 )
-            if not_newer(seq, state.reader_seq):  # a copy: the last roll's, or a stale one
+            where = order(seq, state.reader_seq, state.reader_session)
+            if where is Order.COPY:  # a copy: the last roll's, or a stale one
                 recorded = state.reader_dice if seq == state.reader_seq else recalled(state, seq)
                 if recorded is None or recorded == (d1, d2):
                     return (DuplicateRoll(seq, stale=seq != state.reader_seq),)
                 return (SeqConflict(seq, recorded[0], recorded[1], d1, d2, at=c["at"]),)
+            if where is Order.GAP:
+                return (
+                    Refused(
+                        "roll",
+                        f"reader roll number {seq} of session {state.reader_session} skips "
+                        f"past the next one ({(state.reader_seq or 0) + 1}): not applied, not "
+                        "ACKed; the reader starts a new session (NAK GAP)",
+                        Refusal.READER_GAP,
+                    ),
+                )
         if c["source"] == RollSource.READER and (state.hold_reader or state.reader_faulted):
             return (RollHeld(state.held_next, seq, d1, d2, at=c["at"]),)
         if c["source"] == RollSource.MANUAL and state.correcting is not None:
@@ -269,7 +282,9 @@ class RollPaths:
         elif source not in _MOVE_SOURCES or (source == "manual" and s["correcting"] is not None):
             return None
         if seq is not None and (
-            type(seq) is not int or not 0 <= seq <= 65535 or not_newer(seq, s["reader_seq"])
+            type(seq) is not int
+            or not 0 <= seq <= 65535
+            or order(seq, s["reader_seq"], s["reader_session"]) is not Order.NEW
         ):
             return None
         total, outcome, after, phase, next_point, dice, made, closes, known = move
@@ -313,7 +328,7 @@ class RollPaths:
         finishing = s["finishing_point"]
         phase, point, points, open_ = s["phase"], s["point"], s["points"], s["betting_open"]
         rolls, made, last_roll = s["rolls"], 0, s["last_roll"]
-        seq_now, dice_now = s["reader_seq"], s["reader_dice"]
+        seq_now, dice_now, session = s["reader_seq"], s["reader_dice"], s["reader_session"]
         reader_ok = (
             s["reader_conflict"] is None and not s["hold_reader"] and not s["reader_faulted"]
         )
@@ -338,7 +353,9 @@ class RollPaths:
             if type(d1) is not int or type(d2) is not int:
                 break
             if seq is not None and (
-                type(seq) is not int or not 0 <= seq <= 65535 or not_newer(seq, seq_now)
+                type(seq) is not int
+                or not 0 <= seq <= 65535
+                or order(seq, seq_now, session) is not Order.NEW
             ):
                 break
             if phase is _POINT:

@@ -45,6 +45,7 @@ from controller.core.events import (
 )
 from controller.core.table import (
     READER_WINDOW,
+    SESSIONS_KEPT,
     HeldRoll,
     Meters,
     Phase,
@@ -337,7 +338,13 @@ _READER_FIELDS = (
 
 
 def _reader_restarted(f: Fields, e: ReaderRestarted) -> None:
-    f["reader_seq"] = f["reader_dice"] = f["reader_conflict"] = None
+    old = f["reader_session"]
+    if old is not None:  # the session ends: its last roll is kept for a late HELLO's WELCOME
+        f["reader_past"] = (*f["reader_past"], (old, f["reader_seq"] or 0))[-SESSIONS_KEPT:]
+    f["reader_session"] = e.session or None
+    f["reader_welcome"] = e.applied
+    f["reader_seq"] = 0 if e.session else None  # protocol 3 numbers its rolls from 1
+    f["reader_dice"] = f["reader_conflict"] = None
     f["reader_recent"] = ()
     f["reader_faulted"] = False
     if e.model or e.firmware:  # (a record from before they were kept names neither)

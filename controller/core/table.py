@@ -25,21 +25,58 @@ dice: a stale copy of one of them with other dice is a ``SEQ_CONFLICT``."""
 SEQ_MODULO = 65536  # the reader's seq is 0..65535, wrapping
 SEQ_BEHIND = SEQ_MODULO // 2  # the 32,768 seqs at or behind the last one are "not newer"
 SEQ_ADVANCE = 8192
-"""How far the reader's frames (its heartbeats take seqs too) may run past the last roll
-applied before the table moves its reference up to them (``reader_advanced``): far short
-of :data:`SEQ_BEHIND`, so a table idle for hours never takes its next roll for a copy."""
-SEQ_SYNC_EVERY = 4096
-"""The driver tells the table where the reader's numbering stands (a ``reader_sync``)
-after this many seqs with no roll; one that changes nothing is not journaled."""
+"""Kept for replaying records written before issue 29 only: a ``reader_sync`` record of
+that time moved the reference up once the reader's frames stood this far past the last
+roll (``reader_advanced``). No driver sends ``reader_sync`` any more."""
+SESSIONS_KEPT = 16
+"""How many of the reader's past protocol-3 sessions the state remembers (with the number
+of the last roll applied in each): a replayed HELLO of one of them starts nothing, and a
+HELLO that carries a roll over from one of them is told how far it was applied."""
+
+
+class Order(StrEnum):
+    """Where a reader roll's seq stands against the last one applied (:func:`order`)."""
+
+    NEW = "new"  # the next roll: apply it (or hold it)
+    COPY = "copy"  # the last roll again, or an older one: ACK, never apply
+    GAP = "gap"  # protocol 3: numbered past the next one: never applied, never ACKed
+
+
+def order(seq: int, last: int | None, session: str | None) -> Order:
+    """Where ``seq`` stands against ``last``, the seq of the last reader roll applied: the
+    one home of the reader's sequence arithmetic (``docs/reader-protocol.md``).
+
+    Protocol 3 (``session`` is the table's current session): a session numbers its rolls
+    1, 2, 3, ... and nothing else, so the next roll is ``last + 1``, a copy is at or below
+    ``last`` and anything above ``last + 1`` is a gap. Protocols 1 and 2 (``session`` is
+    None): every frame takes a seq, modulo 65536; a seq 1 to 32,767 ahead of ``last`` is
+    new, ``last`` itself and the 32,768 behind it are copies.
+    """
+    if session is not None:
+        top = last or 0
+        if seq == top + 1:
+            return Order.NEW
+        return Order.COPY if seq <= top else Order.GAP
+    if last is None:
+        return Order.NEW
+    behind = (seq - last) % SEQ_MODULO
+    return Order.COPY if behind == 0 or behind >= SEQ_BEHIND else Order.NEW
 
 
 def not_newer(seq: int, last: int | None) -> bool:
-    """Whether a reader roll's ``seq`` is not newer than ``last``, the last applied one
-    (counted modulo 65536: ``last`` itself and the 32,767 before it): a stale copy."""
-    if last is None:
-        return False
-    behind = (seq - last) % SEQ_MODULO
-    return behind == 0 or behind >= SEQ_BEHIND
+    """Protocols 1 and 2: whether ``seq`` is not newer than ``last`` (:func:`order`)."""
+    return order(seq, last, None) is Order.COPY
+
+
+def legacy_sync(seq: int, last: int | None) -> str | None:
+    """What a ``reader_sync`` record written before issue 29 did when replayed: "restart"
+    (its seq stood behind the last roll), "advance" (8,192 or more past it) or None. A
+    guess from seq arithmetic, kept only so old journals fold to the states they hold."""
+    if seq != last and not_newer(seq, last):
+        return "restart"
+    if last is not None and (seq - last) % SEQ_MODULO >= SEQ_ADVANCE:
+        return "advance"
+    return None
 
 
 def remember(
@@ -184,6 +221,11 @@ class TableState:
     reader_faulted: bool = field(default=False, compare=False)
     reader_model: str = field(default="", compare=False)  # what its last HELLO said
     reader_firmware: str = field(default="", compare=False)
+    # protocol 3: the session the table holds (from the HELLO it journaled and WELCOMEd),
+    # what its WELCOME answered, and the past sessions with the last roll applied in each
+    reader_session: str | None = field(default=None, compare=False)
+    reader_welcome: int = field(default=0, compare=False)
+    reader_past: tuple[tuple[str, int], ...] = field(default=(), compare=False)
     # the reader's last READER_WINDOW applied or held rolls, oldest first, as (seq, d1, d2):
     # how a stale copy's dice are compared (rebuilt from the records a recovery replays,
     # never in a snapshot: the last seq and its dice are, above)
@@ -248,6 +290,11 @@ class TableState:
         if self.reader_model or self.reader_firmware:
             out["reader_model"] = self.reader_model
             out["reader_firmware"] = self.reader_firmware
+        if self.reader_session is not None:
+            out["reader_session"] = self.reader_session
+            out["reader_welcome"] = self.reader_welcome
+        if self.reader_past:
+            out["reader_past"] = [[session, last] for session, last in self.reader_past]
         if self.held:
             out["held"] = [h.to_dict() for h in self.held]
         if self.held_next != 1:
@@ -285,6 +332,9 @@ class TableState:
             reader_faulted=bool(d.get("reader_faulted", False)),
             reader_model=str(d.get("reader_model", "")),
             reader_firmware=str(d.get("reader_firmware", "")),
+            reader_session=d.get("reader_session"),
+            reader_welcome=int(d.get("reader_welcome", 0)),
+            reader_past=tuple((str(p[0]), int(p[1])) for p in d.get("reader_past", ())),
             held=tuple(HeldRoll.from_dict(h) for h in d.get("held", ())),
             held_next=d.get("held_next", 1),
             meters=Meters.from_dict(d["meters"]),

@@ -53,10 +53,12 @@ from controller.floor.findings import (
     describe,
     money,
 )
+from controller.floor.vocabulary import Finding
 from controller.journal.handlog import Hand, HandLog, Touched
 from controller.journal.recipe import RecordKind, canonical, decode_command
 from controller.journal.replay import (
     DECODE_ERRORS,
+    Held,
     RecordError,
     Replay,
     Step,
@@ -102,6 +104,18 @@ def rules_words(changed: Mapping[str, Any]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """The floor's own fold of a table after one record: what a fold from there needs."""
+
+    record: int
+    rules: FireBetRules
+    rules_record: int | None
+    settings: Mapping[str, Any] | None
+    state: TableState
+    held: Held | None = None  # a hand that keeps older rules (issue 30)
+
+
 class TableAudit:
     """One table's second opinion: its rules, the state its records built, its open hands."""
 
@@ -118,12 +132,14 @@ class TableAudit:
         first_unchecked: int | None = None,
         unchecked_hands: list[int] | None = None,
         unchecked_records: int = 0,
+        held: Held | None = None,
     ) -> None:
         self.replay = Replay(
             rules if rules is not None else FireBetRules(),
             state,
             rules_record=rules_record,
             settings=settings,
+            held=held,
         )
         self.program = program
         self.record = record  # every record up to this one was checked
@@ -134,6 +150,22 @@ class TableAudit:
         self.approved: ApprovedRules | None = None  # from the floor's config, not stored
         self.state_at: StateAt | None = None  # the floor's fold after a record (for clear_halt)
         self.recent: dict[int, TableState] = {}  # the states after the newest records
+
+    def checkpoint(self) -> Checkpoint:
+        """Where this fold stands (a value: the state is immutable)."""
+        replay = self.replay  # the newest rules record's, and the hand's own when held
+        return Checkpoint(
+            self.record, replay.latest_rules, replay.latest_record, replay.settings,
+            self.state, replay.held,
+        )  # fmt: skip
+
+    @classmethod
+    def resumed(cls, at: Checkpoint) -> TableAudit:
+        """A fold going on from ``at`` (to fold further records, not to audit hands)."""
+        return cls(
+            at.rules, rules_record=at.rules_record, settings=at.settings, state=at.state,
+            record=at.record, held=at.held,
+        )  # fmt: skip
 
     @property
     def rules(self) -> FireBetRules:
@@ -185,14 +217,17 @@ class TableAudit:
                 words = (
                     f"hand {hand} is not checked: record {record} came without the table's events"
                 )
-                found.discrepancies.append(Discrepancy(record, hand, "unchecked", words))
+                found.discrepancies.append(Discrepancy(record, hand, Finding.UNCHECKED, words))
         self._touch(hand, record, found)["problems"].append(f"record {record}: {why}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, for the floor's store; :meth:`from_dict` gives it back."""
+        held = self.replay.held
         return {
-            "rules": self.rules.to_dict(),
-            "rules_record": self.rules_record,
+            # the newest rules record's (a hand that keeps older ones: "held")
+            "rules": self.replay.latest_rules.to_dict(),
+            "rules_record": self.replay.latest_record,
+            **({"held": held.to_dict()} if held is not None else {}),
             "settings": self.replay.settings,
             "program": self.program,
             "state": self.state.to_dict(),
@@ -213,6 +248,7 @@ class TableAudit:
             state=TableState.from_dict(data["state"]),
             record=int(data["record"]),
             hands={int(k): v for k, v in data.get("hands", {}).items()},
+            held=Held.from_dict(data["held"]) if data.get("held") else None,
             first_unchecked=data.get("first_unchecked"),
             unchecked_hands=[int(h) for h in data.get("unchecked_hands", [])],
             unchecked_records=int(data.get("unchecked_records", 0)),
@@ -228,7 +264,7 @@ class TableAudit:
         at = to_ms(rec.at)
         if at is None:
             found.discrepancies.append(
-                Discrepancy(rec.record, self.state.hand, "unreadable",
+                Discrepancy(rec.record, self.state.hand, Finding.UNREADABLE,
                             f"the record has no readable time {rec.at!r}")
             )  # fmt: skip
         elif rec.kind == RecordKind.COMMAND:
@@ -253,7 +289,7 @@ class TableAudit:
             what = "rules record" if rec.kind == RecordKind.RULES else "clear_halt"
             words = f"the {what} cannot be read ({exc}); the state before it stays"
             found.discrepancies.append(
-                Discrepancy(rec.record, self.state.hand, "unreadable", words)
+                Discrepancy(rec.record, self.state.hand, Finding.UNREADABLE, words)
             )
             return
         if rec.kind == RecordKind.RULES:
@@ -263,7 +299,9 @@ class TableAudit:
                 words = f"the table's rules changed at record {rec.record}: " + rules_words(
                     step.changed
                 )
-                found.discrepancies.append(Discrepancy(rec.record, self.state.hand, "rules", words))
+                found.discrepancies.append(
+                    Discrepancy(rec.record, self.state.hand, Finding.RULES, words)
+                )
             approved = self.approved
             if approved is not None and step.rules is not None:
                 changed = approval_changes(approved.rules, step.rules)
@@ -277,7 +315,7 @@ class TableAudit:
                         )
                     )
                     found.discrepancies.append(
-                        Discrepancy(rec.record, self.state.hand, "unapproved", words,
+                        Discrepancy(rec.record, self.state.hand, Finding.UNAPPROVED, words,
                                     {"approved": approved.name, "changed": changed})
                     )  # fmt: skip
         self._take(step, found)
@@ -298,7 +336,7 @@ class TableAudit:
             claimed = resume_state_of(body)
         except (*DECODE_ERRORS, RecordError) as exc:
             why = f"the clear_halt cannot be read ({exc}); the state before it stays"
-            found.discrepancies.append(Discrepancy(rec.record, hand, "unreadable", why))
+            found.discrepancies.append(Discrepancy(rec.record, hand, Finding.UNREADABLE, why))
             return False
         proven: TableState | None = None
         if resume_from == rec.record - 1:
@@ -316,7 +354,7 @@ class TableAudit:
         given = (
             "a state the table's records do not give"
             if proven is not None
-            else "a state the floor cannot check now (too far back, or asked too often)"
+            else "a state the floor cannot check (the records it holds stop short of it)"
         )
         words = (
             f"the clear_halt at record {rec.record} resumes from record {resume_from} on "
@@ -324,7 +362,7 @@ class TableAudit:
             f"hand {hand} is not checked"
         )
         found.discrepancies.append(
-            Discrepancy(rec.record, hand, "resume", words,
+            Discrepancy(rec.record, hand, Finding.RESUME, words,
                         {"resume_from": resume_from, "claimed": claimed.to_dict()})
         )  # fmt: skip
         self._not_checked(hand, rec.record, found, words)
@@ -332,12 +370,13 @@ class TableAudit:
 
     def _command(self, rec: FloorRecord, at: int, found: Findings) -> None:
         state = self.state
+        decided_under = self.replay.rules_record  # the hand's rules record
         try:
             command = decode_command(rec.payload, rec.actor, at)
         except DECODE_ERRORS as exc:
             found.discrepancies.append(
                 Discrepancy(
-                    rec.record, state.hand, "unreadable", f"cannot read the record: {exc!r}"
+                    rec.record, state.hand, Finding.UNREADABLE, f"cannot read the record: {exc!r}"
                 )
             )
             return
@@ -356,7 +395,9 @@ class TableAudit:
                 after = fold(recorded, state)
             except DECODE_ERRORS as exc:
                 words = f"the table's events for the record cannot be read: {exc!r}"
-                found.discrepancies.append(Discrepancy(rec.record, state.hand, "unreadable", words))
+                found.discrepancies.append(
+                    Discrepancy(rec.record, state.hand, Finding.UNREADABLE, words)
+                )
                 self._not_checked(state.hand, rec.record, found, words)
                 recorded = None
         # as values: every field, in order (a void's record names the roll it undid: the
@@ -373,7 +414,10 @@ class TableAudit:
             recorded = expected
             after = fold(recorded, state)
         self.replay.resume(after)
-        step = Step(rec.record, rec.kind, rec.actor, rec.at, state, after, tuple(recorded), command)
+        step = Step(
+            rec.record, rec.kind, rec.actor, rec.at, state, after, tuple(recorded), command,
+            decided_under=decided_under,
+        )  # fmt: skip
         self._take(step, found)
         self._findings(rec, step, found)
 
@@ -400,7 +444,7 @@ class TableAudit:
             f"{money(paid)}; the approved rules ({approved.name}) pay {money(would)}"
         )
         found.discrepancies.append(
-            Discrepancy(rec.record, state.hand, "unapproved", words,
+            Discrepancy(rec.record, state.hand, Finding.UNAPPROVED, words,
                         {"paid": paid, "approved_pays": would, "approved": approved.name})
         )  # fmt: skip
         self._touch(state.hand, rec.record, found)["problems"].append(

@@ -8,9 +8,11 @@ period (:class:`Period`: a date and a shift, in the floor's time zone).
 For a table, or the whole floor, over a period:
 
 * **handle**: the fire bets placed on the hands settled in the period;
-* **paid**: what went back to the winners, their wagers included (a $5 bet won at
-  24 to 1 is paid $125: $120 won and the $5 back); **won** is the winnings alone;
-* **hold** = handle - paid, and **hold %** = hold / handle;
+* **won**: the winnings alone (a $5 bet won at 24 to 1 wins $120), what the console and
+  the CSV call **paid** everywhere (the alert card's "paid" is the same); **returned**:
+  the winning wagers given back ($5), shown apart; the field ``paid`` here is the two
+  together (what left the rack);
+* **hold** = handle - won - returned, and **hold %** = hold / handle;
 * **theoretical hold**: the house edge of the pay table each hand was settled under
   (:func:`controller.core.odds.house_edge`, the ``odds`` command's), weighted by the
   handle; with no handle, the edge of the pay table in force;
@@ -259,6 +261,11 @@ class Figures:
     points: list[int] = field(default_factory=lambda: [0] * 7)
     expected_hold: Fraction = Fraction(0)  # in dollars: each wager times its pay table's edge
     pay_tables: dict[str, Fraction] = field(default_factory=dict)  # text -> its edge
+
+    @property
+    def returned(self) -> int:
+        """The winning wagers given back (shown apart from what was paid: the winnings)."""
+        return self.paid - self.won
 
     @property
     def hold(self) -> int:

@@ -18,6 +18,7 @@ from controller.core.events import (
     Settlement,
     SurveillanceAlert,
 )
+from controller.floor.vocabulary import Finding
 
 
 def _canonical(value: Any) -> str:
@@ -50,34 +51,40 @@ def _alerts_text(alerts: list[SurveillanceAlert]) -> str:
     return ", ".join(f"at {a.unique_points} points" for a in alerts) or "no alert"
 
 
-def describe(expected: list[Event], recorded: list[Event]) -> list[tuple[str, str]]:
+def describe(expected: list[Event], recorded: list[Event]) -> list[tuple[Finding, str]]:
     """What differs between the events the rules give and those the table recorded.
 
     ``(what, words)`` pairs; ``what`` is settlement, markers, alert or events.
     """
-    found: list[tuple[str, str]] = []
+    found: list[tuple[Finding, str]] = []
     es = [e for e in expected if isinstance(e, Settlement)]
     rs = [e for e in recorded if isinstance(e, Settlement)]
     if [_canonical(e.to_dict()) for e in es] != [_canonical(e.to_dict()) for e in rs]:
         found.append(
-            ("settlement", f"the table settled {_settlement_text(rs)}; "
+            (Finding.SETTLEMENT, f"the table settled {_settlement_text(rs)}; "
              f"the rules give {_settlement_text(es)}")
         )  # fmt: skip
     ep = [(e.point, e.ordinal) for e in expected if isinstance(e, NewDifferentPoint)]
     rp = [(e.point, e.ordinal) for e in recorded if isinstance(e, NewDifferentPoint)]
     if ep != rp:
         found.append(
-            ("markers", f"the table marked {_points_text(rp)}; the rules give {_points_text(ep)}")
+            (
+                Finding.MARKERS,
+                f"the table marked {_points_text(rp)}; the rules give {_points_text(ep)}",
+            )
         )
     ea = [e for e in expected if isinstance(e, SurveillanceAlert)]
     ra = [e for e in recorded if isinstance(e, SurveillanceAlert)]
     if [e.to_dict() for e in ea] != [e.to_dict() for e in ra]:
         found.append(
-            ("alert", f"the table raised {_alerts_text(ra)}; the rules give {_alerts_text(ea)}")
+            (
+                Finding.ALERT,
+                f"the table raised {_alerts_text(ra)}; the rules give {_alerts_text(ea)}",
+            )
         )
     if not found:
         found.append(
-            ("events", "the table recorded "
+            (Finding.EVENTS, "the table recorded "
              + (", ".join(e.name for e in recorded) or "nothing")
              + "; the rules give " + (", ".join(e.name for e in expected) or "nothing"))
         )  # fmt: skip
@@ -90,7 +97,7 @@ class Discrepancy:
 
     record: int
     hand: int
-    what: str  # settlement, markers, alert, events, unreadable, unchecked, unapproved, resume
+    what: Finding
     detail: str
     facts: dict[str, Any] | None = None  # figures beside the words (both amounts, ...)
 

@@ -24,6 +24,7 @@ import socket
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import h11
@@ -251,63 +252,83 @@ class BodyLimit:
             await self._refuse(send)
 
 
-class LoginThrottle:
-    """Failed logins counted per client and per user name over a sliding window.
+MAX_BACKOFF_S = 900.0
+"""The longest a client is held off (the back-off doubles up to this)."""
 
-    A name that is not a surveillance user is counted like one (the answer must not tell
-    them apart); such names and the clients are kept in bounded LRU maps, the real
-    users' counts apart so that a flood of other names cannot push them out.
+
+@dataclass
+class _Failures:
+    """One client's (or one client and user's) failed logins: the recent ones, how often
+    they were held off (each hold twice the last), and until when."""
+
+    times: deque[float]
+    holds: int = 0
+    until: float = 0.0
+
+
+class LoginThrottle:
+    """Failed logins counted per client and per (client, user), with back-off.
+
+    Only the client that failed is held: after ``per_client`` failures within the window
+    (any names) or ``per_user`` failures for one name, that client waits the window, and
+    twice as long each time it is held again, up to :data:`MAX_BACKOFF_S`. Another client
+    is never refused because this one failed, so no one can lock surveillance out of the
+    room by failing on purpose. A name that is no surveillance user counts like one (the
+    answer must not tell them apart). The counts are kept in a bounded LRU map.
     """
 
     def __init__(
         self,
-        users: set[str],
         web: WebSettings,
         *,
         max_keys: int = 4096,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.users = users
         self.per_client = web.login_failures_per_client
         self.per_user = web.login_failures_per_user
         self.window_s = web.login_window_s
         self.max_keys = max_keys
         self.clock = clock
-        self._known: dict[str, deque[float]] = {}
-        self._other: OrderedDict[tuple[str, str], deque[float]] = OrderedDict()
+        self._counts: OrderedDict[tuple[str, ...], _Failures] = OrderedDict()
 
-    def _times(self, kind: str, name: str, limit: int) -> deque[float]:
-        if kind == "user" and name in self.users:
-            return self._known.setdefault(name, deque(maxlen=limit))
-        key = (kind, name[:80])
-        times = self._other.get(key)
-        if times is None:
-            times = self._other[key] = deque(maxlen=limit)
-            while len(self._other) > self.max_keys:
-                self._other.popitem(last=False)
+    def _keys(self, client: str, user: str) -> tuple[tuple[tuple[str, ...], int], ...]:
+        return ((("client", client[:80]), self.per_client),
+                (("user", client[:80], user[:80]), self.per_user))  # fmt: skip
+
+    def _get(self, key: tuple[str, ...], limit: int) -> _Failures:
+        found = self._counts.get(key)
+        if found is None:
+            found = self._counts[key] = _Failures(deque(maxlen=limit))
+            while len(self._counts) > self.max_keys:
+                self._counts.popitem(last=False)
         else:
-            self._other.move_to_end(key)
-        return times
-
-    def _wait(self, times: deque[float], limit: int, now: float) -> float:
-        if len(times) < limit:
-            return 0.0
-        return max(0.0, times[0] + self.window_s - now)
+            self._counts.move_to_end(key)
+        return found
 
     def wait_s(self, client: str, user: str) -> float:
         """Seconds before ``client`` may try ``user`` again (0: now)."""
         now = self.clock()
-        return max(
-            self._wait(self._times("client", client, self.per_client), self.per_client, now),
-            self._wait(self._times("user", user, self.per_user), self.per_user, now),
-        )
+        waits = [0.0]
+        for key, _ in self._keys(client, user):
+            found = self._counts.get(key)
+            if found is not None:
+                waits.append(found.until - now)
+        return max(waits)
 
     def failed(self, client: str, user: str) -> None:
-        """Count one failed login."""
+        """Count one failed login of ``client`` for ``user``; hold the client off when it
+        has failed too often."""
         now = self.clock()
-        self._times("client", client, self.per_client).append(now)
-        self._times("user", user, self.per_user).append(now)
+        for key, limit in self._keys(client, user):
+            found = self._get(key, limit)
+            while found.times and found.times[0] <= now - self.window_s:
+                found.times.popleft()
+            found.times.append(now)
+            if len(found.times) >= limit:
+                found.until = now + min(self.window_s * 2**found.holds, MAX_BACKOFF_S)
+                found.holds += 1
+                found.times.clear()
 
-    def succeeded(self, user: str) -> None:
-        """The user is in: their count starts again."""
-        self._known.pop(user, None)
+    def succeeded(self, client: str, user: str) -> None:
+        """``user`` is in from ``client``: that pair's count starts again."""
+        self._counts.pop(("user", client[:80], user[:80]), None)

@@ -22,6 +22,8 @@ shows of each table is :mod:`controller.floor.summary`.
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -30,12 +32,22 @@ from typing import Any
 from controller.clock import now_iso, now_ms
 from controller.core.state import TableState
 from controller.core.times import iso
-from controller.floor.audit import ApprovedRules, TableAudit
+from controller.floor.audit import ApprovedRules, Checkpoint, TableAudit
 from controller.floor.findings import Discrepancy, Findings
-from controller.floor.live import QUARANTINE_AFTER, QUARANTINE_WITHIN_S, Changes, TableLive
+from controller.floor.live import (
+    BACKLOG_AFTER,
+    CHECKPOINT_EVERY,
+    CHECKPOINTS_KEPT,
+    QUARANTINE_AFTER,
+    QUARANTINE_WITHIN_S,
+    Changes,
+    TableLive,
+)
 from controller.floor.queue import confirm_problem
 from controller.floor.store import OPEN_KEY, RESEND_AFTER_S, Alert, Store, TableRow
 from controller.floor.summary import table_summary
+from controller.floor.vocabulary import AlertKind, AlertStatus, Finding
+from controller.journal.recipe import RecordKind
 from controller.wire.messages import (
     BadMessage,
     FloorRecord,
@@ -50,8 +62,6 @@ from controller.wire.messages import (
 
 log = logging.getLogger("firebet.floor")
 FOLD_RUN = 1000  # records read at once when the floor folds a table again
-REFOLD_MAX = 50_000  # a refold to check a clear_halt goes at most this far ...
-REFOLD_EVERY_S = 60.0  # ... and at most this often per table (a refold costs the thread)
 
 
 def _short(exc: BaseException) -> str:
@@ -102,9 +112,11 @@ class Ingest:
         self.summaries: dict[str, dict[str, Any]] = {}  # replaced whole, read by the console
         self.bad_topics = 0
         self.ingested = 0
+        self._folder: FoldApart | None = None  # started at the first fold apart
         for row in store.table_rows().values():
             audit = TableAudit.from_dict(row.audit) if row.audit else TableAudit()
             live = TableLive(row, audit)
+            live.checkpoints[audit.record] = audit.checkpoint()
             self._arm(live)
             live.above = set(store.stored_above(row.table, row.contiguous))
             live.highest = max(live.above, default=row.contiguous)
@@ -147,6 +159,7 @@ class Ingest:
             for table in sorted(touched):  # one order: two floors' batches never deadlock
                 self._advance(self.tables[table], changes)
                 self.store.save_table(self.tables[table].row)
+            self.take_folds(changes)
         self._gaps(changes)
         self._publish(touched | changes.tables, changes)
         return changes
@@ -205,7 +218,7 @@ class Ingest:
             f"(the last: {row.last_bad})"
         )
         self.store.raise_alert(
-            row.table, "quarantine", now_iso(),
+            row.table, AlertKind.QUARANTINE, now_iso(),
             {"what": f"table {row.table} is quarantined: it keeps sending bad messages",
              "why": row.quarantined, "bad": row.bad},
             key=OPEN_KEY,
@@ -214,8 +227,12 @@ class Ingest:
         changes.alerts = True
 
     def tick(self) -> Changes:
-        """Ask for what is still missing (called about once a second)."""
+        """Ask for what is still missing, and take the folds done apart (called about
+        once a second)."""
         changes = Changes()
+        if self._folder is not None and self._folder.pending():
+            with self.store.transaction():
+                self.take_folds(changes)
         self._gaps(changes)
         self._publish(changes.tables, changes)
         return changes
@@ -224,6 +241,7 @@ class Ingest:
         live = self.tables.get(table)
         if live is None:
             live = self.tables[table] = TableLive(TableRow(table), TableAudit())
+            live.checkpoints[0] = live.audit.checkpoint()
             self._arm(live)
         return live
 
@@ -240,28 +258,69 @@ class Ingest:
 
     def fold_to(self, table: str, record: int) -> TableState | None:
         """The state the floor's own fold of ``table``'s stored records gives after
-        ``record`` (through the one replay, as the live audit folds them), to check a
-        ``clear_halt`` resuming from further back than the audit's recent states. Bounded:
-        ``record`` at most :data:`REFOLD_MAX`, at most once every :data:`REFOLD_EVERY_S`
-        per table (None past either: the clear_halt is not adopted and alerted), and an
-        earlier ``clear_halt`` of the refold is checked against its recent states only."""
+        ``record``, to check a ``clear_halt`` resuming from further back than the audit's
+        recent states: a fold done apart (:meth:`_ready` waited for it), or a fold from
+        the checkpoint before ``record`` (at most :data:`CHECKPOINT_EVERY` records, on
+        this thread). None: the records stop short of it (a gap)."""
         live = self.tables[table]
-        now = self.clock()
-        if record > REFOLD_MAX:
+        if record in live.folds:
+            return live.folds.pop(record)
+        at = self._checkpoint(live, record)
+        if at is None:
             return None
-        if live.refold_at is not None and now - live.refold_at < REFOLD_EVERY_S:
-            return None
-        live.refold_at = now
-        audit = TableAudit()
-        first = 1
-        while first <= record:
-            last = min(record, first + FOLD_RUN - 1)
-            for rec in self.store.records(table, first, last):
-                if rec.record != audit.record + 1:
-                    return audit.state  # a gap: what the floor holds goes no further
-                audit.step(rec)
-            first = last + 1
-        return audit.state
+        return fold_records(self.store, table, at, record)
+
+    def _checkpoint(self, live: TableLive, record: int) -> Checkpoint | None:
+        """The newest checkpoint at most :data:`CHECKPOINT_EVERY` records before
+        ``record`` (None: a fold from there would be longer; it is done apart)."""
+        for back in range(record, max(-1, record - CHECKPOINT_EVERY - 1), -1):
+            if back in live.checkpoints:
+                return live.checkpoints[back]
+        return None
+
+    def _keep_checkpoint(self, live: TableLive) -> None:
+        live.checkpoints[live.audit.record] = live.audit.checkpoint()
+        while len(live.checkpoints) > CHECKPOINTS_KEPT:
+            del live.checkpoints[min(live.checkpoints)]
+
+    def _ready(self, live: TableLive, rec: FloorRecord) -> bool:
+        """Whether the audit can take ``rec`` now. A ``clear_halt`` resuming from further
+        back than the recent states and the checkpoints waits while the floor folds the
+        table's records apart, on a thread of its own (the ingest thread, which serves
+        every table, never does unbounded work for one); that table's audit goes on once
+        the fold is done (:meth:`take_folds`)."""
+        if rec.kind != RecordKind.CLEAR_HALT or not isinstance(rec.payload, dict):
+            return True
+        resume_from = rec.payload.get("resume_from")
+        if isinstance(resume_from, bool) or not isinstance(resume_from, int):
+            return True  # the audit names what cannot be read
+        if not 0 <= resume_from < rec.record - 1 or resume_from in live.audit.recent:
+            return True
+        if resume_from in live.folds or self._checkpoint(live, resume_from) is not None:
+            return True
+        if live.folding is None:
+            live.folding = resume_from
+            if self._folder is None:
+                self._folder = FoldApart(self.store)
+            self._folder.ask(live.row.table, resume_from)
+            log.info(
+                "table %s: the clear_halt at record %d resumes from record %d: its records "
+                "are folded apart to check it", live.row.table, rec.record, resume_from,
+            )  # fmt: skip
+        return False
+
+    def take_folds(self, changes: Changes) -> None:
+        """The folds done apart: each table's audit goes on from its ``clear_halt``."""
+        if self._folder is None:
+            return
+        for table, record, state in self._folder.done():
+            live = self.tables.get(table)
+            if live is None or live.folding != record:
+                continue
+            live.folds[record] = state
+            live.folding = None
+            self._audit(live, changes)
+            self.store.save_table(live.row)
 
     def _event(self, live: TableLive, rec: FloorRecord, received: str, changes: Changes) -> None:
         number = rec.record
@@ -282,10 +341,10 @@ class Ingest:
             if chain == rec.chain or chain is None:  # None: held once, archived since
                 live.repeats += 1
                 return
-        for alert in self._alerts_of(rec.table, "integrity", record=number):
+        for alert in self._alerts_of(rec.table, AlertKind.INTEGRITY, record=number):
             if alert.detail.get("received_chain") == rec.chain:
                 return  # this rewritten record is already on the queue
-        current = self.store.find_alert(rec.table, "integrity", open_only=True)
+        current = self.store.find_alert(rec.table, AlertKind.INTEGRITY, open_only=True)
         if current is not None and current.record != number:
             # a whole history sent again (a new journal) is one alert, not one per record
             more = current.detail.get("more_records", [])
@@ -303,7 +362,9 @@ class Ingest:
         }
         key = f"record {number} {rec.chain}"
         if (
-            self.store.raise_alert(rec.table, "integrity", received, detail, record=number, key=key)
+            self.store.raise_alert(
+                rec.table, AlertKind.INTEGRITY, received, detail, record=number, key=key
+            )
             is None
         ):
             return  # another floor service raised it
@@ -311,7 +372,7 @@ class Ingest:
         changes.alerts = True
         changes.tables.add(rec.table)
 
-    def _alerts_of(self, table: str, kind: str, *, record: int) -> list[Alert]:
+    def _alerts_of(self, table: str, kind: AlertKind, *, record: int) -> list[Alert]:
         found = self.store.find_alert(table, kind, record=record)
         return [found] if found is not None else []
 
@@ -325,17 +386,19 @@ class Ingest:
         if presence.record is not None:
             live.row.announced = presence.record
         table = live.row.table
-        current = self.store.find_alert(table, "offline", open_only=True)
+        current = self.store.find_alert(table, AlertKind.OFFLINE, open_only=True)
         if not presence.online and current is None:
             self.store.raise_alert(
-                table, "offline", received,
+                table, AlertKind.OFFLINE, received,
                 {"what": "the table went offline (its link to the broker was lost)",
                  "last_record": live.row.contiguous},
                 key=OPEN_KEY,
             )  # fmt: skip
+            log.warning("table %s went offline: alert raised", table)
             changes.alerts = True
         elif presence.online and current is not None:
-            self.store.set_alert(current.id, "resolved", received, "table back online")
+            self.store.set_alert(current.id, AlertStatus.RESOLVED, received, "table back online")
+            log.info("table %s is back online: its offline alert %d resolved", table, current.id)
             changes.alerts = True
         if was != presence.online:
             changes.tables.add(table)
@@ -349,11 +412,22 @@ class Ingest:
             live.above.discard(row.contiguous)
         if row.contiguous == start:
             return
-        table = row.table
-        changes.records[table] = row.contiguous
-        changes.tables.add(table)
+        changes.records[row.table] = row.contiguous
+        changes.tables.add(row.table)
+        self._audit(live, changes, max(start, live.audit.record) + 1)
+
+    def _audit(self, live: TableLive, changes: Changes, first: int | None = None) -> None:
+        """Check and fold the contiguous records the audit has not taken (from ``first``;
+        by default the one after its last), until one has to wait (:meth:`_ready`)."""
+        row, table = live.row, live.row.table
+        if live.folding is not None:  # its audit waits for a fold apart
+            live.fresh = {}
+            return
+        first = live.audit.record + 1 if first is None else first
+        if first > row.contiguous:
+            live.fresh = {}
+            return
         findings = Findings()
-        first = max(start, live.audit.record) + 1
         fresh = live.fresh
         if all(n in fresh for n in range(first, row.contiguous + 1)):
             records = [fresh[n] for n in range(first, row.contiguous + 1)]
@@ -361,6 +435,8 @@ class Ingest:
             records = self.store.records(table, first, row.contiguous)
         live.fresh = {}
         for rec in records:
+            if not self._ready(live, rec):
+                break
             try:
                 findings.merge(live.audit.step(rec))
             except Exception as exc:  # one record the walk cannot take: named, walk on
@@ -368,9 +444,12 @@ class Ingest:
                               table, rec.record)  # fmt: skip
                 live.audit.record = rec.record
                 findings.discrepancies.append(
-                    Discrepancy(rec.record, live.audit.state.hand, "unreadable",
+                    Discrepancy(rec.record, live.audit.state.hand, Finding.UNREADABLE,
                                 f"the second opinion could not take the record ({_short(exc)})")
                 )  # fmt: skip
+            if live.audit.record % CHECKPOINT_EVERY == 0:
+                self._keep_checkpoint(live)
+        changes.tables.add(table)
         self._apply(live, findings, changes)
         row.audit = live.audit.to_dict()
 
@@ -385,7 +464,7 @@ class Ingest:
             changes.hands.setdefault(table, set()).update(found.hands, found.dropped_hands)
         for d in found.discrepancies:
             self.store.raise_alert(
-                table, "audit", at,
+                table, AlertKind.AUDIT, at,
                 {"what": d.what, "detail": d.detail,
                  "rules_record": live.audit.rules_record, **(d.facts or {})},
                 hand=d.hand, record=d.record, key=f"record {d.record} {d.what} {d.detail}"[:500],
@@ -393,27 +472,52 @@ class Ingest:
             log.error("table %s record %d: second opinion differs: %s", table, d.record, d.detail)
             changes.alerts = True
         for a in found.alerts:
-            if self.store.find_alert(table, "surveillance", hand=a.hand) is not None:
+            if self.store.find_alert(table, AlertKind.SURVEILLANCE, hand=a.hand) is not None:
                 continue  # once per hand, even when the 5th point is voided and made again
             self.store.raise_alert(
-                table, "surveillance", a.at,
+                table, AlertKind.SURVEILLANCE, a.at,
                 {"unique_points": a.unique_points,
                  "pays": {str(k): v for k, v in live.audit.rules.pay_table().items()}},
                 hand=a.hand, record=a.record, key=f"hand {a.hand}",
             )  # fmt: skip
             changes.alerts = True
+            log.warning("table %s: 5th-point alert raised for hand %d (record %d)",
+                        table, a.hand, a.record)  # fmt: skip
+            self._backlog(table, at)
         for r in found.refusals:
-            refused = self.store.find_alert(table, "surveillance", hand=r.hand)
-            if refused is not None and refused.status != "confirmed":
+            refused = self.store.find_alert(table, AlertKind.SURVEILLANCE, hand=r.hand)
+            if refused is not None and refused.status is not AlertStatus.CONFIRMED:
                 detail = {**refused.detail, "refused": r.reason, "refused_record": r.record}
-                self.store.set_alert(refused.id, "refused", at, "table", detail=detail)
+                self.store.set_alert(refused.id, AlertStatus.REFUSED, at, "table", detail=detail)
+                log.warning("table %s: refused the confirmation of hand %d: %s",
+                            table, r.hand, r.reason)  # fmt: skip
                 changes.alerts = True
         for c in found.confirmations:
-            alert = self.store.find_alert(table, "surveillance", hand=c.hand)
+            alert = self.store.find_alert(table, AlertKind.SURVEILLANCE, hand=c.hand)
             if alert is not None:
                 detail = {**alert.detail, "confirmed_record": c.record}
-                self.store.set_alert(alert.id, "confirmed", at, c.by, detail=detail)
+                self.store.set_alert(alert.id, AlertStatus.CONFIRMED, at, c.by, detail=detail)
+                log.info("table %s: hand %d confirmed by %s (alert %d, record %d)",
+                         table, c.hand, c.by, alert.id, c.record)  # fmt: skip
                 changes.alerts = True
+
+    def _backlog(self, table: str, at: str) -> None:
+        """A table with :data:`BACKLOG_AFTER` or more open 5th points raises them faster
+        than surveillance confirms them: that is an alert of its own (one open at a time)."""
+        waiting = self.store.count_open(table, AlertKind.SURVEILLANCE)
+        if waiting < BACKLOG_AFTER:
+            return
+        if self.store.find_alert(table, AlertKind.BACKLOG, open_only=True) is not None:
+            return
+        raised = self.store.raise_alert(
+            table, AlertKind.BACKLOG, at,
+            {"what": f"table {table} has {waiting} 5th-point alerts waiting for surveillance: "
+             "it raises them faster than they are confirmed", "waiting": waiting},
+            key=OPEN_KEY,
+        )  # fmt: skip
+        if raised is None:
+            return  # another floor service sharing the store raised it
+        log.error("table %s: %d 5th-point alerts wait for surveillance (backlog)", table, waiting)
 
     # gaps ----------------------------------------------------------------------------
     def _gaps(self, changes: Changes) -> None:
@@ -460,9 +564,9 @@ class Ingest:
     def confirm(self, alert_id: int, user: str, command_id: str) -> Alert:
         """Send ``confirm`` for a surveillance alert; it shows confirmed once journaled."""
         alert = self.store.alert(alert_id)
-        if alert is None or alert.kind != "surveillance":
+        if alert is None or alert.kind is not AlertKind.SURVEILLANCE:
             raise LookupError(f"no surveillance alert {alert_id}")
-        if alert.status == "confirmed":
+        if alert.status is AlertStatus.CONFIRMED:
             return alert
         problem = confirm_problem(alert, self.summaries.get(alert.table))
         if problem is not None:
@@ -478,6 +582,8 @@ class Ingest:
                 topic(self.prefix, alert.table, "command"),
                 confirm_command(alert.hand, user, command_id),
             )
+            log.info("table %s: %s sent the confirmation of hand %d (alert %d)",
+                     alert.table, user, alert.hand, alert.id)  # fmt: skip
         self._publish({alert.table}, Changes(alerts=True))
         sent = self.store.alert(alert.id)
         assert sent is not None
@@ -491,10 +597,10 @@ class Ingest:
         alert = self.store.alert(alert_id)
         if alert is None:
             raise LookupError(f"no alert {alert_id}")
-        if alert.kind == "surveillance" and (
-            alert.status == "confirmed"
+        if alert.kind is AlertKind.SURVEILLANCE and (
+            alert.status is AlertStatus.CONFIRMED
             or (
-                alert.status != "refused"
+                alert.status is not AlertStatus.REFUSED
                 and confirm_problem(alert, self.summaries.get(alert.table)) is None
             )
         ):
@@ -503,7 +609,7 @@ class Ingest:
                 "(unless the table refused the confirmation or cannot take it)"
             )
         ids = [alert.id]
-        if flood and alert.kind != "surveillance":
+        if flood and alert.kind is not AlertKind.SURVEILLANCE:
             ids = self.store.open_ids(alert.table, alert.kind, upto=alert.id) or ids
         with self.store.transaction():
             at = now_iso()
@@ -512,12 +618,15 @@ class Ingest:
                 if one is None:
                     continue
                 detail = {**one.detail, "note": note} if note else None
-                self.store.set_alert(number, "cleared", at, user, detail=detail)
+                self.store.set_alert(number, AlertStatus.CLEARED, at, user, detail=detail)
             live = self.tables.get(alert.table)
-            if alert.kind == "quarantine" and live is not None:  # a person lifts it
+            if alert.kind is AlertKind.QUARANTINE and live is not None:  # a person lifts it
                 live.row.quarantined = None
                 live.bad_times.clear()
                 self.store.save_table(live.row)
+        log.info("table %s: %s cleared %d %s alert%s (newest %d)%s", alert.table, user,
+                 len(ids), alert.kind, "s" if len(ids) != 1 else "", alert.id,
+                 f": {note}" if note else "")  # fmt: skip
         self._publish({alert.table}, Changes(alerts=True))
         cleared = self.store.alert(alert.id)
         assert cleared is not None
@@ -545,3 +654,56 @@ class Ingest:
         """Everything changed since the last call (batches, ticks, surveillance's actions)."""
         changes, self._pending = self._pending, Changes()
         return changes
+
+
+def fold_records(store: Store, table: str, at: Checkpoint, record: int) -> TableState | None:
+    """The floor's own fold of ``table``'s stored records from checkpoint ``at`` to
+    ``record`` (None when the records stop short: a gap), read ``FOLD_RUN`` at a time on
+    the calling thread's reader."""
+    audit = TableAudit.resumed(at)
+    first = at.record + 1
+    while first <= record:
+        last = min(record, first + FOLD_RUN - 1)
+        for rec in store.records(table, first, last, reader=True):
+            if rec.record != audit.record + 1:
+                return None  # a gap: what the floor holds goes no further
+            audit.step(rec)
+        first = last + 1
+    return audit.state if audit.record == record else None
+
+
+class FoldApart:
+    """Folds of a table's records from its first, on one thread of their own (the ingest
+    thread asks and takes the answers; one fold at a time, in the order asked)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._asked: queue.SimpleQueue[tuple[str, int]] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[tuple[str, int, TableState | None]] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="floor-fold", daemon=True)
+        self._thread.start()
+
+    def ask(self, table: str, record: int) -> None:
+        self._asked.put((table, record))
+
+    def pending(self) -> bool:
+        """Whether an answer waits to be taken."""
+        return not self._done.empty()
+
+    def done(self) -> list[tuple[str, int, TableState | None]]:
+        """The answers so far: (table, record, the state after it or None)."""
+        out = []
+        while not self._done.empty():
+            out.append(self._done.get_nowait())
+        return out
+
+    def _run(self) -> None:
+        genesis = TableAudit().checkpoint()
+        while True:
+            table, record = self._asked.get()
+            try:
+                state = fold_records(self.store, table, genesis, record)
+            except Exception:  # the answer is "cannot check", never a dead thread
+                log.exception("table %s: the fold to record %d failed", table, record)
+                state = None
+            self._done.put((table, record, state))

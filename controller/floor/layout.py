@@ -16,6 +16,7 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from controller.floor.findings import money
+from controller.floor.vocabulary import AlertKind, AlertStatus
 
 POINT_NUMBERS = (4, 5, 6, 8, 9, 10)
 
@@ -64,13 +65,13 @@ def boxes(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 def tile_alert(summary: Mapping[str, Any]) -> tuple[str, str]:
     """The tile's colour (red, yellow, grey, blue, green or ok) and its words."""
     alerts: Mapping[str, int] = summary.get("alerts") or {}
-    if alerts.get("integrity"):
-        return "red", "history rewritten: see the alert"
-    if alerts.get("audit"):
-        n = alerts["audit"]
-        return "red", f"payout check: {n} alert{'s' if n != 1 else ''}"
-    if alerts.get("surveillance"):
-        return "yellow", f"5th point: hand {summary.get('alert_hand')}"
+    if alerts.get(AlertKind.INTEGRITY):
+        return AlertKind.INTEGRITY.colour, f"{AlertKind.INTEGRITY.words}: see the alert"
+    if alerts.get(AlertKind.AUDIT):
+        n = alerts[AlertKind.AUDIT]
+        return AlertKind.AUDIT.colour, f"{AlertKind.AUDIT.words}: {n} alert{'s' if n != 1 else ''}"
+    if alerts.get(AlertKind.SURVEILLANCE):
+        return surveillance_words(summary, alerts[AlertKind.SURVEILLANCE])
     if summary.get("quarantined"):
         return "red", "quarantined: it keeps sending bad messages"
     if summary.get("online") is False:
@@ -81,9 +82,23 @@ def tile_alert(summary: Mapping[str, Any]) -> tuple[str, str]:
         asked = summary.get("resend_from")
         return "blue", f"records {span} missing" + (f": asked again from {asked}" if asked else "")
     surveillance = summary.get("surveillance")
-    if surveillance and surveillance.get("status") == "confirmed":
+    if surveillance and surveillance.get("status") == AlertStatus.CONFIRMED:
         return "green", f"hand {summary.get('hand')} confirmed by {surveillance.get('by')}"
     return "ok", ""
+
+
+def surveillance_words(summary: Mapping[str, Any], count: int) -> tuple[str, str]:
+    """A tile's open 5th points: yellow while one waits for surveillance, the confirmed
+    look (green) at once when every one is confirmed and only the table's record of it
+    is awaited."""
+    shown = summary.get("waiting") or []
+    waiting = [w for w in shown if w.get("status") != AlertStatus.SENT]
+    more = f" (+{count - 1} more)" if count > 1 else ""
+    if shown and not waiting:
+        hands = ", ".join(str(w.get("hand")) for w in shown)
+        return "green", f"hand {hands} confirmed: the table is recording it" + more
+    hand = waiting[0].get("hand") if waiting else summary.get("alert_hand")
+    return AlertKind.SURVEILLANCE.colour, f"5th point: hand {hand}" + more
 
 
 def wagers_words(summary: Mapping[str, Any]) -> str:

@@ -9,12 +9,21 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from controller.floor.audit import TableAudit
+from controller.core.state import TableState
+from controller.floor.audit import Checkpoint, TableAudit
 from controller.floor.store import TableRow
 from controller.wire.messages import FloorRecord
 
 QUARANTINE_AFTER = 10  # bad messages ...
 QUARANTINE_WITHIN_S = 60.0  # ... this close together quarantine a table
+CHECKPOINT_EVERY = 1000
+"""The floor keeps its own fold of a table after every this many records, so a
+``clear_halt`` resuming from any record is checked by folding at most this many."""
+CHECKPOINTS_KEPT = 4096
+"""Checkpoints kept a table (the oldest go first; before them a fold runs apart)."""
+BACKLOG_AFTER = 10
+"""Open 5th-point alerts at one table that make a backlog alert: the table raises them
+faster than surveillance confirms them (a reader or a table to look at, or an attack)."""
 
 
 @dataclass
@@ -54,7 +63,9 @@ class TableLive:
     repeats: int = 0
     bad_times: deque[float] = field(default_factory=lambda: deque(maxlen=QUARANTINE_AFTER))
     behind_since: float | None = None  # when the floor first saw it behind its head
-    refold_at: float | None = None  # when its records were last folded again (clear_halt)
+    checkpoints: dict[int, Checkpoint] = field(default_factory=dict)  # every CHECKPOINT_EVERY
+    folds: dict[int, TableState | None] = field(default_factory=dict)  # folded apart, by record
+    folding: int | None = None  # the record a fold apart is under way to (its audit waits)
 
     @property
     def head(self) -> int:

@@ -14,32 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.floor.store import Alert, AlertGroup, Store
+from controller.floor.vocabulary import AlertKind, AlertStatus, Colour
 
 SHOWN = 100  # items on one page of the queue
 # every open 5th-point alert first, each on its own (SPEC: a surveillance alert is never
 # hidden by others, docs/floor.md), then the single red ones, floods, the grey ones
 RANK_SURVEILLANCE, RANK_RED, RANK_FLOOD, RANK_GREY = 0, 1, 2, 3
-RED = ("integrity", "audit", "quarantine")
-
-KIND_WORDS = {
-    "integrity": "history rewritten",
-    "audit": "payout check",
-    "surveillance": "5th point",
-    "offline": "table offline",
-    "quarantine": "table quarantined",
-}
-"""What each kind of alert is, in the words of the floor."""
-
-WHAT_WORDS = {
-    "unreadable": "unreadable record",
-    "unchecked": "record not checked",
-    "settlement": "payout differs",
-    "markers": "markers differ",
-    "alert": "5th-point alert differs",
-    "rules": "rules changed",
-    "events": "decision differs",
-}
-"""What an audit alert found, in the words of the floor."""
 
 
 @dataclass(frozen=True)
@@ -58,38 +38,67 @@ class Item:
 
     @property
     def rank(self) -> int:
-        if self.alert.kind == "surveillance":
+        if self.alert.kind is AlertKind.SURVEILLANCE:
             return RANK_SURVEILLANCE
         if self.flood:
             return RANK_FLOOD
-        return RANK_RED if self.alert.kind in RED else RANK_GREY
+        return RANK_RED if self.alert.kind.colour is Colour.RED else RANK_GREY
 
     @property
-    def colour(self) -> str:
-        """red, yellow or grey."""
-        kind = self.alert.kind
-        return "red" if kind in RED else "yellow" if kind == "surveillance" else "grey"
+    def colour(self) -> Colour:
+        return self.alert.kind.colour
 
 
 def _group(g: AlertGroup) -> Item:
     return Item(g.newest, g.count, g.first_record, g.last_record, g.whats)
 
 
+@dataclass(frozen=True)
+class QueuePage:
+    """One page of the queue, with the counts of everything open (every alert counted,
+    however many: nothing past a page is out of reach or out of the tally)."""
+
+    items: list[Item]
+    counts: dict[AlertKind, int]
+    total: int  # items on every page
+    page: int
+    pages: int
+
+    @property
+    def open(self) -> int:
+        return sum(self.counts.values())
+
+
+def queue_page(
+    store: Store, *, table: str | None = None, page: int = 1, size: int = SHOWN
+) -> QueuePage:
+    """Page ``page`` (from 1; past the end: the last) of the open items in the order
+    surveillance reads them: every open 5th point newest first, then the groups. The
+    5th points are paged in the store, so a table raising thousands of them pushes
+    none of another's off the queue: each is on some page, and counted."""
+    counts = store.open_counts(table=table)
+    surveillance = counts.get(AlertKind.SURVEILLANCE, 0)
+    groups = [_group(g) for g in store.open_groups()]
+    if table is not None:
+        groups = [i for i in groups if i.alert.table == table]
+    groups.sort(key=lambda i: (i.rank, -i.alert.id))
+    total = surveillance + len(groups)
+    pages = max(1, -(-total // size))
+    page = min(max(page, 1), pages)
+    first = (page - 1) * size
+    items: list[Item] = []
+    if first < surveillance:
+        items = [Item(a) for a in store.open_surveillance(limit=size, offset=first, table=table)]
+    rest = size - len(items)
+    start = max(0, first - surveillance)
+    items += groups[start : start + rest]
+    return QueuePage(items, counts, total, page, pages)
+
+
 def queue(store: Store, *, table: str | None = None) -> list[Item]:
     """Every open item, in the order surveillance should read them (``table``: its only)."""
-    items = [Item(a) for a in store.open_surveillance()]
-    items += [_group(g) for g in store.open_groups()]
-    if table is not None:
-        items = [i for i in items if i.alert.table == table]
-    return sorted(items, key=lambda i: (i.rank, -i.alert.id))
-
-
-def counts(items: list[Item]) -> dict[str, int]:
-    """Open alerts by kind (a flood counts every alert in it)."""
-    out: dict[str, int] = {}
-    for i in items:
-        out[i.alert.kind] = out.get(i.alert.kind, 0) + i.count
-    return out
+    found = queue_page(store, table=table, size=2**62)
+    return found.items
 
 
 def confirm_problem(alert: Alert, summary: dict[str, Any] | None) -> str | None:
@@ -99,9 +108,9 @@ def confirm_problem(alert: Alert, summary: dict[str, Any] | None) -> str | None:
     (``controller.core.wagers.confirm``); ``summary`` is the table as the floor has
     folded it (:func:`controller.floor.summary.table_summary`).
     """
-    if alert.kind != "surveillance":
+    if alert.kind is not AlertKind.SURVEILLANCE:
         return "only a surveillance alert is confirmed"
-    if alert.status == "confirmed":
+    if alert.status is AlertStatus.CONFIRMED:
         return f"hand {alert.hand} is confirmed already"
     alert_hand = summary.get("alert_hand") if summary else None
     if alert_hand != alert.hand:

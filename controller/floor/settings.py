@@ -34,6 +34,8 @@ behind_tls_proxy = false           # true: the cookie is Secure, X-Forwarded-* t
 trusted_proxies = "127.0.0.1"      # ... from these addresses (IPs or networks, comma-separated)
 tls_certfile = ""                  # or serve https itself: PEM certificate (chain) ...
 tls_keyfile = ""                   # ... and its private key
+escalate_after_s = 120.0           # an open 5th point older than this turns red ...
+sound_after_s = 300.0              # ... and past this sounds again, once a minute
 
 [store]                            # where the records are kept (docs/floor.md, Two floors)
 url = ""                           # "" = the SQLite file [floor] database; or
@@ -86,13 +88,13 @@ from controller.core.config.schema import (
     topic_prefix,
 )
 from controller.core.errors import ConfigError, FirebetError
+from controller.core.table_id import table_id_problem
 from controller.floor.audit import ApprovedRules
 from controller.floor.figures import DEFAULT_SHIFTS, Shift, parse_shifts, shift_problem
 from controller.floor.passwords import hash_problem
 from controller.wire.mqtt import read_password
 
 USER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 MAP_SIZE = 100  # rows and columns of the floor map, at most
 
 
@@ -115,6 +117,8 @@ class WebSettings:
     trusted_proxies: str = "127.0.0.1"
     tls_certfile: str = ""
     tls_keyfile: str = ""
+    escalate_after_s: float = 120.0
+    sound_after_s: float = 300.0
 
     @property
     def tls(self) -> bool:
@@ -272,6 +276,8 @@ WEB_KEYS: dict[str, Key] = {
         Key("web", "trusted_proxies", "str", "the proxy's addresses", proxies_problem),
         Key("web", "tls_certfile", "str", "serve https: PEM certificate"),
         Key("web", "tls_keyfile", "str", "serve https: its private key"),
+        Key("web", "escalate_after_s", "float", "an open 5th point turns red after", positive),
+        Key("web", "sound_after_s", "float", "and sounds again every minute after", positive),
     )
 }
 """The ``[web]`` keys: the console's HTTP limits, cookie and TLS."""
@@ -310,8 +316,9 @@ def _positions(tables: dict[str, Any], source: str) -> dict[str, tuple[int, int]
     taken: dict[tuple[int, int], str] = {}
     for name, body in tables.items():
         key = f"tables.{name}"
-        if not TABLE_NAME.fullmatch(name):
-            raise ConfigError(source, key, "a table id is letters, digits, _ . - (1 to 64)")
+        problem = table_id_problem(name)
+        if problem:
+            raise ConfigError(source, key, problem)
         if not isinstance(body, dict):
             raise ConfigError(source, key, "must be a [tables.<id>] table")
         for k in body:
@@ -364,11 +371,15 @@ def approved_from_dict(data: Any, source: str) -> dict[str, ApprovedRules]:
         if (
             not isinstance(tables, list)
             or not tables
-            or not all(isinstance(t, str) and t and len(t) <= 64 for t in tables)
+            or not all(isinstance(t, str) for t in tables)
         ):
             raise ConfigError(
                 source, f"{where}.tables", 'must list the table ids (or "*"), e.g. ["CR-07"]'
             )
+        for table in tables:
+            problem = None if table == "*" else table_id_problem(table)
+            if problem:
+                raise ConfigError(source, f"{where}.tables", problem)
         base = FireBetRules().to_dict()
         for key in RULE_KEYS:
             if key not in preset:

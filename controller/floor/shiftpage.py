@@ -42,6 +42,8 @@ from controller.journal.system import read_rules
 KNOWN = ("date", "shift", "start", "end", "table")
 MAX_VALUE = 64
 DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+FIRST_DAY, LAST_DAY = date(1970, 1, 2), date(9999, 12, 30)
+"""The days a query may name: a period's end, in any time zone, is still a date."""
 FLOOR = "floor"  # the floor total's name in the charts
 
 
@@ -86,6 +88,8 @@ def parse_query(
             day = date.fromisoformat(text)
         except ValueError:
             raise BadQuery(f"date: must be a date YYYY-MM-DD (got {text!r})") from None
+        if not FIRST_DAY <= day <= LAST_DAY:
+            raise BadQuery(f"date: must be from {FIRST_DAY} to {LAST_DAY} (got {text!r})")
     else:
         day = now.astimezone(zone).date()
     table = seen.get("table", "") or None
@@ -204,7 +208,7 @@ def charts(shown: Shown) -> list[tuple[str, Markup]]:
         ident="chart-handle",
         title=f"Fire bets placed (handle) and paid by table, {when(shown)}",
         desc="; ".join(
-            f"{n}: handle {money(f.handle)}, paid {money(f.paid)}"
+            f"{n}: handle {money(f.handle)}, paid {money(f.won)}"
             for n, f in zip(names, rows, strict=True)
         ),
         categories=names,
@@ -215,7 +219,7 @@ def charts(shown: Shown) -> list[tuple[str, Markup]]:
                 [money(f.handle) for f in rows],
                 "s-handle",
             ),
-            Series("paid", [float(f.paid) for f in rows], [money(f.paid) for f in rows], "s-paid"),
+            Series("paid", [float(f.won) for f in rows], [money(f.won) for f in rows], "s-paid"),
         ],
         axis=_axis_money,
         width=wide,
@@ -272,15 +276,22 @@ def when(shown: Shown) -> str:
 
 # the CSV -----------------------------------------------------------------------------
 CSV_HEADER = [
-    "date", "shift", "start", "end", "scope", "table", "hands", "handle", "paid", "won",
+    "date", "shift", "start", "end", "scope", "table", "hands", "handle", "paid", "wagers_returned",
     "hold", "hold_pct", "theoretical_hold_pct", "pay_tables",
     *(f"points_{k}" for k in POINTS), *(f"expected_points_{k}" for k in POINTS),
 ]  # fmt: skip
 
 
+FORMULA_START = re.compile(r"(^|[\s;,|])(?=[=+\-@])")
+"""Where a spreadsheet could read a formula: a formula character at the start of the cell
+or of any part it may split the cell into (at a ``;``, ``,``, ``|`` or a space)."""
+
+
 def _cell(text: str) -> str:
-    """A text cell a spreadsheet will not take for a formula."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    """A text cell a spreadsheet will not take for a formula: a ``'`` before every formula
+    character that starts the cell or a part of it; tabs and line breaks become spaces."""
+    flat = text.replace("\t", " ").replace("\r", " ").replace("\n", " ")
+    return FORMULA_START.sub(r"\1'", flat)
 
 
 def _decimal(x: Fraction | None, places: int) -> str:
@@ -304,7 +315,7 @@ def csv_rows(shown: Shown) -> Iterable[list[str]]:
             *head,
             "table" if f.table is not None else "floor",
             _cell(f.table or ""),
-            str(f.hands), str(f.handle), str(f.paid), str(f.won), str(f.hold),
+            str(f.hands), str(f.handle), str(f.won), str(f.returned), str(f.hold),
             _decimal(None if f.hold_pct is None else f.hold_pct * 100, 4),
             _decimal(None if f.theoretical is None else f.theoretical * 100, 4),
             _cell(" | ".join(sorted(f.pay_tables))),

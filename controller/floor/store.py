@@ -41,6 +41,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from controller.core.times import iso, to_ms
 from controller.floor.figures import SettledHand, settled_hand
+from controller.floor.vocabulary import OPEN_STATUSES, AlertKind, AlertStatus
 from controller.wire.messages import FloorRecord
 
 if TYPE_CHECKING:
@@ -111,7 +112,8 @@ CREATE INDEX IF NOT EXISTS alerts_open ON alerts (status, table_id);
 """
 ALERT_KEYS = "CREATE UNIQUE INDEX IF NOT EXISTS alerts_once ON alerts (table_id, kind, akey)"
 
-OPEN = ("open", "sent", "refused")  # alert statuses that still need a person
+OPEN: tuple[str, ...] = tuple(OPEN_STATUSES)  # the statuses of an alert that needs a person
+_MARKS = ", ".join("?" * len(OPEN))
 OPEN_KEY = "open"  # the key of an alert kind a table has one of at a time (offline, quarantine)
 EXPIRE_CHUNK = 5000  # rows archived and deleted a transaction (the writer is not held long)
 RESEND_AFTER_S = 30.0  # a confirm sent and not journaled this long may be sent again
@@ -123,12 +125,12 @@ class Alert:
 
     id: int
     table: str
-    kind: str  # surveillance, integrity, audit, offline, quarantine
+    kind: AlertKind
     hand: int | None
     record: int | None
     raised_at: str
     detail: dict[str, Any]
-    status: str  # open, sent, refused, confirmed, cleared, resolved
+    status: AlertStatus
     status_at: str | None
     status_by: str | None
     command_id: str | None
@@ -151,7 +153,10 @@ _ALERT_COLUMNS = (
 
 
 def _alert(row: Sequence[Any]) -> Alert:
-    return Alert(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]), *row[7:11])
+    return Alert(
+        row[0], row[1], AlertKind(row[2]), row[3], row[4], row[5], json.loads(row[6]),
+        AlertStatus(row[7]), *row[8:11],
+    )  # fmt: skip
 
 
 @dataclass
@@ -274,9 +279,12 @@ class Store(abc.ABC):
         )
         return [int(r[0]) for r in rows]
 
-    def records(self, table: str, first: int, last: int) -> list[FloorRecord]:
-        """The stored records ``first..last`` of ``table``, in order."""
-        rows = self._w(
+    def records(
+        self, table: str, first: int, last: int, *, reader: bool = False
+    ) -> list[FloorRecord]:
+        """The stored records ``first..last`` of ``table``, in order (``reader``: on the
+        calling thread's read-only connection, for a fold apart from the ingest thread)."""
+        rows = (self._r if reader else self._w)(
             "SELECT record, at, kind, actor, payload, chain, events, snapshot FROM records "
             "WHERE table_id = ? AND record BETWEEN ? AND ? ORDER BY record",
             (table, first, last),
@@ -512,14 +520,49 @@ class Store(abc.ABC):
             )
         return [_alert(r) for r in rows]
 
-    def open_surveillance(self, *, limit: int = 1000) -> list[Alert]:
-        """Every open surveillance alert (up to ``limit``), newest first (reader side)."""
-        rows = self._r(
-            f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE kind = 'surveillance' AND status IN "
-            f"({', '.join('?' * len(OPEN))}) ORDER BY id DESC LIMIT ?",
-            (*OPEN, limit),
-        )
+    def open_surveillance(
+        self, *, limit: int = 1000, offset: int = 0, table: str | None = None
+    ) -> list[Alert]:
+        """One page of the open surveillance alerts (of ``table``), newest first (reader
+        side)."""
+        sql = f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE kind = ? AND status IN ({_MARKS})"
+        args: list[Any] = [str(AlertKind.SURVEILLANCE), *OPEN]
+        if table is not None:
+            sql += " AND table_id = ?"
+            args.append(table)
+        rows = self._r(sql + " ORDER BY id DESC LIMIT ? OFFSET ?", (*args, limit, offset))
         return [_alert(r) for r in rows]
+
+    def open_surveillance_of(self, table: str, hands: Iterable[int]) -> bool:
+        """Whether any of ``hands`` of ``table`` has an open surveillance alert (reader)."""
+        wanted = sorted(set(hands))[:500]
+        if not wanted:
+            return False
+        row = self._r(
+            f"SELECT 1 FROM alerts WHERE table_id = ? AND kind = ? AND status IN ({_MARKS}) "
+            f"AND hand IN ({', '.join('?' * len(wanted))}) LIMIT 1",
+            (table, str(AlertKind.SURVEILLANCE), *OPEN, *wanted),
+        ).fetchone()
+        return row is not None
+
+    def count_open(self, table: str, kind: AlertKind) -> int:
+        """Open alerts of ``kind`` at ``table`` (writer side, in its transaction)."""
+        row = self._w(
+            f"SELECT COUNT(*) FROM alerts WHERE table_id = ? AND kind = ? AND status IN ({_MARKS})",
+            (table, str(kind), *OPEN),
+        ).fetchone()
+        return int(row[0])
+
+    def open_counts(self, *, table: str | None = None) -> dict[AlertKind, int]:
+        """How many alerts of each kind are open (at ``table``): every one counted (reader
+        side)."""
+        sql = f"SELECT kind, COUNT(*) FROM alerts WHERE status IN ({_MARKS})"
+        args: list[Any] = [*OPEN]
+        if table is not None:
+            sql += " AND table_id = ?"
+            args.append(table)
+        rows = self._r(sql + " GROUP BY kind", args)
+        return {AlertKind(kind): int(n) for kind, n in rows}
 
     def open_groups(self) -> list[AlertGroup]:
         """The other open alerts, one group per table and kind: its newest alert, how many,

@@ -12,6 +12,9 @@ from controller.floor.findings import money
 from controller.floor.live import TableLive
 from controller.floor.store import Store
 
+TILE_ALERTS = 3
+"""A table's newest open 5th-point alerts its tile shows (the rest: on its page)."""
+
 
 def pays_at(pays: dict[str, int], wagers: dict[str, int]) -> dict[str, dict[str, int]]:
     """What each wager would be paid at 4, 5 and 6 different points."""
@@ -32,6 +35,10 @@ def table_summary(store: Store, live: TableLive) -> dict[str, Any]:
     state = live.audit.state
     status = live.row.state or {}
     open_alerts, surveillance = store.table_alerts(table, state.hand)
+    waiting = [
+        {"id": a.id, "hand": a.hand, "status": a.status, "raised_at": a.raised_at}
+        for a in store.open_surveillance(table=table, limit=TILE_ALERTS)
+    ]
     missing = live.missing
     return {
         "table": table,
@@ -51,6 +58,7 @@ def table_summary(store: Store, live: TableLive) -> dict[str, Any]:
             {"status": surveillance.status, "by": surveillance.status_by} if surveillance else None
         ),
         "alerts": open_alerts,
+        "waiting": waiting,  # its newest open 5th points (the tile's, with their Confirm)
         "record": live.row.contiguous,
         "head": live.head,
         "missing": list(missing) if missing else None,

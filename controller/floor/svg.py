@@ -51,6 +51,24 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return [round(i * step, places) for i in range(first, last + 1)]
 
 
+OUTLIER_FACTOR = 5.0
+"""A bar this many times longer than the next longest is off the scale: drawn to the
+chart's edge and named, so it never flattens every other bar."""
+
+
+def outliers(values: Sequence[float]) -> set[int]:
+    """The indexes of the values off the scale: each, from the longest, this many times
+    longer than the next (at least two values stay on the scale)."""
+    order = sorted(range(len(values)), key=lambda i: -abs(values[i]))
+    out: set[int] = set()
+    for k in range(len(order) - 2):
+        longest, next_ = abs(values[order[k]]), abs(values[order[k + 1]])
+        if next_ == 0 or longest <= OUTLIER_FACTOR * next_:
+            break
+        out.add(order[k])
+    return out
+
+
 def _num(x: float) -> str:
     return f"{x:.1f}".rstrip("0").rstrip(".")
 
@@ -73,7 +91,9 @@ def bar_chart(
         if len(s.values) != len(categories) or len(s.labels) != len(categories):
             raise ValueError(f"series {s.name!r}: one value and one label a category")
     values = [v for s in series for v in s.values if v is not None and math.isfinite(v)]
-    ticks = nice_ticks(min(values, default=0.0), max(values, default=0.0))
+    off = outliers(values)
+    scaled = [v for i, v in enumerate(values) if i not in off]
+    ticks = nice_ticks(min(scaled, default=0.0), max(scaled, default=0.0))
     lo, hi = ticks[0], ticks[-1]
     plot_w = width - LEFT - RIGHT
     plot_h = height - TOP - BOTTOM
@@ -102,6 +122,7 @@ def bar_chart(
     group = plot_w / n
     bar = group * 0.8 / max(len(series), 1)
     many = len(categories) > 8
+    named: list[str] = []  # the bars off the scale, in words
     out.append('<g class="bars" font-size="11" text-anchor="middle">')
     for i, category in enumerate(categories):
         x0 = LEFT + i * group + group * 0.1
@@ -112,18 +133,30 @@ def bar_chart(
             if v is None or not math.isfinite(v):
                 out.append(f'<text class="value none" x="{cx}" y="{_num(y(0) - 4)}">—</text>')
                 continue
-            top, bottom = (y(v), y(0)) if v >= 0 else (y(0), y(v))
+            clipped = not lo <= v <= hi
+            shown = min(max(v, lo), hi)
+            top, bottom = (y(shown), y(0)) if shown >= 0 else (y(0), y(shown))
             label_y = top - 4 if v >= 0 else bottom + 12
             words = f"{category}, {s.name}: {s.labels[i]}"
+            if clipped:  # drawn to the edge with a break mark, its value inside, named
+                named.append(f"{category} {s.name} {s.labels[i]}")
+                label_y = top + 12 if v >= 0 else bottom - 4
+                edge = _num(top if v >= 0 else bottom)
+                out.append(
+                    f'<path class="break" d="M{_num(x - 2)} {edge} l{_num(bar / 2)} -4 '
+                    f'l{_num(bar / 2)} 8"/>'
+                )
             out.append(
-                f'<rect class="bar {escape(s.css)}" data-series="{escape(s.name)}" '
+                f'<rect class="bar {escape(s.css)}{" clipped" if clipped else ""}" '
+                f'data-series="{escape(s.name)}" '
                 f'data-category="{escape(category)}" data-value="{v!r}" '
                 f'x="{_num(x)}" y="{_num(top)}" width="{_num(max(bar - 2, 1))}" '
                 f'height="{_num(max(bottom - top, 0.5))}"><title>{escape(words)}</title></rect>'
             )
-            if not many:
+            if not many or clipped:
+                css = "value clipped" if clipped else "value"
                 out.append(
-                    f'<text class="value" x="{cx}" y="{_num(label_y)}">{escape(s.labels[i])}</text>'
+                    f'<text class="{css}" x="{cx}" y="{_num(label_y)}">{escape(s.labels[i])}</text>'
                 )
         cx = _num(LEFT + i * group + group / 2)
         ly = height - BOTTOM + 16
@@ -139,5 +172,11 @@ def bar_chart(
             f'<text x="{x + 16}" y="20">{escape(s.name)}</text>'
         )
         x += 24 + 7 * len(s.name)
-    out.append("</g></svg>")
+    out.append("</g>")
+    if named:
+        out.append(
+            f'<text class="off-scale" x="{width - RIGHT}" y="20" font-size="12" '
+            f'text-anchor="end">off the scale: {escape("; ".join(named))}</text>'
+        )
+    out.append("</svg>")
     return Markup("".join(out))

@@ -25,6 +25,7 @@ its deadline.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import sqlite3
@@ -40,7 +41,8 @@ from controller.core.errors import FirebetError, UsageError
 from controller.core.events import NewHand, RollVoided
 from controller.core.state import TableState
 from controller.journal import store
-from controller.journal.handlog import HandLog, history_line
+from controller.journal.handlog import Hand, HandLog, history_line
+from controller.journal.proof import Break, mark
 from controller.journal.recipe import RecordKind
 from controller.journal.replay import RecordError, Replay
 from controller.journal.walk import replay_at
@@ -116,10 +118,13 @@ class Recall:
         deadline: float = math.inf,
         *,
         detail: bool = False,
+        halted_at: Break | None = None,
     ) -> list[dict[str, Any]]:
         """The last ``hands`` hands, oldest first; the hand in play last (``result`` null).
         Each has the keys of ``history --json``; ``detail`` adds its ``roll_log`` (each
-        roll's record, time, source and seq: what the text of ``history`` shows)."""
+        roll's record, time, source and seq: what the text of ``history`` shows).
+        ``halted_at``: the journal is halted there; each hand is marked verified or not,
+        with its last verified figures (:mod:`controller.journal.proof`)."""
         if not 1 <= hands <= MAX_HANDS:
             raise UsageError(f"hands must be from 1 to {MAX_HANDS}, not {hands}")
         budget = _Budget(hands, deadline)
@@ -130,7 +135,7 @@ class Recall:
             origin = self._starts.get(first)
             if origin is None:
                 origin = self._origin(db, first)
-            return self._lines(db, origin, hands, budget, detail)
+            return self._lines(db, origin, hands, budget, detail, halted_at)
         finally:
             if db.in_transaction:
                 db.execute("ROLLBACK")
@@ -220,20 +225,35 @@ class Recall:
         hands: int,
         budget: _Budget,
         detail: bool = False,
+        halted_at: Break | None = None,
     ) -> list[dict[str, Any]]:
         record, start = origin
         replay = start.copy()
         log = HandLog()
         log.begin(replay.state, record)
+        before: dict[int, Hand] = {}  # the hands as the records before the break left them
+        if halted_at is not None and record <= halted_at.verified_through:
+            upto = min(halted_at.verified_through, self._seen)
+            self._fold(self._rows(db, record, upto, budget), replay, log, follow=False)
+            log.begin(replay.state, upto)
+            before = copy.deepcopy(log.hands)
+            record = upto
         self._fold(self._rows(db, record, self._seen, budget), replay, log, follow=False)
         log.begin(replay.state, self._seen)
         ordered = [log.hands[n] for n in sorted(log.hands)]
+        if halted_at is not None:
+            ordered = [mark(h, halted_at, before.get(h["hand"])) for h in ordered]
         extra = ("roll_log", "wagers") if detail else ()
         return [history_line(h) | {k: h[k] for k in extra} for h in ordered[-hands:]]
 
 
 def history(
-    db: sqlite3.Connection, rules: FireBetRules, hands: int, *, detail: bool = False
+    db: sqlite3.Connection,
+    rules: FireBetRules,
+    hands: int,
+    *,
+    detail: bool = False,
+    halted_at: Break | None = None,
 ) -> list[dict[str, Any]]:
     """The last ``hands`` hands of the journal on ``db`` (a one-off :class:`Recall`)."""
-    return Recall(rules).history(db, hands, detail=detail)
+    return Recall(rules).history(db, hands, detail=detail, halted_at=halted_at)

@@ -5,9 +5,11 @@ through :func:`decide`, and so do the tests and tools that drive a journal witho
 service: the command is decided by the engine of the rules in force on the state the
 records made (the :class:`~controller.journal.replay.Replay`), journaled durably with
 the state after it, and only then does the replay stand on that state; the events go
-back to the caller for the outputs (lamps, the reader's ACK, a reply). Two commands are
-not journaled: a copy of a roll already applied (the reader's retransmission: the
-original is durable) and a reader's sequence sync that changed nothing.
+back to the caller for the outputs (lamps, the reader's ACK, a reply). Not journaled: a
+copy of a roll already applied (the reader's retransmission: the original is durable), a
+reader's sequence sync (an old record's) or a protocol-3 HELLO that changed nothing (a
+repeat of the session held), and a refused HELLO of a past session or roll past the
+next number (nothing changes; the reader is told by a NAK).
 :func:`journal_rules` is the same step for a ``rules`` record: journaled (its body by
 :mod:`controller.journal.system`), then in force.
 """
@@ -18,9 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controller.core.commands import Command, ReaderSync
+from controller.core.commands import Command, ReaderHello, ReaderSync
 from controller.core.config import FireBetRules
 from controller.core.engine import Outcome
+from controller.core.errors import Refusal
 from controller.core.events import DuplicateRoll
 from controller.journal.journal import Journal
 from controller.journal.recipe import RecordKind
@@ -46,7 +49,10 @@ def decide(journal: Journal, replay: Replay, command: Command) -> Decided:
     outcome = replay.engine.apply(replay.state, command)
     events = outcome.events
     copy = bool(events) and all(isinstance(e, DuplicateRoll) for e in events)
-    in_step = isinstance(command, ReaderSync) and not events  # nothing to keep
+    refused = outcome.refused
+    in_step = (isinstance(command, ReaderSync | ReaderHello) and not events) or (
+        refused is not None and refused.code in (Refusal.READER_SESSION, Refusal.READER_GAP)
+    )  # nothing to keep
     record = None if copy or in_step else journal.append(command, outcome.state)
     replay.resume(outcome.state)
     return Decided(outcome, record)
@@ -64,12 +70,16 @@ def journal_rules(
 ) -> tuple[Record, dict[str, dict[str, Any]]]:
     """Journal a ``rules`` record of ``settings`` (``rules``, as the engine takes them;
     who started the service with which ``config`` file), then put it in force in
-    ``replay``: the record and what changed since the rules in force before."""
+    ``replay``: the record and what changed since the rules in force before. Journaled
+    while wagers ride, the rules wait for the next hand (``holds_for_hand``): the hand in
+    play keeps the rules it opened under (SPEC section 2, settled questions)."""
     changed = replay.copy().take_rules(rules, settings, None)
+    state = replay.state
+    holds = state.hand if state.bets else None
     body = rules_body(
-        settings, changed=changed, previous=replay.rules_record, config=config,
-        started_by=started_by,
+        settings, changed=changed, previous=replay.latest_record, config=config,
+        started_by=started_by, holds_for_hand=holds,
     )  # fmt: skip
-    record = journal.append_system(RecordKind.RULES, actor=actor, state=replay.state, payload=body)
-    replay.take_rules(rules, settings, record.record)
+    record = journal.append_system(RecordKind.RULES, actor=actor, state=state, payload=body)
+    replay.take_rules(rules, settings, record.record, holds)
     return record, changed

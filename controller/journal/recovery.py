@@ -12,6 +12,7 @@ head file and the halt are :class:`~controller.journal.journal.Journal`'s.
 
 from __future__ import annotations
 
+import copy
 import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -25,6 +26,7 @@ from controller.journal.halt import Halt, Resumption
 from controller.journal.handlog import Hand, HandLog
 from controller.journal.journal import Journal
 from controller.journal.parallel import counted, verify_segments
+from controller.journal.proof import Break, mark
 from controller.journal.recipe import GENESIS, RecordKind
 from controller.journal.record import Record
 from controller.journal.replay import RecordError, Replay
@@ -167,13 +169,17 @@ class SetAside:
             "resume_from": self.body["resume_from"],
             "set_aside": self.body["set_aside"],
             "hands": [{key: hand[key] for key in ("hand", *_ASIDE_KEYS)} for hand in self.hands],
-            "wagered": self.wagered,
+            "break": self.body["resume_from"] + 1,  # nothing from here on is proven
+            "wagered": self.wagered,  # what the records set aside say: unverified
             "paid": self.paid,
             "unreadable": self.unreadable,
         }
 
 
-_ASIDE_KEYS = ("points", "unique_points", "result", "odds_to_one", "payouts", "wagers", "rolls")
+_ASIDE_KEYS = (
+    "points", "unique_points", "result", "odds_to_one", "payouts", "wagers", "rolls",
+    "verified", "break", "last_verified",
+)  # fmt: skip
 
 
 def _prove(
@@ -190,6 +196,7 @@ def _prove(
     found = SetAside(resumption.payload(halt, note))
     replay, log = walk.replay.copy(), HandLog()
     log.begin(replay.state, walk.good)
+    before = copy.deepcopy(log.hands)  # the hand in play as the verified prefix leaves it
     wagered = paid = unreadable = 0
     for row in store.rows(db, walk.good + 1):
         if row.kind == RecordKind.CLEAR_HALT:
@@ -209,8 +216,9 @@ def _prove(
                 paid += sum(event.payouts.values())
             elif isinstance(event, RollVoided) and event.reversed_settlement is not None:
                 paid -= sum(event.reversed_settlement.payouts.values())
+    at = Break(walk.good + 1)  # everything set aside is past the break: none of it proven
     touched = [
-        h for n, h in sorted(log.hands.items())
+        mark(h, at, before.get(n)) for n, h in sorted(log.hands.items())
         if h["rolls"] or h["actions"] or h["result"] is not None
     ]  # fmt: skip
     if resumption.records_aside is None:

@@ -10,6 +10,7 @@ thread ever changes the table's mode. See ``docs/journal.md`` (halts and faults)
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 import sqlite3
 import threading
@@ -32,10 +33,20 @@ log = logging.getLogger("firebet.service")
 
 MIN_FREE_BYTES = 16 * 1024 * 1024  # below this the self-check warns: rolls may soon be refused
 
-WATCH_S = 2.0  # how often the running table's records are screened (docs/journal.md)
-WATCH_TAIL = 256  # the newest records screened every time
-WATCH_ROUND = 256  # older records screened every time, in rounds from the oldest
+WATCH_S = 5.0  # a tick of the running table's watch (docs/journal.md, "The watch")
+WATCH_TAIL = 32  # the newest records screened at the first tick (then each record once new)
+WATCH_SWEEP_S = 90.0  # a sweep of 1,000 records or fewer ([journal] watch_sweep_s)
 WATCH_CHUNK = 64  # records screened between two yields of the interpreter lock
+WATCH_CATCH_UP_S = 4 * WATCH_S  # a late tick screens at most this much of the sweep's time
+
+
+def sweep_seconds(records: int, per_thousand: float = WATCH_SWEEP_S) -> float:
+    """The watch's bound: every one of ``records`` records is screened again within this
+    many seconds, whatever the table does meanwhile. It grows as the square root of the
+    journal's length, ``per_thousand`` for 1,000 records or fewer: with the default 90 s,
+    10,000 records in under 5 minutes, 100,000 in 15, 1,000,000 in 47 (the sweep's rate,
+    and its CPU, grow as the square root too: 11, 35, 111, 351 records a second)."""
+    return per_thousand * math.sqrt(max(records, 1000) / 1000)
 
 
 def check_whole_journal(
@@ -64,19 +75,26 @@ def self_check(table: Table, state_dir: Path) -> None:
 
 
 class RecordWatch:
-    """While the table runs (a thread of its own): in every :data:`WATCH_S` seconds, screen
-    the seals of the records journaled since the last time (the newest :data:`WATCH_TAIL`
-    the first time) and of the next :data:`WATCH_ROUND` older ones (a round over the whole
-    journal, after its newest clear-halt), on a read-only connection of its own; a record
-    changed, missing or resealed without the key halts the table with the words recovery
-    uses at start. A record is screened once when it is new and again each round, never
-    at every tick (an idle table's watch costs its round, SPEC section 7).
+    """While the table runs (a thread of its own): the journal's records screened again
+    and again (their seals checked, nothing replayed), on a read-only connection of its
+    own; a record changed, missing or resealed without the key halts the table with the
+    words recovery uses at start.
+
+    Each tick (:data:`WATCH_S`) screens the records journaled since the last one (the
+    newest :data:`WATCH_TAIL` at first), once, and the next slice of the **sweep**, which
+    goes through every record after the newest clear-halt,
+    oldest first, to the newest record when it began (records that come meanwhile wait for
+    the next sweep: it never chases the table), and starts again. The slice is the time
+    since the last tick times the sweep's rate, ``n / sweep_seconds(n)`` records a second
+    for a journal of ``n``, so a sweep takes :func:`sweep_seconds` (the bound,
+    docs/journal.md) however many rolls come meanwhile. Its cost is what the bound asks:
+    about 10 us of CPU a record screened here (``bench/watch.py``).
 
     It only reads and posts: the halt goes to the engine thread as a
     :class:`~controller.service.jobs.Halt` on the one queue, so nothing slow ever runs on
     the engine thread, and its work comes in chunks of :data:`WATCH_CHUNK` records spread
-    over the interval, so a roll never waits behind a burst of it. Nothing is screened
-    while the table is halted.
+    over the tick, so a roll never waits behind a burst of it. Nothing is screened while
+    the table is halted.
     """
 
     def __init__(
@@ -85,17 +103,36 @@ class RecordWatch:
         rules: FireBetRules,
         post: Callable[[Halt], None],
         stopping: threading.Event,
+        sweep_s: float = WATCH_SWEEP_S,
     ) -> None:
+        """``sweep_s``: the sweep of 1,000 records or fewer (:func:`sweep_seconds`)."""
         self.journal = journal
         self.rules = rules
         self.post = post
         self.stopping = stopping
+        self.sweep_s = sweep_s  # [journal] watch_sweep_s
         self.floor: int | None = None  # the newest clear-halt (None: not read yet)
         self.clears = journal.clears  # the journal's clear-halts when the floor was read
-        self.round_at = 0  # the last record the round screened
+        self.sweep_at = 0  # the last record the sweep screened
+        self.sweep_end = 0  # the newest record when this sweep began: where it ends
+        self.owed = 0.0  # records the sweep owes: the time passed times its rate
         self.new_at: int | None = None  # the newest record screened (None: none yet)
-        self.screened = 0  # records screened since start (for the tests)
+        self.sweeps = 0  # whole sweeps finished since start
+        self.screened = 0  # records screened since start
+        self.cpu_s = 0.0  # this thread's CPU time screening (time.thread_time)
+        self.bound_s = sweep_s  # the bound for the journal's length at the last tick
+        self._ticked: float | None = None  # when the last tick was planned (monotonic)
         self.trouble = ""  # why the journal could not be read, last time it could not
+
+    def report(self) -> dict[str, object]:
+        """``status --json`` ``journal_watch``: the bound now and what it has done."""
+        return {
+            "sweep_s": round(self.bound_s, 1),
+            "sweeps": self.sweeps,
+            "at": self.sweep_at,
+            "screened": self.screened,
+            "cpu_s": round(self.cpu_s, 3),
+        }
 
     def run(self) -> None:
         """The thread: screen (spread over :data:`WATCH_S`), again, until the service stops."""
@@ -103,6 +140,7 @@ class RecordWatch:
         try:
             while not self.stopping.is_set():
                 if self.journal.halted is not None:
+                    self._ticked = None
                     self.stopping.wait(WATCH_S)
                     continue
                 if self.journal.clears != self.clears:  # a clear-halt: the floor moved
@@ -112,7 +150,7 @@ class RecordWatch:
                         db, key = self.journal.checker_view()
                     problem = self.tick(db, key, spread_s=WATCH_S)
                 except (sqlite3.Error, JournalIntegrityError) as exc:
-                    if str(exc) != self.trouble:  # once a cause, not every 2 s
+                    if str(exc) != self.trouble:  # once a cause, not every tick
                         log.warning("the journal watch could not read the journal: %s", exc)
                     self.trouble = str(exc)
                     if db is not None:
@@ -127,8 +165,11 @@ class RecordWatch:
             if db is not None:
                 db.close()
 
-    def _plan(self, db: sqlite3.Connection, key: bytes) -> tuple[list[range], Problem | None]:
-        """What to screen this time (chunks of records) or the newest records gone."""
+    def _plan(
+        self, db: sqlite3.Connection, key: bytes, elapsed: float | None
+    ) -> tuple[list[range], Problem | None]:
+        """What to screen this tick (chunks of records) or the newest records gone.
+        ``elapsed``: the sweep's time since the last tick (None: the clock's)."""
         known = self.journal.last_record  # before the view: the view may only be newer
         db.execute("BEGIN")
         try:
@@ -137,8 +178,8 @@ class RecordWatch:
                     "SELECT coalesce(max(record), 0) FROM records "
                     "WHERE kind IN ('halt', 'clear_halt') AND kind = 'clear_halt'"
                 ).fetchone()
-                self.floor = self.round_at = int(floor)
-                self.new_at = None
+                self.floor = self.sweep_at = self.sweep_end = int(floor)
+                self.owed, self.new_at = 0.0, None
             (last,) = db.execute("SELECT coalesce(max(record), 0) FROM records").fetchone()
             if last < known:  # newest records deleted under the table
                 gone = damage_at(db, key, self.rules, known) or (last + 1, _gone(last, known))
@@ -146,20 +187,32 @@ class RecordWatch:
         finally:
             if db.in_transaction:
                 db.execute("ROLLBACK")
+        now = time.monotonic()
+        if elapsed is None:
+            elapsed = WATCH_S if self._ticked is None else now - self._ticked
+        self._ticked = now
+        records = last - self.floor
+        self.bound_s = sweep_seconds(records, self.sweep_s)
+        if records:
+            self.owed += records / self.bound_s * min(elapsed, WATCH_CATCH_UP_S)
+        due = min(int(self.owed), records)
+        self.owed -= due
+        ranges: list[tuple[int, int]] = []
+        while due > 0:
+            if self.sweep_at >= self.sweep_end:  # a whole sweep done: from the oldest again,
+                # to the newest now (what comes meanwhile waits for the next: never a chase)
+                if self.sweep_end > self.floor:
+                    self.sweeps += 1
+                self.sweep_at, self.sweep_end = self.floor, last
+            end = min(self.sweep_end, self.sweep_at + due)
+            ranges.append((self.sweep_at + 1, end))
+            due -= end - self.sweep_at
+            self.sweep_at = end
+        # the records journaled since the last tick, once (the newest WATCH_TAIL at first)
         newest = last - WATCH_TAIL if self.new_at is None else min(self.new_at, last)
-        tail = max(self.floor + 1, newest + 1)  # the records new since the last time
+        if newest < last:
+            ranges.append((max(self.floor + 1, newest + 1), last))
         self.new_at = last
-        older = tail - 1  # the round's records: all before the new ones
-        left = min(WATCH_ROUND, older - self.floor)  # each at most once a time
-        rounds: list[tuple[int, int]] = []
-        while left > 0:
-            if self.round_at >= older:
-                self.round_at = self.floor  # the round is done: from the oldest again
-            end = min(older, self.round_at + left)
-            rounds.append((self.round_at + 1, end))
-            left -= end - self.round_at
-            self.round_at = end
-        ranges = rounds + ([(tail, last)] if tail <= last else [])
         chunks = [
             range(start, min(upto, start + WATCH_CHUNK - 1) + 1)
             for first, upto in ranges
@@ -167,17 +220,29 @@ class RecordWatch:
         ]
         return chunks, None
 
-    def tick(self, db: sqlite3.Connection, key: bytes, spread_s: float = 0.0) -> Problem | None:
+    def tick(
+        self,
+        db: sqlite3.Connection,
+        key: bytes,
+        spread_s: float = 0.0,
+        elapsed: float | None = None,
+    ) -> Problem | None:
         """One screening on ``db``: the damage found, or None. Each chunk of
         :data:`WATCH_CHUNK` records is screened on a view of its own, the chunks spread over
-        ``spread_s`` seconds (so no burst of work ever stands in a roll's way)."""
-        chunks, gone = self._plan(db, key)
+        ``spread_s`` seconds (so no burst of work ever stands in a roll's way).
+        ``elapsed``: the seconds of sweep this tick owes (None: since the last tick)."""
+        started = time.thread_time()
+        try:
+            chunks, gone = self._plan(db, key, elapsed)
+        finally:
+            self.cpu_s += time.thread_time() - started
         if gone is not None:
             return gone
         gap = spread_s / len(chunks) if chunks else spread_s
         if not chunks and gap:
             self.stopping.wait(gap)
         for chunk in chunks:
+            started = time.thread_time()
             db.execute("BEGIN")
             try:
                 bad = screen_seals(db, key, chunk.start, chunk.stop - 1)
@@ -186,6 +251,7 @@ class RecordWatch:
             finally:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
+                self.cpu_s += time.thread_time() - started
             if problem is not None:
                 return problem
             if gap:

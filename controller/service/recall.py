@@ -34,6 +34,7 @@ from controller.core.config import FireBetRules
 from controller.core.errors import FirebetError, UsageError
 from controller.journal import Journal, RecordKind, recover, store, verify
 from controller.journal.history import MAX_HANDS, Recall, connect_read_only
+from controller.journal.proof import Break
 from controller.journal.replay import RecordError
 from controller.journal.walk import replay_before
 from controller.service.requests import int_arg
@@ -55,14 +56,20 @@ class _Following:
         self.recall = Recall(rules)
         self.conn: sqlite3.Connection | None = None
         self.inode: tuple[int, int] | None = None
-        # the last answer, by (last record, hands, detail): asked again with nothing new, it
-        # stands
-        self.cache: tuple[tuple[int, int, bool], bytes] | None = None
+        # the last answer, by (last record, hands, detail, halt): asked again with nothing
+        # new, it stands
+        self.cache: tuple[tuple[Any, ...], bytes] | None = None
 
     def answer(
-        self, path: str, hands: int, deadline: float, last: int, detail: bool = False
+        self,
+        path: str,
+        hands: int,
+        deadline: float,
+        last: int,
+        detail: bool = False,
+        halted: tuple[int | None, str] | None = None,
     ) -> bytes:
-        key = (last, hands, detail)
+        key = (last, hands, detail, halted)
         if self.cache is not None and self.cache[0] == key:
             return self.cache[1]
         st = os.stat(path)
@@ -70,8 +77,12 @@ class _Following:
             self.close()
             self.conn = connect_read_only(path)
             self.inode = (st.st_dev, st.st_ino)
-        lines = self.recall.history(self.conn, hands, deadline, detail=detail)
-        body = json.dumps({"ok": True, "hands": lines}, separators=(",", ":")).encode()
+        at = Break(halted[0]) if halted is not None else None
+        lines = self.recall.history(self.conn, hands, deadline, detail=detail, halted_at=at)
+        reply: dict[str, Any] = {"ok": True, "hands": lines}
+        if halted is not None:  # the figures past the break are marked in each hand
+            reply["halted"] = {"record": halted[0], "reason": halted[1]}
+        body = json.dumps(reply, separators=(",", ":")).encode()
         self.cache = (key, body)
         return body
 
@@ -86,14 +97,21 @@ _following: dict[tuple[str, str], _Following] = {}  # in the worker: by journal 
 
 
 def _answer(
-    path: str, rules: FireBetRules, hands: int, deadline: float, last: int, detail: bool = False
+    path: str,
+    rules: FireBetRules,
+    hands: int,
+    deadline: float,
+    last: int,
+    detail: bool = False,
+    halted: tuple[int | None, str] | None = None,
 ) -> tuple[str, bytes | str]:
-    """In the worker: ``("ok", reply without its id)``, or ``("usage" | "error", why)``."""
+    """In the worker: ``("ok", reply without its id)``, or ``("usage" | "error", why)``.
+    ``halted``: the halt's record and words (the hands are marked at that break)."""
     following = _following.get((path, repr(rules)))
     if following is None:
         following = _following[(path, repr(rules))] = _Following(rules)
     try:
-        return "ok", following.answer(path, hands, deadline, last, detail)
+        return "ok", following.answer(path, hands, deadline, last, detail, halted)
     except UsageError as exc:
         return "usage", str(exc)
     except FirebetError as exc:
@@ -197,6 +215,7 @@ class HistoryRecall:
             request.deadline,
             journal.last_record,
             bool(int_arg(request.args, "detail", 0)),
+            (halt.record, halt.describe()) if (halt := journal.halted) is not None else None,
         )
         late = f"the last {hands} hands took longer than the request's deadline to read"
         kind, value = self._ask(job, request.deadline, late + "; ask for fewer hands")

@@ -45,6 +45,7 @@ from controller.service.table import Table
 from drivers.buttons import DealerButtons
 from drivers.lights import MarkerLights
 from drivers.reader import DiceReader
+from drivers.session import RISKS
 
 if TYPE_CHECKING:  # loaded only when used: the link (and paho) when [floor] names a
     # broker (SPEC section 7: start-up)
@@ -177,6 +178,10 @@ class Service:
         table.journal_start()
         health.self_check(table, self.state_dir)
         if parts.reader is not None:
+            parts.reader.resume(table.state.reader_session)  # the session the journal holds
+            risk = RISKS.get(self.config.reader.protocol)
+            if risk is not None:  # said once, at start: use protocol 3 where the reader can
+                log.warning("%s; set [reader] protocol = 3 for a reader that speaks it", risk)
             parts.reader.start(self.post)
         self.ready_after_s = time.monotonic() - self.started_at
         self.ready.set()
@@ -192,7 +197,11 @@ class Service:
             daemon=True,
         ).start()
         self.record_watch = health.RecordWatch(
-            self.journal, self.config.firebet, self.queue.put, self.stopping
+            self.journal,
+            self.config.firebet,
+            self.queue.put,
+            self.stopping,
+            self.config.journal.watch_sweep_s,
         )
         threading.Thread(target=self.record_watch.run, name="journal watch", daemon=True).start()
         if self.config.metrics.textfile_dir:  # node_exporter's textfile collector
@@ -312,7 +321,7 @@ class Service:
         reader["model"] = p.state.reader_model or None  # as its last HELLO said (journaled)
         reader["firmware"] = p.state.reader_firmware or None
         link = self.parts.link
-        return status_report(
+        report = status_report(
             p,
             table=self.config.table.id,
             ready=self.ready.is_set(),
@@ -321,6 +330,9 @@ class Service:
             program=self.program.to_dict() if self.program is not None else None,
             floor=link.status() if link is not None else disabled_status(),
         )
+        watch = self.record_watch
+        report["journal_watch"] = watch.report() if watch is not None else None
+        return report
 
     def on_request(
         self, request: Request

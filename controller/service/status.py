@@ -32,6 +32,23 @@ class Published:
     storage_fault: str | None
     last_settlement: dict[str, Any] | None
     rules: dict[str, Any] | None = None  # the rules record in force: when, what changed
+    proof: dict[str, Any] | None = None  # halted: what the shown figures rest on (below)
+
+
+def verified_state(state: TableState, record: int) -> dict[str, Any]:
+    """``status --json`` ``last_verified``: the table's figures after ``record``, the last
+    record the halted journal proves."""
+    return {
+        "record": record,
+        "hand": state.hand,
+        "phase": state.phase.value,
+        "point": state.point,
+        "points": list(state.points),
+        "unique_points": state.unique_points,
+        "bets": {str(pos): amount for pos, amount in sorted(state.bets.items())},
+        "rolls": state.rolls,
+        "meters": state.meters.to_dict(state.rolls),
+    }
 
 
 class ShownSettlement:
@@ -114,4 +131,7 @@ def status_report(
         "program": program,
         "floor": floor,
         "rules": p.rules,
+        # halted: whether every figure above rests on records before the break, and the
+        # last verified figures when not (docs/journal.md, "What a halted table shows")
+        **(p.proof or {"verified": True, "break": None, "last_verified": None}),
     }

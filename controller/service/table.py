@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -34,6 +35,7 @@ from controller.core.commands import (
     DiscardHeld,
     ReaderFault,
     ReaderFaultCode,
+    ReaderHello,
     ReaderOk,
     Roll,
     RollSource,
@@ -42,14 +44,21 @@ from controller.core.commands import (
 )
 from controller.core.config import Config, rules_settings
 from controller.core.engine import Outcome
-from controller.core.errors import FirebetError, Refusal, TableHalted
-from controller.core.events import DuplicateRoll, RollAccepted, RollHeld, RollVoided
+from controller.core.errors import FirebetError, JournalIntegrityError, Refusal, TableHalted
+from controller.core.events import (
+    DuplicateRoll,
+    RollAccepted,
+    RollHeld,
+    RollVoided,
+    SeqConflict,
+)
 from controller.core.lamps import LightsView, Mode, Outputs, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
 from controller.core.rolls import recalled
 from controller.core.state import TableState
 from controller.core.table import READER_WINDOW
 from controller.journal import (
+    Halt,
     Journal,
     JournalHalted,
     JournalWriteError,
@@ -62,7 +71,14 @@ from controller.journal import (
     recover,
 )
 from controller.journal.play import decide, journal_rules
-from controller.journal.system import diagnostics_body, start_body, storage_over_body
+from controller.journal.proof import Break
+from controller.journal.system import (
+    diagnostics_body,
+    pending_why,
+    start_body,
+    storage_over_body,
+)
+from controller.journal.walk import replay_before
 from controller.service import notify
 from controller.service.integrity import ProgramCheck
 from controller.service.jobs import (
@@ -71,7 +87,14 @@ from controller.service.jobs import (
     log_reader_events,
     roll_key,
 )
-from controller.service.status import SEQ_CONFLICT, Published, ShownSettlement, status_line
+from controller.service.status import (
+    SEQ_CONFLICT,
+    Published,
+    ShownSettlement,
+    status_line,
+    verified_state,
+)
+from drivers.codec import NakReason
 from drivers.lights import MarkerLights
 from drivers.reader import DiceReader
 
@@ -111,6 +134,7 @@ class Table:
         self.full_check: str | None = None  # "running", "ok" or what it found
         self.rules_pending = False  # this start's rules are not journaled yet
         self.rules_shown: dict[str, Any] | None = None  # the rules in force, for status
+        self._pending_seen: int | None = None  # a rules record waiting, as last published
         self.settlements = ShownSettlement()
         self.last_roll_record: int | None = None  # the record of the last roll accepted here
         self.published: Published | None = None  # the engine thread's last snapshot
@@ -119,6 +143,8 @@ class Table:
         # (``repeated``) and of an older one (``stale``): status --json reader.copies
         self.copies: dict[str, int] = {"repeated": 0, "stale": 0}
         self._far_logged = -60.0  # when a ROLL far behind was last logged (monotonic)
+        # the halt and the state the records before its break give (None: not known)
+        self._proven: tuple[Halt, TableState | None] | None = None
         self.systemd_status = notify.StatusLine()  # systemd's, sent on a change (rate-limited)
         self._shown: tuple[LightsView, Outputs] | None = None  # the lamps' view and outputs now
 
@@ -209,6 +235,12 @@ class Table:
                 record.record,
                 "; ".join(f"{k} was {v['was']!r}, now {v['now']!r}" for k, v in changed.items()),
             )
+        if self.replay.pending is not None:
+            log.warning(
+                "a rules change is pending (record %d): %s",
+                record.record,
+                pending_why(self.replay.state.hand, self.replay.rules_record),
+            )
 
     # commands -------------------------------------------------------------------------------
     def handle(self, command: Command) -> Outcome | None:
@@ -240,6 +272,8 @@ class Table:
                 command.d2,
                 command.seq,
             )
+            if self.reader is not None and command.seq is not None:
+                self.reader.refuse(command.seq, NakReason.CONFLICT)  # protocol 3: start anew
             return None
         try:
             outcome = self.record(command)
@@ -252,7 +286,18 @@ class Table:
                 exc,
             )
             self.refresh()
+            self._answer_hello(command, None)
             return None
+        self._answer_hello(command, outcome)
+        refused = outcome.refused
+        if refused is not None and refused.code == Refusal.READER_GAP and self.reader:
+            assert isinstance(command, Roll) and command.seq is not None
+            self.refusals.refused(
+                ("gap", *roll_key(command)), logging.WARNING, "%s", refused.reason
+            )
+            self.reader.refuse(command.seq, NakReason.GAP)
+        elif refused is not None and refused.code == Refusal.READER_SESSION:
+            self.refusals.refused(("session", command.name), logging.WARNING, "%s", refused.reason)
         if not isinstance(command, ReaderFault | ReaderOk):
             self.refusals.flush()
         self.refresh(announce=False)
@@ -267,10 +312,32 @@ class Table:
                 recorded = True
         if isinstance(command, Roll) and command.seq is not None and recorded and self.reader:
             self.reader.ack(command.seq)  # only now: the roll is durable and the lamps show it
+        elif (
+            isinstance(command, Roll)
+            and command.seq is not None
+            and self.reader
+            and any(isinstance(e, SeqConflict) for e in outcome.events)
+        ):
+            self.reader.refuse(command.seq, NakReason.CONFLICT)  # protocol 3: start anew
         self.announce()
         log_reader_events(log, outcome.events)  # after the ACK: the reader never waits
         log_game_events(log, outcome.events)
         return outcome
+
+    def _answer_hello(self, command: Command, outcome: Outcome | None) -> None:
+        """Protocol 3: a HELLO the table holds now (journaled, or the one it held) is
+        answered with its WELCOME; any other is refused (the session held stays), and one
+        of a session past is told so (``NAK ... SESSION``: a reader still saying it starts
+        anew)."""
+        if not isinstance(command, ReaderHello) or not command.session or self.reader is None:
+            return
+        state = self.state
+        if state.reader_session == command.session:
+            self.reader.welcome(command.session, state.reader_welcome)
+            return
+        refused = outcome.refused if outcome is not None else None
+        over = refused is not None and refused.code == Refusal.READER_SESSION
+        self.reader.hello_refused(command.session, over=over)
 
     def _far_behind(self, seq: int) -> None:
         """A ROLL behind the last applied one and older than the rolls remembered: a very
@@ -487,7 +554,8 @@ class Table:
             halt_text,
             self.storage_fault,
             self.settlements.last,
-            self.rules_shown,
+            self._rules_status(state),
+            proof=self._proof(halted),
         )
         if self.state_changed is not None:
             self.state_changed()  # a flag only: the link wakes after the outputs
@@ -495,6 +563,60 @@ class Table:
             self.on_change(self.published)
         if announce:
             self.announce()
+
+    def _rules_status(self, state: TableState) -> dict[str, Any] | None:
+        """The rules record in force for ``status``, with the one that waits for the hand
+        in play to end (``pending``: journaled while its wagers rode); the log says when
+        a waiting change takes effect."""
+        shown = self.rules_shown
+        pending = self.replay.pending
+        if pending != self._pending_seen:
+            if pending is None and self._pending_seen is not None:
+                log.warning(
+                    "the rules of record %d are in force from hand %d on",
+                    self._pending_seen,
+                    state.hand,
+                )
+            self._pending_seen = pending
+        if shown is None or pending is None:
+            return shown
+        return shown | {
+            "pending": {
+                "record": pending,
+                "hand": state.hand,
+                "in_force": self.replay.rules_record,
+                "why": pending_why(state.hand, self.replay.rules_record),
+            }
+        }
+
+    def _proof(self, halted: Halt | None) -> dict[str, Any] | None:
+        """Halted: whether the state shown rests only on records before the break (the
+        state the records before it give, replayed once a halt), and that state."""
+        if halted is None:
+            self._proven = None
+            return None
+        at = Break(halted.record)
+        if self._proven is None or self._proven[0] != halted:
+            before: TableState | None = None
+            if at.verified_through >= 1:
+                try:
+                    with self.journal.view() as db:
+                        db.execute("BEGIN")
+                        try:
+                            replay, known = replay_before(
+                                db, self.config.firebet, at.verified_through + 1
+                            )
+                        finally:
+                            if db.in_transaction:
+                                db.execute("ROLLBACK")
+                    before = replay.state if known else None
+                except (sqlite3.Error, JournalIntegrityError, ValueError) as exc:
+                    log.warning("the last verified state cannot be read: %s", exc)
+            self._proven = (halted, before)
+        before = self._proven[1]
+        verified = before is not None and before.to_dict() == self.state.to_dict()
+        last = None if verified or before is None else verified_state(before, at.verified_through)
+        return {"verified": verified, "break": at.record, "last_verified": last}
 
     def announce(self) -> None:
         """Tell systemd's status line the published snapshot: at once when the mode changed,

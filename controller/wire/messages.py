@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from controller.core.commands import Confirm
 from controller.core.errors import FirebetError
+from controller.core.table_id import is_table_id
 
 LEAVES = ("event", "state", "online", "command")
 MAX_COMMAND_BYTES = 4096
@@ -28,7 +29,6 @@ OFFLINE = '{"online":false,"v":1}'  # a clean stop's message, and the broker's w
 MAX_MESSAGE_BYTES = 256 * 1024  # a table's message (a record with its events, a status)
 MAX_DEPTH = 32  # JSON nested deeper than this is not a table's message
 MAX_NUMBER = 2**63 - 1  # every whole number fits the floor's store (SQLite INTEGER)
-MAX_TABLE_ID = 64  # characters of a table id (a topic level)
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 _CHAIN = re.compile(r"[0-9a-f]{64}")
 
@@ -102,7 +102,7 @@ def split_topic(prefix: str, name: str) -> tuple[str, str] | None:
     parts = name[len(head) :].split("/")
     if len(parts) != 2 or not parts[0] or parts[1] not in LEAVES:
         return None
-    if len(parts[0]) > MAX_TABLE_ID or not parts[0].isprintable():
+    if not is_table_id(parts[0]):  # the floor keeps no table the table itself would refuse
         return None
     return parts[0], parts[1]
 

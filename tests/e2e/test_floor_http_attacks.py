@@ -186,6 +186,20 @@ def test_bad_alert_ids_are_4xx_everywhere_and_the_cookie_is_not_secure_over_http
     answer = conn.getresponse()
     assert answer.status == 404 and len(answer.read()) < 200
     conn.close()
+    # a bad query value is a 400 naming the parameter, without a login (a 500 before, #32)
+    for path, words in (
+        ("/figures?date=9999-12-31", "bad figures query: date: must be from 1970-01-02"),
+        ("/figures.csv?date=9999-12-31", "bad figures query: date: must be from"),
+        ("/alerts?page=abc", "page: must be a page number 1 to 999999 (got 'abc')"),
+        ("/alerts?page=0", "page: must be a page number"),
+        ("/api/alerts?page=-1", "page: must be a page number"),
+    ):
+        conn = http.client.HTTPConnection(*address(floor), timeout=10)
+        conn.request("GET", path)
+        answer = conn.getresponse()
+        body = answer.read().decode()
+        conn.close()
+        assert answer.status == 400 and words in body, (path, answer.status, body)
     assert floor.proc.poll() is None
     assert "Traceback" not in floor.log()
 
@@ -199,36 +213,44 @@ def test_login_brute_force_is_throttled_and_known_and_unknown_users_take_as_long
     )  # fmt: skip
     try:
 
-        def attempt(user: str, password: str, client: str = "10.0.0.9") -> tuple[int, str, float]:
+        def attempt(
+            user: str, password: str, client: str = "10.0.0.9", cookie: str = ""
+        ) -> tuple[int, str, float]:
             started = time.perf_counter()
             status, set_cookie, body = post_form(
-                floor.url, "/login", {"user": user, "password": password},
+                floor.url, "/login", {"user": user, "password": password}, cookie,
                 headers={"X-Forwarded-For": client, "X-Forwarded-Proto": "https"},
             )  # fmt: skip
             return status, set_cookie or body, time.perf_counter() - started
 
         # behind a TLS proxy the cookie is Secure
-        status, set_cookie, _ = attempt("alice", PASSWORD, "10.0.0.1")
+        status, set_cookie, _ = attempt("alice", PASSWORD, "10.0.1.1")
         assert status == 303 and "; secure" in set_cookie.lower(), set_cookie
+        session = set_cookie.split(";")[0]
         # the same time for a user that exists and one that does not (a hash run for both)
         known = [attempt("alice", f"guess-{i}", "10.0.1.1") for i in range(5)]
         unknown = [attempt(f"mallory{i}", "guess", "10.0.1.2") for i in range(5)]
         assert all(s == 401 for s, _, _ in known + unknown)
         ratio = statistics.median(t for *_, t in known) / statistics.median(t for *_, t in unknown)
         assert 0.33 < ratio < 3, ratio  # unthrottled, before: 58 ms against 1 ms
-        # alice has had 5 failures: from any client now, even with her password, 429
+        # alice failed 5 times from 10.0.1.1: that client is held off, even with her password
+        status, body, _ = attempt("alice", PASSWORD, "10.0.1.1")
+        assert status == 429 and "too many failed logins: try again in" in body
+        # ... but no other client is: before, every client got 429 for 61 s (#32)
         for client in ("10.0.2.1", "10.0.2.2"):
-            status, body, _ = attempt("alice", PASSWORD, client)
-            assert status == 429 and "too many failed logins: try again in" in body
+            status, set_cookie, _ = attempt("alice", PASSWORD, client)
+            assert status == 303 and set_cookie.startswith("firebet_floor="), (client, status)
         conn = http.client.HTTPConnection(*address(floor), timeout=10)
         conn.request(
             "POST", "/login", urlencode({"user": "alice", "password": "x"}),
-            {"Content-Type": "application/x-www-form-urlencoded", "X-Forwarded-For": "10.0.2.3"},
+            {"Content-Type": "application/x-www-form-urlencoded", "X-Forwarded-For": "10.0.1.1"},
         )  # fmt: skip
         answer = conn.getresponse()
         answer.read()
         conn.close()
         assert answer.status == 429 and 0 < int(answer.getheader("Retry-After") or 0) <= 60
+        # and a session already open on the held client is never refused
+        assert attempt("alice", PASSWORD, "10.0.1.1", session)[0] == 303
         # one client trying many names: 20 failures, then 429 whatever the name
         answers = [attempt(f"user{i}", "guess", "10.0.3.1")[0] for i in range(25)]
         assert answers[:20] == [401] * 20 and set(answers[20:]) == {429}

@@ -181,29 +181,31 @@ def test_doctor_names_the_reader_that_said_hello(running_table: RunningTable) ->
 
 
 def test_a_reader_restarted_while_the_service_was_down_plays_on(tmp_path: Path) -> None:
+    # protocol 3: the new reader's HELLO is repeated until the table, up again, WELCOMEs it
     state, sock = tmp_path / "state", tmp_path / "control.sock"
-    with table_running(state, sock) as t:
+    with table_running(state, sock, protocol=3) as t:
         for _ in range(5):
             t.throw(2, 3)
         assert t.status()["rolls"] == 5
-    # a new reader (its numbering from 0, its HELLO sent before the port was open)
-    with table_running(state, sock) as t:
+    # a new reader (its numbering from 1 in a new session, its HELLO sent before the port
+    # was open and repeated until WELCOMEd)
+    with table_running(state, sock, protocol=3) as t:
         t.throw(3, 3)
         t.throw(4, 4)
         s = t.status()
         assert s["rolls"] == 7 and s["reader"]["copies"]["stale"] == 0 and s["mode"] == "running"
+        assert s["reader"]["session"] == t.device.session
+        assert len(events_of(t, "reader_restarted")) == 2  # one a session, each journaled
 
 
-def test_an_idle_table_s_next_roll_counts_after_hours_of_heartbeats(
-    running_table: RunningTable,
-) -> None:
-    t = running_table
-    hello(t)
-    t.throw(2, 2)  # point 4
-    for _ in range(33_000):  # nine hours of heartbeats, one a second, sent at once
-        t.device.heartbeat()
-    t.throw(3, 3)  # past half the ring from the last roll: without the table following
-    s = t.status()  # the numbering this would be "not newer", a stale copy not applied
-    assert s["rolls"] == 2 and s["reader"]["copies"]["stale"] == 0
-    assert s["point"] == 4 and s["last_roll"] == [3, 3]
-    assert len(events_of(t, "reader_advanced")) >= 3  # journaled as the reference moved up
+def test_an_idle_table_s_next_roll_counts_after_hours_of_heartbeats(tmp_path: Path) -> None:
+    # protocol 3: heartbeats carry the session's last roll number: nothing to run past
+    with table_running(tmp_path / "state", tmp_path / "control.sock", protocol=3) as t:
+        t.throw(2, 2)  # point 4
+        for _ in range(33_000):  # nine hours of heartbeats, one a second, sent at once
+            t.device.heartbeat()
+        t.throw(3, 3)
+        s = t.status()
+        assert s["rolls"] == 2 and s["reader"]["copies"]["stale"] == 0
+        assert s["point"] == 4 and s["last_roll"] == [3, 3]
+        assert not events_of(t, "reader_advanced")  # nothing guessed, nothing moved

@@ -1,5 +1,5 @@
 """The journal watch at idle (issue 31, SPEC section 7: at most 1 ms of CPU a second): a
-record is screened when new and again each round, not at every tick."""
+record is screened when new and again each sweep (issue 30), not at every tick."""
 
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ SEAL_WORDS = "does not match its seal (edited, torn, or written without the tabl
 @pytest.fixture
 def small_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(health, "WATCH_TAIL", 10)
-    monkeypatch.setattr(health, "WATCH_ROUND", 16)
     monkeypatch.setattr(health, "WATCH_CHUNK", 4)
 
 
@@ -37,21 +36,24 @@ def _played(path: Path, rolls: int) -> tuple[Journal, Replay]:
 
 
 @pytest.mark.usefixtures("small_rounds")
-def test_an_idle_tick_screens_only_its_round(tmp_path: Path) -> None:
-    # before, every tick screened the newest WATCH_TAIL records again, new or not: an idle
-    # table paid for them every 2 s
+def test_an_idle_tick_screens_only_its_slice_of_the_sweep(tmp_path: Path) -> None:
+    # before issue 31, every tick screened the newest WATCH_TAIL records again, new or not:
+    # an idle table paid for them every tick. Since issue 30 an idle tick screens its slice
+    # of the sweep alone: the tick's time times the journal's length over the bound.
     path = tmp_path / "journal.db"
     journal, _ = _played(path, 60)
     with journal:
         watch = RecordWatch(journal, ENGINE.rules, lambda halt: None, threading.Event())
         db, key = journal.checker_view()
-        try:
-            assert watch.tick(db, key) is None  # the first time: the newest 10 and a round
-            assert watch.screened == 10 + 16
+        n = journal.last_record
+        slice_ = n / health.sweep_seconds(n) * health.WATCH_S  # records a tick owes
+        try:  # the first time: the newest 10 and a slice
+            assert watch.tick(db, key, elapsed=health.WATCH_S) is None
+            assert watch.screened == 10 + int(slice_)
             for _ in range(5):
                 before = watch.screened
-                assert watch.tick(db, key) is None
-                assert watch.screened - before == 16  # nothing new: the round alone
+                assert watch.tick(db, key, elapsed=health.WATCH_S) is None
+                assert watch.screened - before in (int(slice_), int(slice_) + 1)  # the slice
         finally:
             db.close()
 

@@ -106,9 +106,10 @@ def test_any_one_byte_changed_in_a_protocol_2_roll_is_never_ok(
 
 
 def test_checksum_widths() -> None:
-    assert CHECKSUM_DIGITS == {1: 2, 2: 4}
+    assert CHECKSUM_DIGITS == {1: 2, 2: 4, 3: 4}
     assert len(checksum("HB,1", 1)) == 2 and len(checksum("HB,1", 2)) == 4
+    assert checksum("HB,1", 3) == checksum("HB,1", 2)  # protocol 3 keeps protocol 2's CRC
     with pytest.raises(ValueError, match="protocol"):
-        checksum("HB,1", 3)
+        checksum("HB,1", 4)
     with pytest.raises(ValueError, match="protocol"):
         FrameDecoder(protocol=0)

@@ -30,7 +30,7 @@ def write(tmp_path: Path, text: str | bytes) -> Path:
         ("[reader]\nheartbeat_timeout_s = nan\n", "reader.heartbeat_timeout_s"),
         ("[reader]\nheartbeat_timeout_s = 1e-9\n", "reader.heartbeat_timeout_s"),
         ("[reader]\nheartbeat_timeout_s = 1e300\n", "reader.heartbeat_timeout_s"),
-        ("[reader]\nprotocol = 3\n", "reader.protocol"),
+        ("[reader]\nprotocol = 4\n", "reader.protocol"),
         ("[buttons]\nhold_s = inf\n", "buttons.hold_s"),
         ("[buttons]\nhold_s = -1.0\n", "buttons.hold_s"),
         ('[journal]\npath = "."\n', "journal.path"),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,9 +16,17 @@ from controller.core.events import Refused, SurveillanceConfirmed
 from controller.core.lamps import Effect, desired_outputs, view_from_state
 from controller.core.lamps import Mode as LampMode
 from controller.core.state import TableState
+from controller.core.table_id import MAX_TABLE_ID, TABLE_ID_RULE
 from controller.journal import Record
 from controller.link.cursor import Cursor, CursorError, CursorFile
-from controller.wire.messages import CommandError, Resend, event_message, parse_command, topics
+from controller.wire.messages import (
+    CommandError,
+    Resend,
+    event_message,
+    parse_command,
+    split_topic,
+    topics,
+)
 from tests.support import Table, make_points
 
 
@@ -76,6 +86,35 @@ def test_a_table_id_that_is_no_topic_level_is_refused_with_a_broker(tmp_path: Pa
         load_config(config_text(tmp_path, text))
     assert caught.value.key == "table.id"
     load_config(config_text(tmp_path, '[table]\nid = "CR/07"\n'))  # fine without a floor
+
+
+def test_a_table_id_the_floor_would_drop_is_refused_at_load_naming_the_rule(
+    tmp_path: Path,
+) -> None:
+    """A 65-character id was taken by the table and silently dropped by the floor (#32)."""
+    long = "T" * (MAX_TABLE_ID + 1)
+    text = f'[table]\nid = "{long}"\n[floor]\nbroker = "mqtt://x"\n'
+    with pytest.raises(ConfigError) as caught:
+        load_config(config_text(tmp_path, text))
+    assert caught.value.key == "table.id" and TABLE_ID_RULE in caught.value.reason
+    assert "65 characters long" in caught.value.reason
+    fits = "T" * MAX_TABLE_ID
+    loaded = load_config(config_text(tmp_path, text.replace(long, fits)))
+    assert loaded.table.id == fits
+    assert split_topic("firebet", f"firebet/{fits}/event") == (fits, "event")
+    for refused in (long, "CR 07", "CR+07", "CR\u00e907"):  # what the table would refuse
+        assert split_topic("firebet", f"firebet/{refused}/event") is None, refused
+    proc = subprocess.run(
+        [sys.executable, "-m", "controller", "odds", "--config", str(tmp_path / "table.toml")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0  # the 64-character id
+    config_text(tmp_path, text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "controller", "odds", "--config", str(tmp_path / "table.toml")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "table.id" in proc.stderr and TABLE_ID_RULE in proc.stderr
 
 
 def test_rules_settings_round_trip_to_the_engine_rules(tmp_path: Path) -> None:

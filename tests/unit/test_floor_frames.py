@@ -8,7 +8,7 @@ import threading
 import time
 from types import SimpleNamespace
 
-from controller.floor import web
+from controller.floor.console import FRAME_S, Console
 from controller.floor.live import Changes
 from controller.floor.settings import FloorSettings
 from tests.support import wait_for
@@ -16,7 +16,7 @@ from tests.support import wait_for
 
 def test_a_flood_of_batches_is_one_render_a_frame_off_the_ingest_thread() -> None:
     service = SimpleNamespace(settings=FloorSettings())
-    console = web.Console(service)  # type: ignore[arg-type]
+    console = Console(service)  # type: ignore[arg-type]
     renders: list[tuple[Changes, str]] = []
     console.render = lambda c: renders.append((c, threading.current_thread().name))  # type: ignore[method-assign]
     try:
@@ -27,7 +27,7 @@ def test_a_flood_of_batches_is_one_render_a_frame_off_the_ingest_thread() -> Non
         wait_for(lambda: renders and renders[-1][0].records.get("T19") == 1999,
                  what="the last batch rendered")  # fmt: skip
         took = time.monotonic() - started
-        assert len(renders) <= took / web.FRAME_S + 2, (len(renders), took)
+        assert len(renders) <= took / FRAME_S + 2, (len(renders), took)
         assert len(renders) < 200  # not one a batch
         assert set().union(*(c.tables for c, _ in renders)) == {f"T{n}" for n in range(20)}
         assert {name for _, name in renders} == {"console-frames"}  # never the ingest's

@@ -1,9 +1,9 @@
-"""The login throttle on its own clock: per client, per user, a sliding window, bounded
-memory that a flood of made-up names cannot use to wipe a real user's count."""
+"""The login throttle on its own clock: only the client that failed is held, per client
+and per (client, user), with back-off, in bounded memory."""
 
 from __future__ import annotations
 
-from controller.floor.guard import LoginThrottle
+from controller.floor.guard import MAX_BACKOFF_S, LoginThrottle
 from controller.floor.settings import WebSettings
 
 
@@ -17,25 +17,61 @@ class Clock:
 
 def throttle(clock: Clock, max_keys: int = 4096) -> LoginThrottle:
     web = WebSettings(login_failures_per_client=4, login_failures_per_user=2, login_window_s=60)
-    return LoginThrottle({"alice"}, web, max_keys=max_keys, clock=clock)
+    return LoginThrottle(web, max_keys=max_keys, clock=clock)
 
 
-def test_a_user_is_held_from_every_client_until_the_window_passes() -> None:
+def test_a_client_failing_for_a_user_never_holds_another_client_off() -> None:
+    """Five wrong passwords for a user held the right one off from every client (#32)."""
+    clock = Clock()
+    t = throttle(clock)
+    for _ in range(10):
+        t.failed("10.0.0.1", "alice")
+        assert t.wait_s("10.0.0.2", "alice") == 0
+    assert t.wait_s("10.0.0.1", "alice") > 0
+
+
+def test_a_client_and_user_are_held_the_window_then_twice_as_long_each_time() -> None:
     clock = Clock()
     t = throttle(clock)
     t.failed("10.0.0.1", "alice")
-    assert t.wait_s("10.0.0.2", "alice") == 0
+    assert t.wait_s("10.0.0.1", "alice") == 0
     clock.now += 10
-    t.failed("10.0.0.2", "alice")
-    assert t.wait_s("10.0.0.3", "alice") == 50  # the first failure leaves the window at 60 s
-    clock.now += 50
-    assert t.wait_s("10.0.0.3", "alice") == 0
-    t.failed("10.0.0.3", "alice")
-    t.succeeded("alice")
-    assert t.wait_s("10.0.0.3", "alice") == 0
+    t.failed("10.0.0.1", "alice")
+    assert t.wait_s("10.0.0.1", "alice") == 60
+    assert t.wait_s("10.0.0.1", "bob") == 0  # the client itself has failed twice of four
+    clock.now += 60
+    assert t.wait_s("10.0.0.1", "alice") == 0
+    t.failed("10.0.0.1", "alice")
+    t.failed("10.0.0.1", "alice")
+    assert t.wait_s("10.0.0.1", "alice") == 120  # held again: back-off
+    waits = []
+    for _ in range(8):
+        clock.now += t.wait_s("10.0.0.1", "alice")
+        t.failed("10.0.0.1", "alice")
+        t.failed("10.0.0.1", "alice")
+        waits.append(t.wait_s("10.0.0.1", "alice"))
+    assert waits[0] == 240 and waits[-1] == MAX_BACKOFF_S
 
 
-def test_a_client_is_held_whatever_name_it_tries() -> None:
+def test_failures_older_than_the_window_do_not_count() -> None:
+    clock = Clock()
+    t = throttle(clock)
+    t.failed("10.0.0.1", "alice")
+    clock.now += 61
+    t.failed("10.0.0.1", "alice")
+    assert t.wait_s("10.0.0.1", "alice") == 0
+
+
+def test_a_success_starts_that_pair_again() -> None:
+    clock = Clock()
+    t = throttle(clock)
+    t.failed("10.0.0.1", "alice")
+    t.succeeded("10.0.0.1", "alice")
+    t.failed("10.0.0.1", "alice")
+    assert t.wait_s("10.0.0.1", "alice") == 0
+
+
+def test_a_client_is_held_whatever_name_it_tries_and_no_other_client_is() -> None:
     clock = Clock()
     t = throttle(clock)
     for i in range(4):
@@ -44,12 +80,9 @@ def test_a_client_is_held_whatever_name_it_tries() -> None:
     assert t.wait_s("10.0.0.8", "someone-new") == 0
 
 
-def test_made_up_names_are_bounded_and_cannot_push_out_a_real_user() -> None:
+def test_the_counts_are_bounded() -> None:
     clock = Clock()
     t = throttle(clock, max_keys=10)
-    t.failed("10.0.0.1", "alice")
-    t.failed("10.0.0.2", "alice")
     for i in range(1000):
         t.failed(f"10.1.{i // 250}.{i % 250}", f"x{i}")
-    assert len(t._other) <= 10
-    assert t.wait_s("10.9.9.9", "alice") > 0
+    assert len(t._counts) <= 10

@@ -14,6 +14,7 @@ from controller.floor.store import SqliteStore
 from controller.wire.messages import FloorRecord
 from tests.conftest import StoreOpener
 from tests.floor_support import TableJournal, event_bytes, make_points
+from tests.support import wait_for
 
 
 class Clock:
@@ -339,7 +340,6 @@ def test_a_clear_halt_from_far_back_is_checked_by_folding_the_stored_records_aga
     tmp_path: Path,
 ) -> None:
     from controller.floor.audit import RECENT_STATES, TableAudit
-    from controller.floor.ingest import REFOLD_EVERY_S
 
     table = TableJournal(tmp_path / "table.db")
     table.do("bet 1 5", "bet 2 2", *["6 5"] * (RECENT_STATES + 10))
@@ -359,10 +359,49 @@ def test_a_clear_halt_from_far_back_is_checked_by_folding_the_stored_records_aga
     floor.events(clear(n + 1, good))  # 3 is far past the recent states: folded again
     assert floor.ingest.tables["T1"].audit.state.to_dict() == good
     assert [a.kind for a in floor.alerts()] == []
-    floor.clock.now += REFOLD_EVERY_S
     floor.events(clear(n + 2, forged))
     (alert,) = floor.alerts()
     assert alert.detail["what"] == "resume" and alert.record == n + 2
     assert "a state the table's records do not give" in alert.detail["detail"]
-    floor.events(clear(n + 3, good))  # a refold again at once: not to be had
-    assert "the floor cannot check now" in floor.alerts()[-1].detail["detail"]
+    # folded from a checkpoint (at most CHECKPOINT_EVERY records): no limit on how often
+    floor.events(clear(n + 3, good))
+    assert len(floor.alerts()) == 1
+    assert floor.ingest.tables["T1"].audit.state.to_dict() == good
+
+
+def test_a_clear_halt_from_before_a_restart_is_checked_by_a_fold_apart(
+    store_engine: StoreOpener, tmp_path: Path
+) -> None:
+    """After a restart the floor holds no checkpoint before its audit's: the fold from the
+    first record runs on a thread of its own, the table's audit waits for it, and the
+    ingest thread goes on serving every table (#32: it re-folded on the ingest thread)."""
+    from controller.floor.audit import TableAudit
+    from controller.floor.live import CHECKPOINT_EVERY
+
+    table = TableJournal(tmp_path / "table.db")
+    table.do("bet 1 5", "bet 2 2", *["6 5"] * 20)
+    records = table.records()
+    template = records[-1]
+    records += [replace(template, record=n) for n in range(len(records) + 1, 2 * CHECKPOINT_EVERY)]
+    audit = TableAudit()
+    for rec in records[: CHECKPOINT_EVERY + 5]:
+        audit.step(rec)
+    good = audit.state.to_dict()
+    first = Floor(store_engine)
+    for at in range(0, len(records), 500):
+        first.events(*records[at : at + 500])
+    n = len(records)
+    second = Floor(lambda: first.store)  # the same store, a restarted ingest
+    second.ingest.tables["T1"].checkpoints.clear()  # as if the checkpoints were long gone
+    body = {"resume_from": CHECKPOINT_EVERY + 5, "resume_state": good}
+    halt = FloorRecord("T1", n + 1, records[0].at, "clear_halt", "service", body, "ab" * 32)
+    second.events(halt)
+    live = second.ingest.tables["T1"]
+    assert live.folding == CHECKPOINT_EVERY + 5 and live.audit.record == n  # it waits
+    other = TableJournal(tmp_path / "other.db", table="T2")
+    other.do("bet 1 5", "6 5")
+    second.events(*other.records())
+    assert second.ingest.tables["T2"].audit.record == 3  # another table is served meanwhile
+    wait_for(lambda: second.ingest.tick() is not None and live.folding is None, what="fold")
+    assert live.audit.record == n + 1 and live.audit.state.to_dict() == good
+    assert [a.detail.get("what") for a in second.alerts()] == []  # no false alert

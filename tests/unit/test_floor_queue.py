@@ -16,15 +16,17 @@ import pytest
 
 from controller.floor.ingest import Ingest, Message
 from controller.floor.layout import boxes, clock, place, tile_alert, timeline
+from controller.floor.live import BACKLOG_AFTER
 from controller.floor.queue import (
     RANK_FLOOD,
     RANK_RED,
     RANK_SURVEILLANCE,
     confirm_problem,
-    counts,
     queue,
+    queue_page,
 )
 from controller.floor.store import SqliteStore
+from controller.floor.vocabulary import AlertKind
 from controller.wire.messages import FloorRecord
 from tests.floor_support import TableJournal, event_bytes, make_points
 
@@ -67,7 +69,7 @@ def test_a_flood_of_audit_alerts_is_one_item_behind_every_surveillance_alert(
     assert [i.rank for i in items] == [RANK_SURVEILLANCE, RANK_FLOOD]
     assert items[1].whats == {"unreadable": 250}
     assert (items[1].first_record, items[1].last_record) == (2, 251)
-    assert counts(items) == {"surveillance": 1, "audit": 250}
+    assert floor.store.open_counts() == {"surveillance": 1, "audit": 250}
     # the old list, oldest first and 200 long, had no room left for CR-05's alert
     assert {a.kind for a in floor.store.alerts(open_only=True)} == {"audit"}
     assert queue(floor.store, table="CR-30")[0].count == 250
@@ -165,3 +167,56 @@ def test_a_hand_s_timeline_has_every_roll_and_action_in_record_order(tmp_path: P
     assert hand is not None
     rows = [(r["what"], r.get("dice")) for r in timeline(hand)]
     assert rows[0] == ("bet", None) and ("roll", [2, 2]) in rows and rows[-1] == ("roll", [5, 2])
+
+
+def test_every_open_5th_point_is_on_a_page_and_counted_however_many_a_table_raises(
+    tmp_path: Path, floor: Floor
+) -> None:
+    """1,010 5th points from CR-07 pushed CR-08's open alert off the queue (#32): the queue
+    listed the 1,000 newest. Now every one is paged and counted."""
+    store = floor.store
+    with store.transaction():
+        first = store.raise_alert("CR-08", AlertKind.SURVEILLANCE, "2026-12-03T10:00:00+00:00",
+                                  {"unique_points": 5}, hand=1, record=11)  # fmt: skip
+        for hand in range(1, 1011):
+            store.raise_alert("CR-07", AlertKind.SURVEILLANCE, "2026-12-03T10:00:01+00:00",
+                              {"unique_points": 5}, hand=hand, record=hand * 11)  # fmt: skip
+    assert store.open_counts() == {AlertKind.SURVEILLANCE: 1011}
+    pages = [queue_page(store, page=n) for n in range(1, 12)]
+    assert [p.pages for p in pages] == [11] * 11 and pages[0].total == 1011
+    seen = [i.alert.id for p in pages for i in p.items]
+    assert len(seen) == len(set(seen)) == 1011 and seen[-1] == first
+    assert queue_page(store, page=99).page == 11  # past the end: the last page
+    mine = queue_page(store, table="CR-08")
+    assert [i.alert.id for i in mine.items] == [first] and mine.open == 1
+    assert len(queue(store)) == 1011
+
+
+def test_a_table_s_open_5th_points_are_on_its_tile_and_a_backlog_is_an_alert(
+    tmp_path: Path, floor: Floor
+) -> None:
+    """The tile named only the table's newest alerted hand; a table raising 5th points
+    faster than surveillance confirms them was no alert of its own (#32)."""
+    journal = TableJournal(tmp_path / "t.db", table="CR-07")
+    for _ in range(BACKLOG_AFTER - 1):
+        journal.do(*make_points(4, 5, 6, 8, 9), "4 4", "3 4")
+    floor.events(journal.records())
+    summary = floor.ingest.summaries["CR-07"]
+    assert [w["hand"] for w in summary["waiting"]] == [9, 8, 7]  # the newest, first
+    colour, words = tile_alert(summary)
+    assert (colour, words) == ("yellow", f"5th point: hand 9 (+{BACKLOG_AFTER - 2} more)")
+    assert floor.store.open_counts(table="CR-07") == {AlertKind.SURVEILLANCE: 9}
+    floor.events(journal.do(*make_points(4, 5, 6, 8, 9), "4 4", "3 4"))
+    counts = floor.store.open_counts(table="CR-07")
+    assert counts == {AlertKind.SURVEILLANCE: BACKLOG_AFTER, AlertKind.BACKLOG: 1}
+    (backlog,) = [i for i in queue(floor.store) if i.alert.kind is AlertKind.BACKLOG]
+    assert backlog.colour == "red" and "10 5th-point alerts waiting" in backlog.alert.detail["what"]
+    floor.events(
+        journal.do(*make_points(4, 5, 6, 8, 9), "4 4", "3 4")
+    )  # one backlog alert at a time
+    assert floor.store.open_counts(table="CR-07")[AlertKind.BACKLOG] == 1
+    # the newest confirmed (sent to the table): the tile turns at once to the next waiting
+    newest = floor.ingest.summaries["CR-07"]["waiting"][0]
+    floor.ingest.confirm(newest["id"], "alice", "id-1")
+    summary = floor.ingest.summaries["CR-07"]
+    assert tile_alert(summary)[1].startswith("5th point: hand 10 ")

@@ -48,7 +48,7 @@ BAD = [
     ("[tables.CR-07]\nposition = [true, 2]\n", "tables.CR-07.position", "must be [row, column]"),
     ("[tables.CR-07]\nrow = 1\n", "tables.CR-07.row", "unknown key (known: position)"),
     ("[tables]\nCR-07 = 1\n", "tables.CR-07", "must be a [tables.<id>] table"),
-    ("[tables.'CR 07']\nposition = [1, 1]\n", "tables.CR 07", "a table id is letters"),
+    ("[tables.'CR 07']\nposition = [1, 1]\n", "tables.CR 07", "a table id is 1 to 64 letters"),
     (
         "[tables.A]\nposition = [1, 1]\n[tables.B]\nposition = [1, 1]\n",
         "tables.B.position",

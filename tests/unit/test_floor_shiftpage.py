@@ -28,7 +28,7 @@ from controller.floor.shiftpage import (
     parse_query,
     when,
 )
-from controller.floor.svg import Series, bar_chart, nice_ticks
+from controller.floor.svg import Series, bar_chart, nice_ticks, outliers
 
 NY = ZoneInfo("America/New_York")
 NOW = datetime(2026, 12, 2, 17, 0, tzinfo=UTC)  # noon in New York
@@ -73,6 +73,9 @@ def test_a_shift_a_span_and_a_table() -> None:
         ("date=2026-13-01", "date: must be a date YYYY-MM-DD (got '2026-13-01')"),
         ("date=20261201", "date: must be a date YYYY-MM-DD"),
         ("date=" + "9" * 65, "date: longer than 64 characters"),
+        # the last day's period ended past the calendar: a 500 (#32)
+        ("date=9999-12-31", "date: must be from 1970-01-02 to 9999-12-30 (got '9999-12-31')"),
+        ("date=0001-01-01", "date: must be from 1970-01-02 to 9999-12-30"),
         ("shift=night", "shift: no shift 'night' (the shifts: grave, day, swing)"),
         ("shift=day&start=01:00&end=02:00", "give a shift or a start and an end, not both"),
         ("start=08:00", "end: a span needs a start and an end"),
@@ -115,11 +118,12 @@ def test_the_csv_has_a_header_a_row_a_table_and_the_floor_total() -> None:
     assert (a["date"], a["shift"], a["start"], a["end"]) == (
         "2026-12-02", "day", "2026-12-02T08:00:00-05:00", "2026-12-02T16:00:00-05:00"
     )  # fmt: skip
-    assert [a[k] for k in ("hands", "handle", "paid", "won", "hold", "hold_pct")] == [
-        "2", "12", "175", "168", "-163", "-1358.3333"
+    # paid: the winnings, as on an alert card; the wagers given back apart (#32)
+    assert [a[k] for k in ("hands", "handle", "paid", "wagers_returned", "hold", "hold_pct")] == [
+        "2", "12", "168", "7", "-163", "-1358.3333"
     ]  # fmt: skip
     assert [total[k] for k in ("hands", "handle", "paid", "hold", "hold_pct")] == [
-        "3", "20", "175", "-155", "-775.0000"
+        "3", "20", "168", "-155", "-775.0000"
     ]  # fmt: skip
     edge = house_edge(FireBetRules()) * 100
     assert total["theoretical_hold_pct"] == "20.7628" and abs(float(edge) - 20.7628) < 5e-5
@@ -142,6 +146,25 @@ def test_a_text_cell_is_never_a_formula() -> None:
     s.tables[0].table = "=HYPERLINK(1)"
     rows = list(csv.reader(io.StringIO(csv_text(s))))
     assert rows[1][5] == "'=HYPERLINK(1)"
+
+
+@pytest.mark.parametrize(
+    ("text", "cell"),
+    [
+        ("CR;=1+1", "CR;'=1+1"),  # a spreadsheet splitting at ";" read the formula (#32)
+        ("CR,@SUM(A1)", "CR,'@SUM(A1)"),
+        ("a | +1", "a | '+1"),
+        ("x\t=1", "x '=1"),
+        ("x\r\n-1", "x  '-1"),
+        ("CR-07", "CR-07"),
+        ("4: 24, 5: 249, 6: 999", "4: 24, 5: 249, 6: 999"),
+    ],
+)
+def test_a_formula_character_is_neutralised_wherever_it_starts_a_part(text: str, cell: str) -> None:
+    s = shown()
+    s.tables[0].table = text
+    rows = list(csv.reader(io.StringIO(csv_text(s))))
+    assert rows[1][5] == cell
 
 
 def test_the_charts_carry_every_number() -> None:
@@ -197,3 +220,26 @@ def test_a_floor_of_many_tables_gets_wide_charts_with_every_bar() -> None:
     (_, hold), (_, money), _ = charts(Shown(ask(""), tables, floor))
     assert str(hold).count('data-series="hold %"') == 251  # and the floor's
     assert 'style="min-width: 9136px"' in str(money)
+
+
+def test_an_outlier_is_drawn_off_the_scale_and_named_so_every_bar_stays_readable() -> None:
+    """One hand with a -99,900% hold flattened every other bar of the shift chart (#32)."""
+    chart = str(
+        bar_chart(
+            ident="c", title="hold", desc="hold by table",
+            categories=["CR-06", "CR-07", "CR-08"],
+            series=[Series("hold", [20.0, -99_900.0, 35.0], ["20%", "-99,900%", "35%"], "s")],
+            axis=lambda v: f"{v:g}%",
+        )
+    )  # fmt: skip
+    assert outliers([20.0, -99_900.0, 35.0]) == {1}
+    assert outliers([20.0, -30.0, 35.0]) == set()
+    ticks = [float(t) for t in re.findall(r'<text x="\d+" y="[\d.]+" dy="4">(-?[\d.]+)%', chart)]
+    assert min(ticks) >= -10 and max(ticks) <= 40  # the scale of the readable bars
+    heights = {
+        m[0]: float(m[1])
+        for m in re.findall(r'data-category="([^"]+)"[^>]*height="([\d.]+)"', chart)
+    }
+    assert heights["CR-08"] > 100 and heights["CR-06"] > 50  # not flattened
+    assert 'class="bar s clipped" data-series="hold" data-category="CR-07"' in chart
+    assert "off the scale: CR-07 hold -99,900%" in chart

@@ -50,8 +50,9 @@ def register(subparsers: Any) -> None:
             t.add_argument(
                 "--protocol",
                 type=int,
-                choices=(1, 2),
-                help="reader protocol: 2 (CRC-16) or 1 (XOR); default reader.protocol",
+                choices=(1, 2, 3),
+                help="reader protocol: 3 (a session), 2 (CRC-16) or 1 (XOR); "
+                "default reader.protocol",
             )
         else:
             t.add_argument(

@@ -90,7 +90,7 @@ def monitor_reader(
                     emit(out, frame_line(frame) + (nak_words(nak, ack) if nak else ""))
                 if ack and frame.ok and frame.name is FrameName.ROLL and frame.seq is not None:
                     with contextlib.suppress(OSError):
-                        port.write(encode_ack(frame.seq, protocol))
+                        port.write(encode_ack(frame.seq, protocol, frame.session))
                 if count is not None and seen >= count:
                     break
     except KeyboardInterrupt:

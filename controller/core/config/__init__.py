@@ -45,7 +45,6 @@ from controller.core.config.schema import (
     KEYS,
     MAX_POSITIONS,
     SCHEMA,
-    TOPIC_LEVEL,
     Key,
     Values,
     bcm_pin,
@@ -54,6 +53,7 @@ from controller.core.config.schema import (
     read_toml,
 )
 from controller.core.errors import ConfigError
+from controller.core.table_id import table_id_problem
 
 __all__ = [
     "KEYS",
@@ -134,13 +134,9 @@ def _floor(values: Values) -> FloorConfig:
         raise fail("password_file", "a password needs floor.username too")
     if floor.username and ("+" in floor.username or "#" in floor.username):
         raise fail("username", "must not contain '+' or '#' (MQTT wildcards)")
-    table = values["table"]["id"][0]
-    if not TOPIC_LEVEL.fullmatch(table):
-        raise ConfigError(
-            _set_in(values, "table.id"),
-            "table.id",
-            f"{table!r} is a topic level on the floor broker: use letters, digits, '-', '_', '.'",
-        )
+    problem = table_id_problem(values["table"]["id"][0])
+    if problem:
+        raise ConfigError(_set_in(values, "table.id"), "table.id", problem)
     return floor
 
 
@@ -255,7 +251,10 @@ def _build(values: Values, source: str) -> Config:
             v("buttons", "discard_held"),
         ),
         journal=JournalConfig(
-            v("journal", "path"), v("journal", "snapshot_every"), v("journal", "key_file")
+            v("journal", "path"),
+            v("journal", "snapshot_every"),
+            v("journal", "key_file"),
+            v("journal", "watch_sweep_s"),
         ),
         control=ControlConfig(
             v("control", "socket"), v("control", "dealer_group"), v("control", "technician_group")
@@ -337,10 +336,9 @@ def with_broker(config: Config, url: str, source: str = "--broker") -> Config:
     problem = broker_problem(url)
     if problem:
         raise ConfigError(source, "", f"{problem} (got {url!r})")
-    if not TOPIC_LEVEL.fullmatch(config.table.id):
-        raise ConfigError(
-            config.source, "table.id", f"{config.table.id!r} is not a plain topic level"
-        )
+    problem = table_id_problem(config.table.id)
+    if problem:
+        raise ConfigError(config.source, "table.id", problem)
     floor = FloorConfig(
         url,
         config.floor.username,

@@ -152,6 +152,7 @@ class JournalConfig:
     path: str
     snapshot_every: int
     key_file: str = ""  # "": by the state directory (controller.journal.key.key_file_for)
+    watch_sweep_s: float = 90.0  # the running table's watch: a sweep of 1,000 records
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def between(lo: float, hi: float, unit: str = "") -> Check:
 
 MIN_BAUD, MAX_BAUD = 50, 4_000_000
 """Serial speeds a UART or USB adapter can run at; pyserial itself takes any number."""
-READER_PROTOCOLS = (1, 2)
+READER_PROTOCOLS = (1, 2, 3)
 
 
 def file_name(v: Any) -> str | None:
@@ -134,8 +134,8 @@ SCHEMA: tuple[Key, ...] = (
         "reader",
         "protocol",
         "int",
-        "reader protocol: 2 (CRC-16) or 1 (XOR, older readers)",
-        lambda v: None if v in READER_PROTOCOLS else "must be 1 or 2",
+        "reader protocol: 3 (CRC-16 and a session), 2 (CRC-16) or 1 (XOR, older readers)",
+        lambda v: None if v in READER_PROTOCOLS else "must be 1, 2 or 3",
     ),
     Key("lights", "markers", "int_table", "point number -> BCM pin of its marker"),
     Key("lights", "status", "int", "BCM pin of the status LED", bcm_pin),
@@ -161,6 +161,14 @@ SCHEMA: tuple[Key, ...] = (
         "str",
         "the chain's secret key (HMAC-SHA256), relative to the state directory; empty: "
         "/etc/firebet/journal.key for /var/lib/firebet, else journal.key in the state directory",
+    ),
+    Key(
+        "journal",
+        "watch_sweep_s",
+        "float",
+        "seconds within which the running table re-checks every record of a journal of "
+        "1,000 records or fewer (as the square root of the length beyond: 1,000,000 in 47 min)",
+        between(1, 86_400, " seconds"),
     ),
     Key("control", "socket", "str", "control socket path", nonempty),
     Key("control", "dealer_group", "str", "group allowed dealer actions", nonempty),
