@@ -139,6 +139,7 @@ class Doctor:
             self.check_where,
             self.check_program,
             self.check_service,
+            self.check_rules,
             self.check_serial,
             self.check_gpio,
             self.check_journal,
@@ -226,6 +227,33 @@ class Doctor:
             "file system; play resumes by itself (runbook: Disk full or read-only)",
         }.get(str(mode), "")
         self.add("service", mode == "running", f"answering on {path}: mode {mode}", fix)
+
+    def check_rules(self) -> None:
+        """The rules the running service plays under: a warning when they changed at its
+        start, and when that change waits for the hand in play to end (a hand keeps the
+        rules it opened under: docs/rules.md)."""
+        rules = (self.service or {}).get("rules")
+        if not isinstance(rules, dict):
+            return  # no service answered (its check says so), or no rules record yet
+        changed = rules.get("changed") or {}
+        waiting = rules.get("pending")
+        if isinstance(waiting, dict):
+            self.warn(
+                "rules",
+                f"a rules change is pending (record {waiting.get('record')}): {waiting.get('why')}",
+                "nothing to do if the change was meant (firebet status shows when it "
+                "takes effect); if not, restart the service on the configuration the "
+                "hand opened under before the hand ends",
+            )
+        elif changed:
+            what = ", ".join(sorted(changed))
+            self.warn(
+                "rules",
+                f"the rules changed at the last start (record {rules.get('record')}): {what}",
+                "firebet history shows which rules record decided each hand",
+            )
+        else:
+            self.add("rules", True, f"in force since record {rules.get('record')}")
 
     def check_serial(self) -> None:
         assert self.config is not None
@@ -337,7 +365,9 @@ class Doctor:
         )
 
     def check_floor(self) -> None:
-        """The floor link: the broker takes the table's login; the publish cursor and backlog."""
+        """The floor link: the broker answers (probed as nobody: doctor never takes the
+        table's session); the table's login as the running service's link reports it; the
+        publish cursor and backlog."""
         assert self.config is not None
         floor = self.config.floor
         if not floor.enabled:
@@ -347,7 +377,7 @@ class Doctor:
             "check [floor] broker, username and password_file, the network and the broker's "
             "log on the floor server (docs/floor.md)"
         )
-        problem = probe_broker(floor, f"firebet-{self.config.table.id}-doctor-{os.getpid()}")
+        probe = probe_broker(floor, f"firebet-doctor-{os.getpid()}")
         try:
             cursor: Any = CursorFile(self.state_dir).load().record
         except CursorError as exc:
@@ -355,20 +385,32 @@ class Doctor:
         link = (self.service or {}).get("floor") or {}
         if link.get("enabled"):  # the running service's own view is the fresher one
             cursor, backlog = link.get("cursor"), link.get("backlog")
-            service = f"; service connected {link.get('connected')}"
-            if link.get("last_error"):
-                service += f", last error: {link['last_error']}"
         else:
             head = getattr(self, "last_record", None)
             backlog = head - cursor if isinstance(head, int) and isinstance(cursor, int) else "?"
-            service = ""
         where = f"{floor.broker} as {floor.username or '(no user)'}"
-        if problem is not None:
-            self.add("floor", False, f"{where}: {problem}; cursor {cursor}, backlog {backlog}", fix)
+        if probe.problem is not None:
+            self.add(
+                "floor", False, f"{where}: {probe.problem}; cursor {cursor}, backlog {backlog}", fix
+            )
             return
-        ok = not link.get("enabled") or bool(link.get("connected"))
-        detail = f"{where}: login accepted; publish cursor {cursor}, backlog {backlog}{service}"
-        self.add("floor", ok, detail, "" if ok else fix)
+        reached = f"{where}: the broker answers (probed as nobody, so no session is taken)"
+        shown = f"publish cursor {cursor}, backlog {backlog}"
+        if link.get("enabled"):
+            ok = bool(link.get("connected"))
+            login = (
+                "the service's link is connected" if ok else "the service's link is NOT connected"
+            )
+            if link.get("last_error"):
+                login += f", last error: {link['last_error']}"
+            self.add("floor", ok, f"{reached}; {login}; {shown}", "" if ok else fix)
+            return
+        self.warn(
+            "floor",
+            f"{reached}; the table's login is not checked without the service (its link "
+            f"reports it: firebet status); {shown}",
+            "start the service and look at firebet status (floor: connected)",
+        )
 
     def check_disk(self) -> None:
         where = self.state_dir if self.state_dir.exists() else Path(".")
