@@ -139,6 +139,7 @@ class Doctor:
             self.check_where,
             self.check_program,
             self.check_service,
+            self.check_rules,
             self.check_serial,
             self.check_gpio,
             self.check_journal,
@@ -226,6 +227,33 @@ class Doctor:
             "file system; play resumes by itself (runbook: Disk full or read-only)",
         }.get(str(mode), "")
         self.add("service", mode == "running", f"answering on {path}: mode {mode}", fix)
+
+    def check_rules(self) -> None:
+        """The rules the running service plays under: a warning when they changed at its
+        start, and when that change waits for the hand in play to end (a hand keeps the
+        rules it opened under: docs/rules.md)."""
+        rules = (self.service or {}).get("rules")
+        if not isinstance(rules, dict):
+            return  # no service answered (its check says so), or no rules record yet
+        changed = rules.get("changed") or {}
+        waiting = rules.get("pending")
+        if isinstance(waiting, dict):
+            self.warn(
+                "rules",
+                f"a rules change is pending (record {waiting.get('record')}): {waiting.get('why')}",
+                "nothing to do if the change was meant (firebet status shows when it "
+                "takes effect); if not, restart the service on the configuration the "
+                "hand opened under before the hand ends",
+            )
+        elif changed:
+            what = ", ".join(sorted(changed))
+            self.warn(
+                "rules",
+                f"the rules changed at the last start (record {rules.get('record')}): {what}",
+                "firebet history shows which rules record decided each hand",
+            )
+        else:
+            self.add("rules", True, f"in force since record {rules.get('record')}")
 
     def check_serial(self) -> None:
         assert self.config is not None

@@ -58,6 +58,7 @@ from controller.journal.handlog import Hand, HandLog, Touched
 from controller.journal.recipe import RecordKind, canonical, decode_command
 from controller.journal.replay import (
     DECODE_ERRORS,
+    Held,
     RecordError,
     Replay,
     Step,
@@ -112,6 +113,7 @@ class Checkpoint:
     rules_record: int | None
     settings: Mapping[str, Any] | None
     state: TableState
+    held: Held | None = None  # a hand that keeps older rules (issue 30)
 
 
 class TableAudit:
@@ -130,12 +132,14 @@ class TableAudit:
         first_unchecked: int | None = None,
         unchecked_hands: list[int] | None = None,
         unchecked_records: int = 0,
+        held: Held | None = None,
     ) -> None:
         self.replay = Replay(
             rules if rules is not None else FireBetRules(),
             state,
             rules_record=rules_record,
             settings=settings,
+            held=held,
         )
         self.program = program
         self.record = record  # every record up to this one was checked
@@ -149,16 +153,18 @@ class TableAudit:
 
     def checkpoint(self) -> Checkpoint:
         """Where this fold stands (a value: the state is immutable)."""
+        replay = self.replay  # the newest rules record's, and the hand's own when held
         return Checkpoint(
-            self.record, self.rules, self.rules_record, self.replay.settings, self.state
-        )
+            self.record, replay.latest_rules, replay.latest_record, replay.settings,
+            self.state, replay.held,
+        )  # fmt: skip
 
     @classmethod
     def resumed(cls, at: Checkpoint) -> TableAudit:
         """A fold going on from ``at`` (to fold further records, not to audit hands)."""
         return cls(
             at.rules, rules_record=at.rules_record, settings=at.settings, state=at.state,
-            record=at.record,
+            record=at.record, held=at.held,
         )  # fmt: skip
 
     @property
@@ -216,9 +222,12 @@ class TableAudit:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, for the floor's store; :meth:`from_dict` gives it back."""
+        held = self.replay.held
         return {
-            "rules": self.rules.to_dict(),
-            "rules_record": self.rules_record,
+            # the newest rules record's (a hand that keeps older ones: "held")
+            "rules": self.replay.latest_rules.to_dict(),
+            "rules_record": self.replay.latest_record,
+            **({"held": held.to_dict()} if held is not None else {}),
             "settings": self.replay.settings,
             "program": self.program,
             "state": self.state.to_dict(),
@@ -239,6 +248,7 @@ class TableAudit:
             state=TableState.from_dict(data["state"]),
             record=int(data["record"]),
             hands={int(k): v for k, v in data.get("hands", {}).items()},
+            held=Held.from_dict(data["held"]) if data.get("held") else None,
             first_unchecked=data.get("first_unchecked"),
             unchecked_hands=[int(h) for h in data.get("unchecked_hands", [])],
             unchecked_records=int(data.get("unchecked_records", 0)),
@@ -360,6 +370,7 @@ class TableAudit:
 
     def _command(self, rec: FloorRecord, at: int, found: Findings) -> None:
         state = self.state
+        decided_under = self.replay.rules_record  # the hand's rules record
         try:
             command = decode_command(rec.payload, rec.actor, at)
         except DECODE_ERRORS as exc:
@@ -403,7 +414,10 @@ class TableAudit:
             recorded = expected
             after = fold(recorded, state)
         self.replay.resume(after)
-        step = Step(rec.record, rec.kind, rec.actor, rec.at, state, after, tuple(recorded), command)
+        step = Step(
+            rec.record, rec.kind, rec.actor, rec.at, state, after, tuple(recorded), command,
+            decided_under=decided_under,
+        )  # fmt: skip
         self._take(step, found)
         self._findings(rec, step, found)
 

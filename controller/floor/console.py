@@ -98,6 +98,10 @@ class Console:
         self.env = _env(service.settings.zone())
         self.env.globals["escalate_after_s"] = self.web.escalate_after_s
         self.env.globals["sound_after_s"] = self.web.sound_after_s
+        # SPEC section 6: a floor with no approvals marks every hand as decided under
+        # unapproved rules; with approvals, a table none covers is marked the same way
+        self.env.globals["no_approvals"] = not service.settings.approved
+        self.env.globals["approval_of"] = service.ingest.approved_for
         self._subscribers: set[Subscriber] = set()
         self._lock = threading.Lock()
         self._mapped: frozenset[str] = frozenset()

@@ -205,6 +205,12 @@ class FloorService:
     # lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         """Connect (in the background; paho reconnects by itself) and start ingesting."""
+        if not self.settings.approved:  # SPEC section 6: a floor with no approvals says so
+            log.warning(
+                "no [approved.*] rules in %s: no table's rules are checked against rules "
+                "the floor approved, and every hand is decided under unapproved rules",
+                self.settings.source,
+            )
         self._thread.start()
         # another floor service sharing the store changed alerts: this console shows it
         self.store.hear(lambda tables: self.call(lambda: self.ingest.heard(tables)))

@@ -61,6 +61,7 @@ HISTORY_KEYS = (
     "payouts",
     "rolls",
     "actions",
+    "decided_under",
 )
 """The keys of one ``history --json`` line (docs/cli.md), in order."""
 
@@ -85,13 +86,14 @@ def new_hand(number: int, record: int) -> Hand:
         "last_record": record,
         "alert_record": None,
         "settled_record": None,
+        "decided_under": None,
     }
 
 
 def history_line(hand: Hand) -> dict[str, Any]:
     """The ``history --json`` line of a hand log: its :data:`HISTORY_KEYS`, and its
     :data:`PROOF_KEYS` when a halted journal's reader marked it (:mod:`.proof`)."""
-    line = {key: hand[key] for key in HISTORY_KEYS}
+    line = {key: hand.get(key) for key in HISTORY_KEYS}
     return line | {key: hand[key] for key in PROOF_KEYS if key in hand}
 
 
@@ -151,6 +153,9 @@ class HandLog:
                 state = after
             self.hand(step.after.hand, step.record, touched)
             self._points(step.after, step.record, touched)
+            decided = self.hands.get(step.before.hand)
+            if decided is not None:  # the rules record this hand is decided under
+                decided["decided_under"] = step.decided_under
         return touched
 
     def takes(self, steps: Iterable[Step]) -> Touched:

@@ -29,7 +29,7 @@ from typing import Any, Self
 
 from controller.clock import now_ms
 from controller.core.commands import Command, parse_request_tag
-from controller.core.config import Config
+from controller.core.config import Config, FireBetRules
 from controller.core.errors import (
     JournalHalted,
     JournalIntegrityError,
@@ -55,6 +55,7 @@ from controller.journal.recipe import (
     seal,
 )
 from controller.journal.record import Record, parse_time
+from controller.journal.replay import RecordError, Replay
 from controller.journal.walk import Problem
 
 log = logging.getLogger("firebet.journal")
@@ -573,22 +574,37 @@ class Journal:
 
     def records_decided(self, since: str | None = None) -> Iterator[tuple[Record, int | None]]:
         """Every record in order (from time ``since``) with the number of the ``rules``
-        record it was decided under: the newest one at or before it (None: before any).
+        record it was decided under: the newest one at or before it (None: before any),
+        except while a hand keeps the rules it opened under (a ``rules`` record journaled
+        while its wagers rode: ``holds_for_hand``), whose records are decided under the
+        rules record before.
 
-        A record means what it meant when it was journaled; this says under which rules,
-        without deciding anything, so a damaged journal reads this way too."""
+        A record means what it meant when it was journaled; this says under which rules.
+        Without a held hand it decides nothing, so a damaged journal reads this way too;
+        with one the records are replayed to tell when the held hand ended (a record that
+        cannot be replayed is given the newest rules record)."""
         with self._mutex:
             db = self._require_db()
             snaps = store.snapshots(db)
             rows = store.rows(db)
+            holds = store.rules_held(db)
         cutoff = to_ms(parse_time(since).isoformat()) if since else None
+        replay = Replay(FireBetRules()) if holds else None
         prev, in_force = GENESIS, None
         for row in rows:
             if row.kind == RecordKind.RULES:
                 in_force = row.record
+            decided = in_force
+            if replay is not None:
+                if row.kind == RecordKind.COMMAND:
+                    decided = replay.rules_record
+                try:
+                    replay.step(row.record, row.at, row.actor, row.kind, row.body)
+                except RecordError:
+                    decided = in_force
             if cutoff is None or row.at >= cutoff:
                 record = Record.from_row(row, prev, snaps.get(row.record) if row.snap else None)
-                yield record, in_force
+                yield record, decided
             prev = row.mac
 
     def batch(self, after: int, limit: int) -> list[Record]:

@@ -70,12 +70,16 @@ def journal_rules(
 ) -> tuple[Record, dict[str, dict[str, Any]]]:
     """Journal a ``rules`` record of ``settings`` (``rules``, as the engine takes them;
     who started the service with which ``config`` file), then put it in force in
-    ``replay``: the record and what changed since the rules in force before."""
+    ``replay``: the record and what changed since the rules in force before. Journaled
+    while wagers ride, the rules wait for the next hand (``holds_for_hand``): the hand in
+    play keeps the rules it opened under (SPEC section 2, settled questions)."""
     changed = replay.copy().take_rules(rules, settings, None)
+    state = replay.state
+    holds = state.hand if state.bets else None
     body = rules_body(
-        settings, changed=changed, previous=replay.rules_record, config=config,
-        started_by=started_by,
+        settings, changed=changed, previous=replay.latest_record, config=config,
+        started_by=started_by, holds_for_hand=holds,
     )  # fmt: skip
-    record = journal.append_system(RecordKind.RULES, actor=actor, state=replay.state, payload=body)
-    replay.take_rules(rules, settings, record.record)
+    record = journal.append_system(RecordKind.RULES, actor=actor, state=state, payload=body)
+    replay.take_rules(rules, settings, record.record, holds)
     return record, changed

@@ -321,6 +321,14 @@ def rules_row(db: sqlite3.Connection, number: int) -> Row | None:
     return Row(*found) if found else None
 
 
+def rules_held(db: sqlite3.Connection) -> bool:
+    """Whether a ``rules`` record waited for a hand in play (``holds_for_hand``)."""
+    found = db.execute(
+        "SELECT 1 FROM records WHERE kind = 'rules' AND body LIKE '%\"holds_for_hand\"%' LIMIT 1"
+    ).fetchone()
+    return found is not None
+
+
 def last_halt(db: sqlite3.Connection) -> Row | None:
     """The newest ``halt`` or ``clear_halt`` record."""
     found = db.execute(

@@ -39,6 +39,7 @@ class RulesRecord:
     previous: int | None = None
     config: str | None = None
     started_by: str | None = None
+    holds_for_hand: int | None = None  # journaled while that hand's wagers rode
 
     @property
     def program(self) -> str | None:
@@ -54,16 +55,21 @@ def rules_body(
     previous: int | None,
     config: str | None,
     started_by: str,
+    holds_for_hand: int | None = None,
 ) -> dict[str, Any]:
     """The body of a ``rules`` record: the ``settings`` a start plays under
     (:func:`~controller.core.config.rules_settings` and the program's digest), what
     ``changed`` since the rules record ``previous``, and who started the service
-    (``started_by``) with which ``config`` file."""
+    (``started_by``) with which ``config`` file. ``holds_for_hand``: journaled while
+    that hand's wagers rode, the rules take effect at the next hand (the key is written
+    only then, so every older record reads as it did)."""
+    held = {"holds_for_hand": holds_for_hand} if holds_for_hand is not None else {}
     return dict(settings) | {
         "changed": dict(changed),
         "previous": previous,
         "config": config,
         "started_by": started_by,
+        **held,
     }
 
 
@@ -81,6 +87,9 @@ def read_rules(body: str | Mapping[str, Any]) -> RulesRecord:
     config = data.get("config")
     started_by = data.get("started_by")
     changed = data.get("changed")
+    holds = data.get("holds_for_hand")
+    if holds is not None and (not isinstance(holds, int) or isinstance(holds, bool) or holds < 1):
+        raise RecordError(f"the rules record's holds_for_hand is not a hand number: {holds!r}")
     return RulesRecord(
         rules,
         data,
@@ -88,6 +97,18 @@ def read_rules(body: str | Mapping[str, Any]) -> RulesRecord:
         previous if isinstance(previous, int) and not isinstance(previous, bool) else None,
         config if isinstance(config, str) else None,
         started_by if isinstance(started_by, str) else None,
+        holds,
+    )
+
+
+def pending_why(hand: int, in_force: int | None) -> str:
+    """Why a ``rules`` record waits, in a technician's words (``status``, ``doctor``, the
+    log): the hand in play and the rules record it keeps (None: the defaults)."""
+    kept = f"record {in_force}" if in_force is not None else "the defaults"
+    return (
+        f"it was journaled while hand {hand}'s fire bets rode: hand {hand} keeps the rules "
+        f"it opened under ({kept}) to its settlement; the new rules take effect when the "
+        "next hand's betting opens"
     )
 
 

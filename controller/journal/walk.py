@@ -33,12 +33,13 @@ from controller.journal import store
 from controller.journal.recipe import GENESIS, RecordKind, canonical, decode_body, iso, seal, sealer
 from controller.journal.replay import (
     DECODE_ERRORS,
+    Held,
     RecordError,
     Replay,
     resume_state_of,
 )
 from controller.journal.store import Row
-from controller.journal.system import read_rules
+from controller.journal.system import RulesRecord, read_rules
 
 Problem = tuple[int | None, str]
 _RUN = 512  # sealed records folded together at most (the walk's memory stays flat)
@@ -262,9 +263,29 @@ def replay_at(
             return Replay(rules), (row.record, bad_seal(row))
     try:
         found = read_rules(row.body)
+        held = _held(db, found, rules)
     except RecordError as exc:
         return Replay(rules), (row.record, str(exc))
-    return Replay(found.rules, rules_record=row.record, settings=found.settings), None
+    return Replay(found.rules, rules_record=row.record, settings=found.settings, held=held), None
+
+
+def _held(db: sqlite3.Connection, found: RulesRecord, rules: FireBetRules) -> Held | None:
+    """The rules the hand ``found`` waited for opened under (None: it waited for none):
+    those of the newest ``rules`` record before it that did not wait for the same hand
+    (``rules`` before the first). Whether that hand is still in play is the state's."""
+    hand = found.holds_for_hand
+    if hand is None:
+        return None
+    previous = found.previous
+    while previous is not None:
+        row = store.rules_row(db, previous)
+        if row is None or row.record != previous:
+            raise RecordError(f"the rules record names record {previous} before it: not one")
+        before = read_rules(row.body)
+        if before.holds_for_hand != hand:
+            return Held(before.rules, row.record, hand)
+        previous = before.previous
+    return Held(rules, None, hand)
 
 
 def start_at_anchor(

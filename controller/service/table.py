@@ -69,7 +69,12 @@ from controller.journal import (
 )
 from controller.journal.play import decide, journal_rules
 from controller.journal.proof import Break
-from controller.journal.system import diagnostics_body, start_body, storage_over_body
+from controller.journal.system import (
+    diagnostics_body,
+    pending_why,
+    start_body,
+    storage_over_body,
+)
 from controller.journal.walk import replay_before
 from controller.service import notify
 from controller.service.integrity import ProgramCheck
@@ -126,6 +131,7 @@ class Table:
         self.full_check: str | None = None  # "running", "ok" or what it found
         self.rules_pending = False  # this start's rules are not journaled yet
         self.rules_shown: dict[str, Any] | None = None  # the rules in force, for status
+        self._pending_seen: int | None = None  # a rules record waiting, as last published
         self.settlements = ShownSettlement()
         self.last_roll_record: int | None = None  # the record of the last roll accepted here
         self.published: Published | None = None  # the engine thread's last snapshot
@@ -224,6 +230,12 @@ class Table:
                 "the rules changed since the last start (record %d): %s",
                 record.record,
                 "; ".join(f"{k} was {v['was']!r}, now {v['now']!r}" for k, v in changed.items()),
+            )
+        if self.replay.pending is not None:
+            log.warning(
+                "a rules change is pending (record %d): %s",
+                record.record,
+                pending_why(self.replay.state.hand, self.replay.rules_record),
             )
 
     # commands -------------------------------------------------------------------------------
@@ -519,7 +531,7 @@ class Table:
             halt_text,
             self.storage_fault,
             self.settlements.last,
-            self.rules_shown,
+            self._rules_status(state),
             proof=self._proof(halted),
         )
         if self.state_changed is not None:
@@ -528,6 +540,31 @@ class Table:
             self.on_change(self.published)
         if announce:
             self.announce()
+
+    def _rules_status(self, state: TableState) -> dict[str, Any] | None:
+        """The rules record in force for ``status``, with the one that waits for the hand
+        in play to end (``pending``: journaled while its wagers rode); the log says when
+        a waiting change takes effect."""
+        shown = self.rules_shown
+        pending = self.replay.pending
+        if pending != self._pending_seen:
+            if pending is None and self._pending_seen is not None:
+                log.warning(
+                    "the rules of record %d are in force from hand %d on",
+                    self._pending_seen,
+                    state.hand,
+                )
+            self._pending_seen = pending
+        if shown is None or pending is None:
+            return shown
+        return shown | {
+            "pending": {
+                "record": pending,
+                "hand": state.hand,
+                "in_force": self.replay.rules_record,
+                "why": pending_why(state.hand, self.replay.rules_record),
+            }
+        }
 
     def _proof(self, halted: Halt | None) -> dict[str, Any] | None:
         """Halted: whether the state shown rests only on records before the break (the

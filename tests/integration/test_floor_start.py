@@ -54,6 +54,10 @@ def test_no_broker_and_no_users_are_warned_with_time_stamps_and_the_floor_runs_o
         assert re.match(STAMP + f"WARNING firebet.floor: no broker reachable at mqtt://127.0.0.1:{port}"
                         r" within 3 s", broker)  # fmt: skip
         assert "the floor keeps trying" in broker
+        # SPEC section 6 (issue 30): a floor with no approvals says so at start
+        approvals = next(x for x in lines if "no [approved.*] rules in " in x)
+        assert re.match(STAMP + "WARNING firebet.floor: no \\[approved", approvals), approvals
+        assert "every hand is decided under unapproved rules" in approvals
         assert any(re.match(STAMP + "WARNING firebet.floor: no table has reported", x)
                    for x in lines)  # fmt: skip
         assert all(re.match(STAMP, x) for x in lines), text  # every line stamped

@@ -98,6 +98,10 @@ def test_a_poison_flood_from_one_table_never_stops_another(
         # the tally counts it too (it said "Alerts 1 open" over an empty tally, #32)
         assert '<span class="k-quarantine c-red">table quarantined: 1</span>' in front
         assert "table CR-08 is quarantined: it keeps sending bad messages (10 bad" in front
+        # a floor with no approvals marks every hand as decided under unapproved rules (#30)
+        assert 'id="unapproved"' in front and "every hand is decided under unapproved" in front
+        honest_page = floor.page("/tables/CR-07")
+        assert honest_page.count('class="unapproved off"') >= 1, honest_page[-2000:]
         page = floor.page("/tables/CR-08")
         assert "<strong>quarantined</strong>: 10 bad messages within 60 s" in page
         assert "bad messages 1100 (the last: event: " in page
@@ -211,6 +215,10 @@ def test_rules_the_floor_has_not_approved_are_an_alert_with_both_amounts(
             "the table paid $499,995; the approved rules (house) pay $1,245"
             in (settled["detail"]["detail"])
         )
+        # approved rules cover the table: no banner, no hand marked unapproved on the console
+        page = floor.page("/tables/CR-07")
+        assert 'id="unapproved"' not in page and 'class="unapproved' not in page
+        assert "Hand 1" in page
     finally:
         table.close()
         floor.stop()

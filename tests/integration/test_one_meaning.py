@@ -105,14 +105,20 @@ def test_a_rules_change_is_a_rules_action_in_the_hand_and_an_alert_on_the_floor(
     table = TableJournal(tmp_path / "journal.db", config=load_config(None))
     table.do("bet 3 5", "2 2", "2 2")
     table.take_rules(load_config(house_file))
-    table.do("3 3", "3 3", "4 4", "4 4", "5 5", "4 3")  # the seven-out under the house's rules
+    # the seven-out: the hand keeps the NJ table it opened under (its bet rode when the
+    # house's rules were journaled: SPEC section 2), the next hand plays the house's
+    table.do("3 3", "3 3", "4 4", "4 4", "5 5", "4 3")
     (hand,) = table.history(2)[:1]
     rules = [a for a in hand["actions"] if a["action"] == "rules"]
     assert len(rules) == 1 and rules[0]["changed"]["firebet.pays"] == {
         "was": {"4": 24, "5": 249, "6": 999},
         "now": {"3": 5, "4": 30, "5": 300, "6": 1000},
     }
-    assert hand["odds_to_one"] == 5 and hand["payouts"] == {"3": 25}  # 3 points, the house
+    assert hand["odds_to_one"] == 0 and hand["payouts"] == {"3": 0}  # 3 points: NJ loses
+    table.do("bet 3 5", "2 2", "2 2", "3 3", "3 3", "4 4", "4 4", "5 5", "4 3")
+    assert table.history(1)[-1]["payouts"] == {}  # (the hand in play)
+    paid = [h for h in table.history(3) if h["result"] is not None][-1]
+    assert paid["odds_to_one"] == 5 and paid["payouts"] == {"3": 25}  # the house's tier
     audit = TableAudit()
     found = [audit.step(r) for r in table.records()]
     alerts = [d for f in found for d in f.discrepancies]

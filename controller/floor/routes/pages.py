@@ -36,7 +36,7 @@ def table(request: Request) -> Response:
     return page(
         request, "table.html", t=summary, tile=console.tile(summary),
         q=console.queue_view(name),
-        hands=console.service.store.recent_hands(name, RECENT_HANDS), live=name,
+        hands=console.service.store.recent_hands(name, RECENT_HANDS), live=name, table=name,
     )  # fmt: skip
 
 
