@@ -26,7 +26,7 @@ import traceback
 from pathlib import Path
 
 import hypothesis.core
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -96,6 +96,8 @@ def _run(machine: type[RuleBasedStateMachine], seed: int, examples: int, steps: 
             deadline=None,
             database=None,
             suppress_health_check=list(HealthCheck),
+            # a real service's timing cannot replay a failure step for step: no shrinking
+            phases=[Phase.explicit, Phase.generate] if machine is ServiceChannel else list(Phase),
         ),
     )
 

@@ -4,7 +4,7 @@ channel may do and what must hold."""
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from tests.reader_model import FIGURES
 from tests.reader_service_model import ServiceChannel
@@ -16,6 +16,7 @@ TestServiceChannel.settings = settings(
     deadline=None,
     derandomize=True,
     database=None,
+    phases=[Phase.explicit, Phase.generate],  # a real service's timing: no shrinking
     suppress_health_check=[HealthCheck.too_slow],
 )
 
