@@ -12,10 +12,14 @@ import json
 from pathlib import Path
 
 from controller.core.commands import Confirm
+from controller.core.config import load_config, rules_from_settings, rules_settings
 from controller.core.errors import Refusal
 from controller.core.events import Refused, SurveillanceAlert, SurveillanceConfirmed
 from controller.core.lamps import Effect, Mode, desired_outputs, view_from_state
+from controller.core.script import parse_line
 from controller.core.table import TableState
+from controller.journal import Journal, recover, verify
+from controller.journal.play import decide, journal_rules
 from tests.floor_support import TableJournal
 from tests.floor_support import make_points as point_lines
 from tests.support import Table, make_points
@@ -129,3 +133,43 @@ def test_the_table_journals_each_confirmation_once(tmp_path: Path) -> None:
     refused = journal.apply(Confirm(7, "bob", "id-7", actor="floor:bob"))
     assert len(refused) == 1 and "no_alert" in json.dumps(refused[0].events)  # on record, with why
     assert journal.replay.state.alerts() == ((1, "alice"), (2, None))
+
+
+def test_a_journal_from_before_the_key_verifies_and_keeps_newer_hands_after_a_start(
+    tmp_path: Path,
+) -> None:
+    """Rules records without ``confirmable_alerts`` (as every table journaled them before
+    #32) decide as written, a snapshot at every record matching; the next start's rules
+    record (with the key, a change) keeps the hands from then on."""
+    key = tmp_path / "journal.key"
+    (tmp_path / "t.toml").write_text(
+        f'[table]\nid = "CR-07"\n[journal]\nkey_file = "{key}"\nsnapshot_every = 1\n'
+    )
+    config = load_config(tmp_path / "t.toml")
+    journal = Journal(tmp_path / "journal.db", snapshot_every=1, durable=False)
+    replay = recover(journal, config.firebet).replay
+    old = rules_settings(config)
+    del old["firebet"]["confirmable_alerts"]
+    journal_rules(journal, replay, rules_from_settings(old), old, config=None, started_by="t")
+    hand = ("bet 3 5", *point_lines(4, 5, 6, 8, 9), "4 4", "3 4")
+    for line in (*hand, *hand):
+        decide(journal, replay, parse_line(line))
+    assert replay.state.alerts() == ((2, None),)  # hand 1's is gone, as it was
+    assert "earlier_alerts" not in replay.state.to_dict()
+    _, changed = journal_rules(
+        journal, replay, config.firebet, rules_settings(config), config=None, started_by="t"
+    )
+    assert changed == {"firebet.confirmable_alerts": {"was": None, "now": 16}}
+    for line in (*hand, *hand):
+        decide(journal, replay, parse_line(line))
+    assert replay.state.open_alerts() == (2, 3, 4)
+    refused = decide(journal, replay, Confirm(1, "alice", "u-1", actor="floor:alice"))
+    assert refused.outcome.refused is not None and "hands 2, 3, 4" in refused.outcome.refused.reason
+    assert isinstance(
+        decide(journal, replay, Confirm(2, "alice", "u-2", actor="floor:alice")).outcome.events[0],
+        SurveillanceConfirmed,
+    )
+    report = verify(journal, config.firebet)
+    assert report.ok and report.snapshots == report.records - 1, report  # genesis has none
+    assert recover(journal, config.firebet).replay.state == replay.state
+    journal.close()
