@@ -51,6 +51,11 @@ RUNS ?= 10
 test-stress: $(STAMP)
 	PYTHON=$(BIN)/python tests/stress.sh $(RUNS) $(PYTEST_ARGS)
 
+# the JSON Schemas of the floor messages and the CLI's JSON, made from the code (issue 33)
+.PHONY: schemas
+schemas: $(STAMP)
+	$(PYTHON) -m controller.cli.contract
+
 lint: $(STAMP)
 	$(BIN)/ruff check controller drivers tests bench
 	$(BIN)/ruff format --check controller drivers tests bench
@@ -99,7 +104,8 @@ bench-watch: $(STAMP)
 bench-pi: $(STAMP)
 	$(BIN)/python bench/pi_speed.py
 
-# reader protocol 3 on a hostile channel, long: prints its seed and figures (issue 29)
+# reader protocol 3 on a hostile channel, long: prints its seed and figures (issue 29);
+# SOAK_ARGS=--service: through a real firebet run on a pty (kill -9, unplug, replays)
 soak-reader: $(STAMP)
 	$(BIN)/python bench/soak_reader.py $(SOAK_ARGS)
 

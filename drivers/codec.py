@@ -171,12 +171,16 @@ class Frame:
 
     def to_json(self) -> dict[str, Any]:
         """The ``diag reader --json`` line for this frame (``docs/cli.md``)."""
-        return {
+        line: dict[str, Any] = {
             "verdict": self.verdict,
             "kind": self.name,  # the JSON key of docs/cli.md
             "seq": self.seq,
             "dice": list(self.dice) if self.dice is not None else None,
         }
+        if self.ok and self.name is FrameName.HELLO:  # what the reader says it is
+            line["model"] = self.text(2)
+            line["firmware"] = self.text(3)
+        return line
 
 
 def check_protocol(protocol: int) -> int:

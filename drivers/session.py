@@ -53,17 +53,20 @@ RISKS: dict[int, str] = {
     1: (
         "reader protocol 1 (8-bit XOR, no session) cannot protect the table against: line "
         "noise that passes its check (about 1 corrupt frame in 256; a two-bit burst turns "
-        "HB,1001 into HB,9009), a HELLO lost on the line (never repeated: the reader's next "
-        "rolls look like old copies), a serial bridge that replays old frames, and an idle "
-        "table whose heartbeats ran past half the seq ring (32,768 frames, about 9 hours): "
-        "its next roll is taken for an old copy, ACKed and not applied"
+        "HB,1001 into HB,9009), a roll of a reader that restarted unseen whose seq and dice "
+        "match one of the last 64 (taken for a copy, ACKed and not applied), and a serial "
+        "bridge replaying old frames; a HELLO lost on the line, or an idle table whose "
+        "heartbeats ran past half the seq ring (32,768 frames, about 9 hours), makes the "
+        "next rolls unprovable: they are held for the dealer (firebet held), not counted "
+        "by themselves"
     ),
     2: (
-        "reader protocol 2 (CRC-16, no session) cannot protect the table against: a HELLO "
-        "lost on the line (never repeated: the reader's next rolls look like old copies), "
-        "a roll of a reader that restarted unseen whose seq and dice match one of the last "
-        "64, and an idle table whose heartbeats ran past half the seq ring (32,768 frames, "
-        "about 9 hours): its next roll is taken for an old copy, ACKed and not applied"
+        "reader protocol 2 (CRC-16, no session) cannot protect the table against: a roll "
+        "of a reader that restarted unseen whose seq and dice match one of the last 64 "
+        "(taken for a copy, ACKed and not applied); a HELLO lost on the line, or an idle "
+        "table whose heartbeats ran past half the seq ring (32,768 frames, about 9 hours), "
+        "makes the next rolls unprovable: they are held for the dealer (firebet held), not "
+        "counted by themselves"
     ),
 }
 """What a reader of each protocol before 3 risks, in words the service logs once at start

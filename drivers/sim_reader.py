@@ -147,6 +147,7 @@ class SimulatedReader:
         """Protocol 3: carried-over rolls a WELCOME said were applied, as (session, number)."""
         self._hello_frame = b""
         self._hello_at = 0.0
+        self._driver_opened = False  # the controller has opened the port (open_port)
 
     # -- life ---------------------------------------------------------------------
 
@@ -157,8 +158,20 @@ class SimulatedReader:
 
     def open_port(self, url: str, **settings: Any) -> Any:
         """The driver's opener (``SerialDiceReader(open_fn=...)``): it opens ``url`` only
-        while it leads to this device's own port (:meth:`drivers.sim_link.PtyLink.open_port`)."""
-        return self._link.open_port(url, **settings)
+        while it leads to this device's own port (:meth:`drivers.sim_link.PtyLink.open_port`).
+
+        A reader powered from the port says its power-on HELLO when the controller first
+        opens it: the HELLO sent at :meth:`start` lay in the terminal's buffer, which
+        opening the port flushes, and a protocol-1/2 reader never repeats a HELLO, so
+        without this the table would meet numbering it never heard start (a bench with a
+        journal from an earlier run took every roll for an old copy). Protocol 3 repeats
+        its HELLO until the WELCOME by itself."""
+        port = self._link.open_port(url, **settings)
+        with self._lock:
+            first, self._driver_opened = not self._driver_opened, True
+        if first and self._hello_at_start and self.protocol < 3:
+            self.hello()
+        return port
 
     def start(self) -> SimulatedReader:
         """Plug in and power up: open the port, send HELLO, start the device thread."""

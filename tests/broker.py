@@ -30,6 +30,7 @@ USERS = {
     "floor-2": "floor-2-secret",
     "CR-07": "table-07-secret",
     "CR-08": "table-08-secret",
+    "consumer": "consumer-secret",
 }
 
 

@@ -31,7 +31,7 @@ import pytest
 from gpiozero import Device
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
-from tests import support
+from tests import schemas, support
 from tests.broker import Mosquitto
 from tests.isolation import sitecustomize as fence
 from tests.postgres import Postgres
@@ -89,6 +89,49 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             f"note: the host's {', '.join(made)} appeared during this run, made by no test "
             "process (the fence refuses those): some other program on this machine"
         )
+
+
+# the message makers whose every message a test makes is held to the shipped schemas:
+# (module, name, schema); the originals are kept for the wrappers
+_MESSAGE_MAKERS = (
+    ("controller.link.link", "event_message", "floor-event"),
+    ("controller.link.link", "state_message", "floor-state"),
+    ("controller.link.link", "online_message", "floor-online"),
+    ("controller.floor.ingest", "confirm_command", "floor-command"),
+    ("controller.floor.ingest", "resend_command", "floor-command"),
+    ("tests.floor_support", "event_message", "floor-event"),
+)
+
+
+def _checked(maker: Callable[..., Any], stem: str) -> Callable[..., Any]:
+    def made(*args: Any, **kwargs: Any) -> Any:
+        message = maker(*args, **kwargs)
+        schemas.note(stem, message)
+        return message
+
+    return made
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _messages_checked_against_the_schemas() -> Iterator[None]:
+    """Every floor message the link, the floor or the helpers make is valid by its schema
+    in ``controller/schemas/`` (issue 33): the suite's messages are the schemas' test."""
+    import importlib
+
+    with pytest.MonkeyPatch.context() as patch:
+        for module, name, stem in _MESSAGE_MAKERS:
+            owner = importlib.import_module(module)
+            patch.setattr(owner, name, _checked(getattr(owner, name), stem))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _no_message_off_its_schema() -> Iterator[None]:
+    """A test fails when a message made during it was not valid by its schema."""
+    schemas.failures.clear()
+    yield
+    found, schemas.failures[:] = list(schemas.failures), []
+    assert not found, "messages not valid by controller/schemas/: " + "; ".join(found[:5])
 
 
 @pytest.fixture

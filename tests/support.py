@@ -38,6 +38,7 @@ from controller.service.integrity import ProgramCheck
 from controller.service.service import Service
 from drivers.serial_reader import SerialDiceReader
 from drivers.sim_reader import SimulatedReader
+from tests import schemas
 
 ROOT = Path(__file__).resolve().parent.parent
 FENCE_DIR = ROOT / "tests" / "isolation"  # its sitecustomize fences off the host's table
@@ -63,8 +64,9 @@ def run_firebet(
     env: dict[str, str] | None = None,
     input: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``firebet ARGS`` as a real process from the checkout; its output captured."""
-    return subprocess.run(
+    """``firebet ARGS`` as a real process from the checkout; its output captured. What it
+    prints as JSON is checked against the shipped schemas (``tests/schemas.py``)."""
+    done = subprocess.run(
         [sys.executable, "-m", "controller", *args],
         cwd=ROOT,
         capture_output=True,
@@ -73,6 +75,8 @@ def run_firebet(
         env=env,
         input=input,
     )
+    schemas.check_cli(args, done.stdout)
+    return done
 
 
 def recall_firebet(*args: str) -> subprocess.CompletedProcess[str]:

@@ -16,9 +16,10 @@ import os
 import select
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from controller import __version__
-from controller.core.errors import FirebetError
+from controller.core.errors import FirebetError, Refusal
 
 # the modules that add subcommands, in the order `firebet --help` lists them
 COMMAND_MODULES: tuple[str, ...] = (
@@ -56,14 +57,49 @@ COMMANDS: dict[str, str] = {
 }
 
 
+# a usage error's refusal code, by the argument argparse names ("argument AMOUNT: ...");
+# any other usage error is bad_input (docs/cli.md, "Refusal codes")
+USAGE_CODES: dict[str, Refusal] = {
+    "AMOUNT": Refusal.NOT_AN_AMOUNT,
+    "D1": Refusal.BAD_DICE,
+    "D2": Refusal.BAD_DICE,
+    "POS": Refusal.NO_SUCH_POSITION,
+}
+
+
+def usage_refusal(message: str) -> dict[str, object]:
+    """The refusal object ``--json`` prints for a usage error (exit 2) with ``message``."""
+    named = message.split(":", 1)[0].removeprefix("argument ") if message else ""
+    code = USAGE_CODES.get(named, Refusal.BAD_INPUT)
+    return {"ok": False, "code": str(code), "error": message, "exit": 2}
+
+
+class _Parser(argparse.ArgumentParser):
+    """The parser of every command: under ``--json`` a usage error is also the refusal
+    object on standard output (its words and usage on standard error, exit 2, as always)."""
+
+    json_wanted = False  # set from the command's words before they are parsed
+
+    def error(self, message: str) -> NoReturn:
+        if _Parser.json_wanted:
+            print(json.dumps(usage_refusal(message)), flush=True)
+        super().error(message)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered, or, for a known
     ``command``, only the commands of the module that adds it (the same parser for it)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="firebet",
         description="Fire-bet table controller for live craps and mini-craps.",
     )
     parser.add_argument("--version", action="version", version=f"firebet {__version__}")
+    parser.add_argument(
+        "--contract-version",
+        action=_ContractVersion,
+        help="print the release, the command line's contract version, the floor messages' "
+        "version and where the JSON Schemas are, as JSON, and exit",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     modules = (COMMANDS[command],) if command in COMMANDS else COMMAND_MODULES
     for name in modules:
@@ -72,6 +108,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         _plain_help(sub)
         sub.set_defaults(_parser=sub)  # the deepest parser's wins: unknown options name it
     return parser
+
+
+class _ContractVersion(argparse.Action):
+    """``firebet --contract-version``: what a script reads to know what it talks to."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        from controller.cli.contract import versions
+
+        print(json.dumps(versions()))
+        parser.exit(0)
 
 
 def _walk(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
@@ -155,6 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
+    _Parser.json_wanted = "--json" in words
     # the command first: its own module's parser; anything else (--help, a typo) the full one
     parser = build_parser(words[0] if words else None)
     args, extras = parser.parse_known_args(words)

@@ -204,10 +204,12 @@ def held(args: argparse.Namespace) -> int:
         if not rolls:
             print("no reader roll is held")
             return 0
-        print("reader rolls held after manual entry (firebet held apply N / discard N):")
+        print("reader rolls held for the dealer (firebet held apply N / discard N):")
         for h in rolls:
             d1, d2 = h["dice"]
             print(f"  {h['number']}: {d1} {d2}  (reader seq {h['seq']}, {h['at']})")
+            if h.get("reason"):
+                print(f"     held because {h['reason']}")
         return 0
     if args.number is None:
         raise UsageError(f"held {args.action}: which held roll? give its number N")

@@ -365,7 +365,9 @@ class Doctor:
         )
 
     def check_floor(self) -> None:
-        """The floor link: the broker takes the table's login; the publish cursor and backlog."""
+        """The floor link: the broker answers (probed as nobody: doctor never takes the
+        table's session); the table's login as the running service's link reports it; the
+        publish cursor and backlog."""
         assert self.config is not None
         floor = self.config.floor
         if not floor.enabled:
@@ -375,7 +377,7 @@ class Doctor:
             "check [floor] broker, username and password_file, the network and the broker's "
             "log on the floor server (docs/floor.md)"
         )
-        problem = probe_broker(floor, f"firebet-{self.config.table.id}-doctor-{os.getpid()}")
+        probe = probe_broker(floor, f"firebet-doctor-{os.getpid()}")
         try:
             cursor: Any = CursorFile(self.state_dir).load().record
         except CursorError as exc:
@@ -383,20 +385,32 @@ class Doctor:
         link = (self.service or {}).get("floor") or {}
         if link.get("enabled"):  # the running service's own view is the fresher one
             cursor, backlog = link.get("cursor"), link.get("backlog")
-            service = f"; service connected {link.get('connected')}"
-            if link.get("last_error"):
-                service += f", last error: {link['last_error']}"
         else:
             head = getattr(self, "last_record", None)
             backlog = head - cursor if isinstance(head, int) and isinstance(cursor, int) else "?"
-            service = ""
         where = f"{floor.broker} as {floor.username or '(no user)'}"
-        if problem is not None:
-            self.add("floor", False, f"{where}: {problem}; cursor {cursor}, backlog {backlog}", fix)
+        if probe.problem is not None:
+            self.add(
+                "floor", False, f"{where}: {probe.problem}; cursor {cursor}, backlog {backlog}", fix
+            )
             return
-        ok = not link.get("enabled") or bool(link.get("connected"))
-        detail = f"{where}: login accepted; publish cursor {cursor}, backlog {backlog}{service}"
-        self.add("floor", ok, detail, "" if ok else fix)
+        reached = f"{where}: the broker answers (probed as nobody, so no session is taken)"
+        shown = f"publish cursor {cursor}, backlog {backlog}"
+        if link.get("enabled"):
+            ok = bool(link.get("connected"))
+            login = (
+                "the service's link is connected" if ok else "the service's link is NOT connected"
+            )
+            if link.get("last_error"):
+                login += f", last error: {link['last_error']}"
+            self.add("floor", ok, f"{reached}; {login}; {shown}", "" if ok else fix)
+            return
+        self.warn(
+            "floor",
+            f"{reached}; the table's login is not checked without the service (its link "
+            f"reports it: firebet status); {shown}",
+            "start the service and look at firebet status (floor: connected)",
+        )
 
     def check_disk(self) -> None:
         where = self.state_dir if self.state_dir.exists() else Path(".")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import grp
+import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -46,6 +47,20 @@ def run_init(args: argparse.Namespace) -> int:
     journal = Journal.open(where.state_dir, config)
     actor = _who()
     done = init_journal(journal, config.firebet, actor, args.reason or "")
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "ok": True,
+                    "journal": str(journal.path),
+                    "aside": str(done.aside) if done.aside is not None else None,
+                    "moved": list(done.moved),
+                    "key_made": done.key_made,
+                    "actor": actor,
+                }
+            )
+        )
+        return 0
     if done.aside is not None:
         print(f"moved {', '.join(done.moved)} to {done.aside}")
     if done.key_made:
@@ -68,6 +83,19 @@ def run_migrate(args: argparse.Namespace) -> int:
         actor,
         config.journal.snapshot_every,
     )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "ok": True,
+                    "records": done.records,
+                    "old_head": done.old_head,
+                    "aside": str(done.aside),
+                    "actor": actor,
+                }
+            )
+        )
+        return 0
     print(
         f"migrated {done.records} records to the keyed format (old chain head "
         f"{done.old_head[:16]}); the format-1 files are in {done.aside}"
@@ -81,10 +109,16 @@ def register(tools: Any, common: Callable[[argparse.ArgumentParser], None]) -> N
         "init", help="technician: a new journal over a damaged one (the old files kept aside)"
     )
     init.add_argument("--reason", required=True, help="what happened to the old journal")
+    _json_flag(init, "one JSON object: the new journal, where the old files went, who")
     common(init)
-    init.set_defaults(func=run_init)
+    init.set_defaults(func=run_init, _json_refusal=True)
     move = tools.add_parser(
         "migrate", help="technician: move a format-1 journal to the keyed format"
     )
+    _json_flag(move, "one JSON object: the records moved, the old chain head, the old files")
     common(move)
-    move.set_defaults(func=run_migrate)
+    move.set_defaults(func=run_migrate, _json_refusal=True)
+
+
+def _json_flag(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--json", action="store_true", help=what + "; a refusal's code and words")

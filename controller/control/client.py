@@ -40,6 +40,9 @@ class _MayHaveBeenRead(Exception):
     """The connection was lost after the service may have read a state-changing request."""
 
 
+INSTALLED_SOCKET_DIR = Path("/run/firebet")  # the installed unit's (systemd/firebet.service)
+
+
 class ControlClient:
     """A client's end of the control socket; keeps one connection for many requests."""
 
@@ -58,8 +61,16 @@ class ControlClient:
         self._file: Any = None
 
     def _unreachable(self, why: str) -> ServiceUnreachable:
-        return ServiceUnreachable(
-            f"firebet service is not running: {why} (start it with: sudo systemctl start firebet)"
+        return ServiceUnreachable(f"firebet service is not running: {why} ({self._advice()})")
+
+    def _advice(self) -> str:
+        """How to start the service this socket belongs to: the installed unit's socket
+        (under ``/run/firebet``) by systemd, any other (a bench, a checkout) by hand."""
+        if self.path.parent == INSTALLED_SOCKET_DIR:
+            return "start it with: sudo systemctl start firebet"
+        return (
+            "on a bench start it with: firebet run --simulated-reader --pin-factory mock "
+            f"--state-dir {self.path.parent}; an installed table: sudo systemctl start firebet"
         )
 
     def connect(self) -> None:

@@ -341,7 +341,10 @@ class SeqConflict(Event):
 
 @dataclass(frozen=True)
 class RollHeld(Event):
-    """A reader roll after manual entry: recorded (and ACKed) but held for the dealer.
+    """A reader roll recorded (and ACKed) but held for the dealer: after manual entry, in
+    the reader's own FAULT, or (protocols 1 and 2) a roll whose seq is not newer than the
+    last one applied and is not one of the rolls the table remembers applying (``reason``
+    says so: the table cannot prove it a copy, so the dealer decides).
 
     ``number`` names it for ``firebet held apply N`` / ``discard N``.
     """
@@ -352,6 +355,7 @@ class RollHeld(Event):
     d1: int
     d2: int
     at: str = ""
+    reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,13 @@ from, or when it comes from a reader in ``SEQ_CONFLICT``. Where a reader roll's 
 against the last one applied is :func:`controller.core.table.order`'s to say (the one home
 of that arithmetic): a copy (protocols 1 and 2: that seq and the 32,767 behind it, modulo
 65536; protocol 3: a roll number of the session at or below the last) is a duplicate
-(ACKed again, nothing changes) when its dice are the ones applied at that seq, or when
-that seq is older than the last 64 remembered; a ``SEQ_CONFLICT`` when they differ; a
-protocol-3 roll numbered past the next one is refused (a gap: not ACKed). A reader
-roll after a roll keyed by hand, or while the reader itself reports FAULT, is held for
-the dealer. Any other roll is accepted: the hand machine
+(ACKed again, nothing changes) when its dice are the ones applied at that seq (or, under
+protocol 3, when that roll number is older than the last 64 remembered); a
+``SEQ_CONFLICT`` when they differ; under protocols 1 and 2, a copy whose seq is not one of
+the last 64 remembered cannot be proven a copy and is held for the dealer with its reason
+(:func:`unproven`); a protocol-3 roll numbered past the next one is refused (a gap: not
+ACKed). A reader roll after a roll keyed by hand, or while the reader itself reports
+FAULT, is held for the dealer. Any other roll is accepted: the hand machine
 (:mod:`controller.core.hand`) says what it does to the hand (natural, craps, point
 established or made, seven-out, no decision), and then
 
@@ -67,7 +69,7 @@ from controller.core.state import (
     rolled,
     settle_meters,
 )
-from controller.core.table import Order, order
+from controller.core.table import READER_WINDOW, Order, order
 from controller.core.wagers import settle, settlement
 
 _is_int = wagers.is_int
@@ -80,6 +82,17 @@ def recalled(state: TableState, seq: int) -> tuple[int, int] | None:
         if known == seq:
             return (d1, d2)
     return None
+
+
+def unproven(seq: int, last: int | None) -> str:
+    """Why a protocol-1 or -2 ROLL at ``seq`` is held (the last roll applied at ``last``):
+    not newer, yet not a roll the table remembers applying, in the dealer's words."""
+    return (
+        f"the reader's numbering cannot be proven: seq {seq} is not newer than {last} and not "
+        f"one of the last {READER_WINDOW} rolls this table applied (a table idle for hours, or "
+        "a reader restarted while the service was down); apply it if this throw was not "
+        "counted, discard it if it was"
+    )
 
 
 # the rule's pieces --------------------------------------------------------------------------
@@ -147,6 +160,11 @@ class RollRule:
             where = order(seq, state.reader_seq, state.reader_session)
             if where is Order.COPY:  # a copy: the last roll's, or a stale one
                 recorded = state.reader_dice if seq == state.reader_seq else recalled(state, seq)
+                if recorded is None and state.reader_session is None:
+                    # protocols 1 and 2: not newer, and not a roll the table remembers
+                    # applying: it cannot prove it a copy, so the dealer decides
+                    why = unproven(seq, state.reader_seq)
+                    return (RollHeld(state.held_next, seq, d1, d2, at=c["at"], reason=why),)
                 if recorded is None or recorded == (d1, d2):
                     return (DuplicateRoll(seq, stale=seq != state.reader_seq),)
                 return (SeqConflict(seq, recorded[0], recorded[1], d1, d2, at=c["at"]),)

@@ -400,7 +400,7 @@ def _seq_conflict(f: Fields, e: SeqConflict) -> None:
 
 
 def _roll_held(f: Fields, e: RollHeld) -> None:
-    f["held"] = (*f["held"], HeldRoll(e.number, e.seq, e.d1, e.d2, e.at))
+    f["held"] = (*f["held"], HeldRoll(e.number, e.seq, e.d1, e.d2, e.at, e.reason))
     f["held_next"] = e.number + 1
     f["hold_reader"] = True  # the reader's next rolls wait behind it (SPEC section 4)
     if e.seq is not None:

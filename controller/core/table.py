@@ -166,26 +166,35 @@ class Meters:
 
 @dataclass(frozen=True)
 class HeldRoll:
-    """A reader roll held for the dealer after manual entry (``docs/rules.md``)."""
+    """A reader roll held for the dealer (``docs/rules.md``); ``reason``, when the hold is
+    not the usual one after manual entry or in the reader's FAULT, says why in the
+    dealer's words (a roll the table cannot prove a copy, ``docs/reader-protocol.md``)."""
 
     number: int
     seq: int | None
     d1: int
     d2: int
     at: str = ""
+    reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """``status --json`` ``held_rolls`` item."""
-        return {
+        """``status --json`` ``held_rolls`` item (``reason`` only when the hold has one, so
+        a state journaled before it had one reads back the same)."""
+        out: dict[str, Any] = {
             "number": self.number,
             "seq": self.seq,
             "dice": [self.d1, self.d2],
             "at": self.at,
         }
+        if self.reason:
+            out["reason"] = self.reason
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HeldRoll:
-        return cls(d["number"], d["seq"], d["dice"][0], d["dice"][1], d.get("at", ""))
+        return cls(
+            d["number"], d["seq"], d["dice"][0], d["dice"][1], d.get("at", ""), d.get("reason", "")
+        )
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,15 @@ def log_reader_events(logger: logging.Logger, events: Sequence[Event]) -> None:
                 event.recorded_d1,
                 event.recorded_d2,
             )
+        elif isinstance(event, RollHeld) and event.reason:
+            logger.warning(
+                "reader roll %d %d (seq %s) held as %d: %s (firebet held)",
+                event.d1,
+                event.d2,
+                event.seq,
+                event.number,
+                event.reason,
+            )
         elif isinstance(event, RollHeld):
             logger.warning(
                 "reader roll %d %d (seq %s) held as %d: a roll was entered by hand, or the "

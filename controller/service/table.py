@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -54,9 +53,7 @@ from controller.core.events import (
 )
 from controller.core.lamps import LightsView, Mode, Outputs, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
-from controller.core.rolls import recalled
 from controller.core.state import TableState
-from controller.core.table import READER_WINDOW
 from controller.journal import (
     Halt,
     Journal,
@@ -142,7 +139,6 @@ class Table:
         # the reader's copies ACKed and not applied since this start: of the last roll
         # (``repeated``) and of an older one (``stale``): status --json reader.copies
         self.copies: dict[str, int] = {"repeated": 0, "stale": 0}
-        self._far_logged = -60.0  # when a ROLL far behind was last logged (monotonic)
         # the halt and the state the records before its break give (None: not known)
         self._proven: tuple[Halt, TableState | None] | None = None
         self.systemd_status = notify.StatusLine()  # systemd's, sent on a change (rate-limited)
@@ -306,8 +302,6 @@ class Table:
             if isinstance(e, DuplicateRoll):
                 self.copies["stale" if e.stale else "repeated"] += 1
                 recorded = True
-                if e.stale and recalled(self.state, e.seq) is None:
-                    self._far_behind(e.seq)
             elif isinstance(e, RollAccepted | RollHeld):
                 recorded = True
         if isinstance(command, Roll) and command.seq is not None and recorded and self.reader:
@@ -338,23 +332,6 @@ class Table:
         refused = outcome.refused if outcome is not None else None
         over = refused is not None and refused.code == Refusal.READER_SESSION
         self.reader.hello_refused(command.session, over=over)
-
-    def _far_behind(self, seq: int) -> None:
-        """A ROLL behind the last applied one and older than the rolls remembered: a very
-        late copy, or a reader whose numbering ran on past half the ring without a HELLO
-        (docs/reader-protocol.md, "Sequencing"): said loudly, once a minute at most."""
-        now = time.monotonic()
-        if now - self._far_logged < 60.0:
-            return
-        self._far_logged = now
-        log.warning(
-            "reader ROLL seq %d is behind the last roll applied (seq %s) and older than the "
-            "last %d remembered: taken as a stale copy, ACKed, not applied; if the reader "
-            "ran on without a HELLO while the service was stopped, restart the reader",
-            seq,
-            self.state.reader_seq,
-            READER_WINDOW,
-        )
 
     def record(self, command: Command) -> Outcome:
         """Decide and journal ``command`` durably (the one step,

@@ -18,6 +18,7 @@ from controller.link.cursor import CursorFile
 from controller.link.link import WINDOW
 from drivers.sim_reader import SimulatedReader
 from tests.broker import Mosquitto, Subscriber
+from tests.floor_support import Publisher
 from tests.support import ROOT, run_firebet, wait_for
 
 pytestmark = pytest.mark.slow
@@ -130,6 +131,8 @@ def test_sim_publishes_with_broker_and_doctor_shows_the_cursor(
 
     with_broker = tmp_path / "with-broker.toml"
     with_broker.write_text(config.read_text() + f'broker = "{mosquitto.url}"\n')
+    table = Publisher(mosquitto, "CR-07")  # the table's own login, on while doctor runs
+    wait_for(lambda: table.client.is_connected(), what="the table's login")
     doctor = run_firebet(
         "doctor", "--config", str(with_broker), "--state-dir", str(state), "--json",
         "--pin-factory", "mock",
@@ -139,6 +142,10 @@ def test_sim_publishes_with_broker_and_doctor_shows_the_cursor(
     assert floor_check["ok"], floor_check
     cursor = CursorFile(state).load().record
     assert f"publish cursor {cursor}, backlog {head - cursor}" in floor_check["detail"]
+    # doctor probed as nobody: the table's session was not taken (issue 33)
+    assert table.disconnects == 0, "doctor took the table's session"
+    assert "the broker answers" in floor_check["detail"] and floor_check["warning"]
+    table.close()
 
     mosquitto.stop()
     down = run_firebet(

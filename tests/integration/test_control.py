@@ -200,8 +200,15 @@ def test_client_without_server_raises_service_unreachable(sock_path: Path) -> No
     assert err.value.exit_code == 3
     assert str(err.value) == (
         f"firebet service is not running: no control socket at {sock_path} "
-        "(start it with: sudo systemctl start firebet)"
+        "(on a bench start it with: firebet run --simulated-reader --pin-factory mock "
+        f"--state-dir {sock_path.parent}; an installed table: sudo systemctl start firebet)"
     )
+
+
+def test_the_installed_socket_gets_the_systemd_advice() -> None:
+    """Bench-aware (issue 33): only the installed unit's socket is told to use systemctl."""
+    client = ControlClient("/run/firebet/control.sock")
+    assert client._advice() == "start it with: sudo systemctl start firebet"
 
 
 def test_client_on_a_dead_socket_file(sock_path: Path) -> None:

@@ -75,6 +75,21 @@ def rest(proc: subprocess.Popen[str]) -> tuple[str, str]:
     return got["out"], got["err"]
 
 
+def test_reader_json_carries_the_hellos_model_and_firmware() -> None:
+    with SimulatedReader(heartbeat_s=0.3, retransmit_s=0.05) as sim:
+        proc = firebet("diag", "reader", "--serial", sim.port, "--json")
+        seen = [first_line(proc)]  # the monitor reads: now the reader restarts
+        sim.hello()
+        while '"HELLO"' not in seen[-1]:
+            seen.append(first_line(proc))
+            assert seen[-1], "the monitor ended before the HELLO"
+        proc.send_signal(signal.SIGTERM)
+        rest(proc)
+    hello = json.loads(seen[-1])
+    assert hello["verdict"] == "ok" and hello["kind"] == "HELLO"
+    assert hello["model"] and hello["firmware"], hello
+
+
 @pytest.mark.slow
 def test_reader_json_names_every_verdict() -> None:
     with SimulatedReader(heartbeat_s=0.3, retransmit_s=0.05) as sim:
@@ -100,6 +115,7 @@ def test_reader_json_names_every_verdict() -> None:
         assert list(frame) in (
             ["verdict", "kind", "seq", "dice"],
             ["verdict", "kind", "seq", "dice", "nak"],
+            ["verdict", "kind", "seq", "dice", "model", "firmware"],  # a HELLO's (issue 33)
         )
     assert [f["nak"] for f in frames if "nak" in f] == [
         {"seq": 5, "reason": "BAD_VALUE", "protocol": 2}

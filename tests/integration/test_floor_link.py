@@ -19,7 +19,7 @@ from controller.journal import Journal, recover, verify
 from controller.journal.play import decide
 from controller.journal.recipe import decode_command, to_ms
 from controller.link.link import FloorLink
-from tests import support
+from tests import schemas, support
 from tests.broker import Mosquitto, Subscriber, one_shot
 from tests.support import RunningTable, wait_for
 
@@ -417,7 +417,7 @@ def test_a_backlog_is_read_in_bounded_batches_with_a_bounded_window(
     config = floor_config(tmp_path, mosquitto)
     link = FloorLink(
         config.floor, "CR-07", state / "journal.db", state,
-        status=lambda: {"table": "CR-07"}, post=lambda command: None, program="test",
+        status=lambda: schemas.idle_status("CR-07"), post=lambda command: None, program="test",
         rules=engine.rules, window=8,
     )  # fmt: skip
     seen: list[int] = []  # records in flight, sampled while it catches up

@@ -1,5 +1,6 @@
 """The service with a reader on a pty, the reader protocol as a contract (issue 23): a stale
-copy is ACKed and never applied, a stale copy with other dice is a SEQ_CONFLICT, a ROLL in
+copy is ACKed and never applied (held for the dealer when the table cannot prove it a copy:
+issue 29), a stale copy with other dice is a SEQ_CONFLICT, a ROLL in
 the reader's own FAULT is held and counts once, a wrong HELLO is answered with a NAK, and
 HELLO's model and firmware are journaled and shown."""
 
@@ -138,9 +139,11 @@ def test_rolls_across_the_wrap_with_late_copies_are_applied_once(
     assert applied == throws
 
 
-def test_a_roll_far_behind_is_not_applied_and_said_loudly(
+def test_a_roll_far_behind_is_held_for_the_dealer_and_said_loudly(
     running_table: RunningTable, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # issue 29: not newer and not a roll the table remembers applying: the table cannot
+    # prove it a copy, so it is held (ACKed, journaled, shown), never silently dropped
     caplog.set_level(logging.WARNING, logger="firebet.service")
     t = running_table
     hello(t)
@@ -148,11 +151,18 @@ def test_a_roll_far_behind_is_not_applied_and_said_loudly(
     far = (seq - 20_000) % 65536  # a numbering that ran on past half the ring, or a relic
     t.device.roll_frame(far, 3, 4)
     assert t.device.wait_acked(far, timeout=30)
-    assert t.status()["rolls"] == 1 and t.status()["reader"]["copies"]["stale"] == 1
+    wait_for(lambda: t.status()["held_rolls"], what="the held roll")
+    s = t.status()
+    assert s["rolls"] == 1 and s["reader"]["copies"]["stale"] == 0
+    ((held,),) = (s["held_rolls"],)
+    assert held["seq"] == far and "cannot be proven" in held["reason"]
     wait_for(
-        lambda: any("restart the reader" in r.getMessage() for r in caplog.records),
+        lambda: any("cannot be proven" in r.getMessage() for r in caplog.records),
         what="the warning",
     )
+    assert t.ask("held-discard", number=1)["ok"]  # a relic: the dealer discards it
+    t.throw(1, 2)
+    assert t.status()["rolls"] == 2
 
 
 def test_diag_reader_names_a_wrong_hello_and_its_nak() -> None:

@@ -221,3 +221,104 @@ def test_a_roll_unacked_at_a_restart_is_applied_once(tmp_path: Path) -> None:
         assert t.device.dropped_carried == [(t.device.sessions[0], 2)]
         t.throw(4, 4)
         assert t.status()["rolls"] == 3
+
+
+# -- protocols 1 and 2: a roll the table cannot prove a copy is held, never dropped ------
+
+
+def good_frames(t: RunningTable) -> int:
+    """Good frames the driver has read so far."""
+    return int(t.status()["reader"]["counters"]["ok"])
+
+
+def walk(t: RunningTable, frames: int, batch: int = 200) -> None:
+    """``frames`` heartbeats from the reader, sent fast: a batch at a time, each read by the
+    driver before the next (a pty drops what nobody reads past its buffer)."""
+    left = frames
+    while left:
+        n = min(batch, left)
+        before = good_frames(t)
+        for _ in range(n):
+            t.device.heartbeat()
+        wait_for(lambda b=before, k=n: good_frames(t) >= b + k, what=f"{n} heartbeats read")
+        left -= n
+
+
+def held_reason(t: RunningTable) -> str:
+    """The reason of the one held roll, once it shows in status."""
+    wait_for(lambda: t.status()["held_rolls"], what="the held roll")
+    ((held,),) = (t.status()["held_rolls"],)
+    return str(held.get("reason", ""))
+
+
+def test_an_idle_table_holds_the_next_roll_for_the_dealer(tmp_path: Path) -> None:
+    # before: heartbeats walked the seq past half the ring from the last roll (about 9 h
+    # idle); the next genuine roll was "not newer", ACKed and silently not applied while
+    # the table showed running
+    with table_running(tmp_path / "s", tmp_path / "c.sock", protocol=2) as t:
+        last = t.throw(2, 2)  # point 4
+        walk(t, codec.MAX_SEQ // 2 + 100)
+        seq = t.throw(3, 3)  # ACKed: recorded, held
+        assert (seq - last) % 65536 >= 32768  # "not newer" than the last roll
+        reason = held_reason(t)
+        assert f"seq {seq} is not newer than {last}" in reason and "cannot be proven" in reason
+        s = t.status()
+        assert s["rolls"] == 1 and s["holding_reader_rolls"]
+        assert [(h["seq"], h["dice"]) for h in s["held_rolls"]] == [(seq, [3, 3])]
+        assert t.ask("held-apply", number=1)["ok"]  # the dealer counts it
+        t.device.roll_frame(seq, 3, 3)  # the reader's repeat of it (an ACK lost)
+        after = t.throw(4, 4)  # and the reader's rolls count by themselves again
+        s = t.status()
+        assert s["rolls"] == 3 and not s["held_rolls"] and s["mode"] == "running"
+        applied = [(e["source"], e["seq"], e["d1"], e["d2"]) for _, e in events_of(t, "roll")]
+        assert applied == [  # once each (a held roll counts as the dealer's, "held")
+            ("reader", last, 2, 2), ("held", None, 3, 3), ("reader", after, 4, 4)
+        ]  # fmt: skip
+        ((_, done),) = events_of(t, "held_applied")
+        assert done["seq"] == seq and done["actor"]  # who applied it, journaled
+
+
+def test_a_reader_restarted_while_the_service_was_down_is_held_not_dropped(
+    tmp_path: Path,
+) -> None:
+    # protocol 2: the reader restarted (numbering from 1 again) while the service was
+    # stopped, so its HELLO was never read; its rolls look older than the last one applied
+    state, sock = tmp_path / "s", tmp_path / "c.sock"
+    device = SimulatedReader(heartbeat_s=None, retransmit_s=0.1, protocol=2).start()
+    try:
+        with service_on(state, sock, device) as t:
+            walk(t, 400)  # a reader that has run a while: its seqs are past 400
+            last = t.throw(2, 2)
+            t.throw(3, 3)
+        device.unplug()
+        device.hello()  # it restarts with the service down: the HELLO is lost
+        device.replug()
+        with service_on(state, sock, device) as t:
+            first = t.throw(5, 6)  # ACKed (journaled as held), never silently dropped
+            assert first < last and t.status()["rolls"] == 2
+            assert "cannot be proven" in held_reason(t)
+            t.throw(4, 4)  # the next one waits behind it
+            s = t.status()
+            assert [h["dice"] for h in s["held_rolls"]] == [[5, 6], [4, 4]]
+            assert s["rolls"] == 2 and s["reader"]["copies"]["stale"] == 0
+            for number in (1, 2):
+                assert t.ask("held-apply", number=number)["ok"]
+            t.throw(1, 1)
+            s = t.status()
+            assert s["rolls"] == 5 and not s["held_rolls"] and s["mode"] == "running"
+    finally:
+        device.stop()
+
+
+def test_a_late_copy_within_the_window_is_acked_not_applied_not_held(tmp_path: Path) -> None:
+    with table_running(tmp_path / "s", tmp_path / "c.sock", protocol=2) as t:
+        first = t.throw(2, 2)
+        for dice in ((3, 3), (5, 6)):
+            t.throw(*dice)
+        walk(t, 300)  # heartbeats between: the copy is far back, still among the 64 rolls
+        acks = t.device.acked.count(first)
+        t.device.roll_frame(first, 2, 2)
+        wait_for(lambda: t.device.acked.count(first) > acks, what="the copy's ACK")
+        s = t.status()
+        assert s["rolls"] == 3 and not s["held_rolls"] and s["mode"] == "running"
+        assert s["reader"]["copies"]["stale"] == 1

@@ -1,5 +1,6 @@
 """The reader's sequence as a contract (SPEC section 4, issue 23): a ROLL whose seq is not
-newer than the last applied one (modulo 65536) is a stale copy, ACKed and never applied, a
+newer than the last applied one (modulo 65536) is a stale copy, ACKed and never applied (held
+for the dealer when it is not one of the last 64 applied: issue 29), a
 ``SEQ_CONFLICT`` when its dice differ from those applied at that seq (the last 64 are
 remembered); a ROLL while the reader itself reports FAULT is held; HELLO's model and
 firmware are kept. Properties over retransmits, duplicates, reorders and wraps: every roll
@@ -81,16 +82,40 @@ def test_an_older_copy_with_other_dice_is_a_seq_conflict() -> None:
     assert out.state.rolls == 3 and out.state.reader_conflict == 10
 
 
-def test_a_seq_going_backwards_beyond_the_window_is_stale_not_applied() -> None:
+def test_a_seq_going_backwards_beyond_the_window_is_held_for_the_dealer() -> None:
+    # issue 29: not newer, yet not a roll the table remembers applying (an idle table whose
+    # heartbeats ran past half the ring, a reader restarted unseen): it cannot be proven a
+    # copy, so it is held with its reason, never ACKed and silently dropped
     state, _ = run([reader(s, 1, 2) for s in range(100, 100 + READER_WINDOW + 5)])
     rolls = state.rolls
     assert len(state.reader_recent) == READER_WINDOW
-    for seq in (100, 0, 50):  # older than the 64 remembered: dice unknown, still stale
+    for seq in (100, 0, 50):  # older than the 64 remembered: dice unknown
         out = ENGINE.apply(state, reader(seq, 6, 6))
-        assert out.events == (DuplicateRoll(seq, stale=True),) and out.state.rolls == rolls
-    # only a HELLO restarts the numbering
+        (held,) = out.events
+        assert isinstance(held, RollHeld) and (held.seq, held.d1, held.d2) == (seq, 6, 6)
+        assert f"seq {seq} is not newer than {100 + READER_WINDOW + 4}" in held.reason
+        assert out.state.rolls == rolls and out.state.held[0].reason == held.reason
+        assert out.state.held[0].to_dict()["reason"] == held.reason  # status shows it
+    # the reader's next rolls wait behind it; its repeat (an ACK lost) is a plain copy
+    state, events = run([reader(50, 6, 6), reader(50, 6, 6), reader(51, 2, 2)], state)
+    assert [type(e) for e in events] == [RollHeld, DuplicateRoll, RollHeld]
+    assert events[2].reason == ""  # behind the first: held as after manual entry
+    # the dealer applies both: each counts once, and the reader's rolls count again
+    state, _ = run([ApplyHeld(1), ApplyHeld(2), reader(52, 3, 4)], state)
+    assert state.rolls == rolls + 3 and not state.held and not state.hold_reader
+    assert ENGINE.apply(state, reader(50, 6, 6)).events == (DuplicateRoll(50, stale=True),)
+    # a HELLO restarts the numbering
     state, _ = run([ReaderHello(seq=0), reader(1, 6, 6)], state)
-    assert state.rolls == rolls + 1 and state.reader_recent == ((1, 6, 6),)
+    assert state.rolls == rolls + 4 and state.reader_recent == ((1, 6, 6),)
+
+
+def test_an_old_roll_number_of_a_protocol_3_session_is_a_copy() -> None:
+    # protocol 3 numbers a session's rolls 1, 2, 3: a number at or below the last is a
+    # copy the table can prove, even when older than the window
+    state, _ = run([ReaderHello(seq=0, session="A1B2C3D4")])
+    state, _ = run([reader(n, 1, 2) for n in range(1, READER_WINDOW + 6)], state)
+    out = ENGINE.apply(state, reader(1, 6, 6))
+    assert out.events == (DuplicateRoll(1, stale=True),) and not out.state.held
 
 
 def test_the_wrap_is_newer() -> None:
@@ -179,7 +204,7 @@ def deliveries(draw: st.DrawFn) -> tuple[list[tuple[int, int, int]], list[Roll]]
     for i, throw in enumerate(throws):
         sent.append(reader(*throw))
         for _ in range(draw(st.integers(0, 2))):  # late copies of this or an earlier throw
-            back = draw(st.integers(0, min(i, 80)))
+            back = draw(st.integers(0, min(i, READER_WINDOW - 1)))  # (within the window)
             sent.append(reader(*throws[i - back]))
     return throws, sent
 
