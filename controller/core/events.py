@@ -158,6 +158,7 @@ class SurveillanceAlert(Event):
     """
 
     name: ClassVar[str] = "surveillance_alert"
+    optional_keys: ClassVar[tuple[str, ...]] = ("keep",)  # written only when not 1
     hand: int
     unique_points: int
     keep: int = 1
