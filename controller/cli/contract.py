@@ -106,7 +106,9 @@ def _object(properties: dict[str, Any], required: list[str] | None = None) -> di
 def _event(cls: type) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     fields = {f.name: _type(hints[f.name]) for f in dataclasses.fields(cls)}
-    return _object({"event": {"const": cls.name}, **fields})  # type: ignore[attr-defined]
+    body = {"event": {"const": cls.name}, **fields}  # type: ignore[attr-defined]
+    optional = getattr(cls, "optional_keys", ())  # written only when not at the default
+    return _object(body, required=[k for k in body if k not in optional])
 
 
 def event_defs() -> dict[str, Any]:
@@ -165,6 +167,10 @@ def _status() -> dict[str, Any]:
             "surveillance_alert": {"type": "boolean"},
             "alert_hand": {"type": ["integer", "null"]},
             "surveillance_confirmed": maybe_object,
+            "surveillance_alerts": {
+                "type": "array",
+                "items": _object({"hand": _WHOLE, "confirmed_by": {"type": ["string", "null"]}}),
+            },
             "held_rolls": {"type": "array", "items": {"type": "object"}},
             "correction_pending": {"type": ["array", "null"], "items": _WHOLE},
             "holding_reader_rolls": {"type": "boolean"},

@@ -203,7 +203,10 @@ def render_status(
     if held:
         parts.append(Text(held_line(held, held_how), style="bold yellow"))
     confirmed = status.get("surveillance_confirmed")
-    if status.get("surveillance_alert") and confirmed:
+    waiting = [
+        a.get("hand") for a in status.get("surveillance_alerts") or [] if not a.get("confirmed_by")
+    ]
+    if status.get("surveillance_alert") and confirmed and not waiting:
         parts.append(
             Text(
                 f" SURVEILLANCE: hand {confirmed['hand']} confirmed by {confirmed['by']} (ack) ",
@@ -213,7 +216,9 @@ def render_status(
     elif status.get("surveillance_alert"):
         parts.append(
             Text(
-                " SURVEILLANCE: 5 different points - confirm fire bets and payouts (ack) ",
+                " SURVEILLANCE: 5 different points - confirm fire bets and payouts"
+                + (f" of hands {', '.join(map(str, waiting))}" if len(waiting) > 1 else "")
+                + " (ack) ",
                 style="bold white on red",
             )
         )

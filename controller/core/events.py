@@ -150,11 +150,26 @@ class NewDifferentPoint(Event):
 
 @dataclass(frozen=True)
 class SurveillanceAlert(Event):
-    """The alert count of different points was reached: surveillance must confirm."""
+    """The alert count of different points was reached: surveillance must confirm.
+
+    ``keep``: how many hands' alerts the table keeps confirmable under the rules that
+    raised it (:attr:`~controller.core.config.FireBetRules.confirmable_alerts`; 1, only
+    the newest, is how every table decided before issue 32, and is not written).
+    """
 
     name: ClassVar[str] = "surveillance_alert"
+    optional_keys: ClassVar[tuple[str, ...]] = ("keep",)  # written only when not 1
     hand: int
     unique_points: int
+    keep: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """As :meth:`Event.to_dict`, ``keep`` only when it is not 1 (older records read
+        as they did)."""
+        out = super().to_dict()
+        if self.keep == 1:
+            del out["keep"]
+        return out
 
 
 @dataclass(frozen=True)

@@ -67,8 +67,9 @@ class LightsView:
 class Outputs:
     """The effect of every marker (point -> effect), the status lamp and the relay.
 
-    The surveillance relay blinks while an alert waits for surveillance, is steady once
-    surveillance confirmed the hand, and is off when there is no alert.
+    The surveillance relay blinks while an alert waits for surveillance (any hand's the
+    table keeps open and unconfirmed), is steady once surveillance confirmed them all, and
+    is off when there is no alert (or the dealer acknowledged it).
     """
 
     markers: Mapping[int, Effect]
@@ -127,7 +128,8 @@ def view_from_state(
         newest=newest,
         mode=mode,
         surveillance_alert=state.surveillance_alert,
-        surveillance_confirmed=state.confirmed_by is not None,
+        # steady only once surveillance confirmed every alert the table keeps open
+        surveillance_confirmed=state.alert_hand is not None and not state.open_alerts(),
         celebration=celebration,
     )
 

@@ -204,7 +204,7 @@ class RollRule:
             points = (*state.points, made_point)
             events.append(NewDifferentPoint(made_point, len(points)))
             if alert_due(rules, len(points), state.alert_raised):
-                events.append(SurveillanceAlert(state.hand, len(points)))
+                events.append(SurveillanceAlert(state.hand, len(points), rules.confirmable_alerts))
             if paid_at_six(rules, len(points), state.settled):
                 events.append(wagers.settlement(self.odds, state, points, immediate=True))
         elif outcome == RollOutcome.SEVEN_OUT:

@@ -226,17 +226,49 @@ def _new_point(f: Fields, e: NewDifferentPoint) -> None:
 
 
 def _alert(f: Fields, e: SurveillanceAlert) -> None:
+    earlier = f["earlier_alerts"]
+    newest = f["alert_hand"]
+    if newest is not None and newest != e.hand and e.keep > 1:
+        earlier = (*earlier, (newest, f["confirmed_by"]))
+    f["earlier_alerts"] = _kept_alerts(earlier, e.keep - 1)
     f["alert_raised"] = f["surveillance_alert"] = True
     f["alert_hand"] = e.hand
     f["confirmed_by"] = None
 
 
+def _kept_alerts(
+    alerts: tuple[tuple[int, str | None], ...], room: int
+) -> tuple[tuple[int, str | None], ...]:
+    """``alerts`` cut to ``room``: the oldest confirmed go first, then the oldest open
+    (surveillance clears such a one on the floor, with a note: docs/floor.md)."""
+    kept = list(alerts)
+    while len(kept) > max(room, 0):
+        confirmed = [i for i, (_, by) in enumerate(kept) if by is not None]
+        del kept[confirmed[0] if confirmed else 0]
+    return tuple(kept)
+
+
+def _with_confirmation(state: TableState, hand: int, by: str) -> TableState:
+    """``state`` with ``hand``'s kept alert confirmed by ``by`` (as it was when not kept)."""
+    if state.alert_hand == hand:
+        return _but(state, confirmed_by=by)
+    if any(h == hand for h, _ in state.earlier_alerts):
+        earlier = tuple((h, by if h == hand else who) for h, who in state.earlier_alerts)
+        return _but(state, earlier_alerts=earlier)
+    return state
+
+
 def _confirmed(f: Fields, e: SurveillanceConfirmed) -> None:
     # a void does not take a confirmation back (as it does not an acknowledgement)
     undo = f["undo"]
-    if undo is not None and undo.alert_hand == e.hand:
-        f["undo"] = _but(undo, confirmed_by=e.by)
-    f["confirmed_by"] = e.by
+    if undo is not None:
+        f["undo"] = _with_confirmation(undo, e.hand, e.by)
+    if f["alert_hand"] == e.hand:
+        f["confirmed_by"] = e.by
+    else:
+        f["earlier_alerts"] = tuple(
+            (h, e.by if h == e.hand else who) for h, who in f["earlier_alerts"]
+        )
 
 
 def _acknowledged(f: Fields, e: Acknowledged) -> None:

@@ -217,6 +217,10 @@ class TableState:
     surveillance_alert: bool = False  # raised and not yet acknowledged
     alert_hand: int | None = None  # the hand whose alert was raised last
     confirmed_by: str | None = None  # who in surveillance confirmed that hand (the floor)
+    # the alerts of hands before alert_hand the table keeps confirmable, oldest first, as
+    # (hand, who confirmed it or None while open): at most the rules' confirmable_alerts
+    # less one (the newest is alert_hand's); empty under rules from before issue 32
+    earlier_alerts: tuple[tuple[int, str | None], ...] = ()
     last_roll: tuple[int, int] | None = None
     rolls: int = 0  # accepted rolls, all hands
     # a void armed a correction: the dice it voided, until a correction gives the true
@@ -249,6 +253,16 @@ class TableState:
     def unique_points(self) -> int:
         return len(self.points)
 
+    def alerts(self) -> tuple[tuple[int, str | None], ...]:
+        """Every hand whose 5th-point alert the table keeps, oldest first, with who in
+        surveillance confirmed it (None: open, waiting for surveillance)."""
+        newest = () if self.alert_hand is None else ((self.alert_hand, self.confirmed_by),)
+        return (*self.earlier_alerts, *newest)
+
+    def open_alerts(self) -> tuple[int, ...]:
+        """The hands whose alert the table keeps and surveillance has not confirmed."""
+        return tuple(hand for hand, by in self.alerts() if by is None)
+
     def markers(self) -> dict[int, int]:
         """Point number -> ordinal of each lit fire-bet point marker."""
         return {p: i for i, p in enumerate(self.points, start=1)}
@@ -272,6 +286,12 @@ class TableState:
             # only when set, so snapshots of tables that never had an alert read as before
             **({"alert_hand": self.alert_hand} if self.alert_hand is not None else {}),
             **({"confirmed_by": self.confirmed_by} if self.confirmed_by is not None else {}),
+            # only when some are kept, so snapshots written before issue 32 read as before
+            **(
+                {"earlier_alerts": [[hand, by] for hand, by in self.earlier_alerts]}
+                if self.earlier_alerts
+                else {}
+            ),
             "last_roll": list(self.last_roll) if self.last_roll else None,
             "rolls": self.rolls,
             **({"correcting": list(self.correcting)} if self.correcting else {}),
@@ -329,6 +349,7 @@ class TableState:
             surveillance_alert=d["surveillance_alert"],
             alert_hand=d.get("alert_hand"),
             confirmed_by=d.get("confirmed_by"),
+            earlier_alerts=tuple((int(h), by) for h, by in d.get("earlier_alerts", ())),
             last_roll=(d["last_roll"][0], d["last_roll"][1]) if d["last_roll"] else None,
             rolls=d["rolls"],
             correcting=(d["correcting"][0], d["correcting"][1]) if d.get("correcting") else None,

@@ -168,40 +168,49 @@ def cancel(rules: FireBetRules, state: TableState, cmd: Cancel) -> list[Event]:
 
 
 def confirm(state: TableState, cmd: Confirm) -> list[Event]:
-    """Surveillance confirms the alerted hand: refused unless hand and alert match."""
+    """Surveillance confirms an alerted hand: any hand whose alert the table keeps
+    (:meth:`TableState.alerts`), once; refused naming why for any other."""
     if not is_int(cmd.hand):
         return [Refused("confirm", f"{cmd.hand!r} is not a hand number", Refusal.BAD_COMMAND)]
     if not isinstance(cmd.by, str) or not cmd.by.strip():
         return [
             Refused("confirm", "a confirmation must name who confirmed (by)", Refusal.BAD_COMMAND)
         ]
-    if state.alert_hand is None:
+    kept = dict(state.alerts())
+    if cmd.hand not in kept:
+        return [Refused("confirm", _not_kept(state, cmd.hand), Refusal.NO_ALERT)]
+    by = kept[cmd.hand]
+    if by is not None:
         return [
             Refused(
                 "confirm",
-                f"hand {cmd.hand} has no surveillance alert to confirm "
-                "(no alert was raised at this table)",
-                Refusal.NO_ALERT,
-            )
-        ]
-    if cmd.hand != state.alert_hand:
-        return [
-            Refused(
-                "confirm",
-                f"hand {cmd.hand} has no surveillance alert to confirm "
-                f"(the alert is for hand {state.alert_hand})",
-                Refusal.NO_ALERT,
-            )
-        ]
-    if state.confirmed_by is not None:
-        return [
-            Refused(
-                "confirm",
-                f"hand {cmd.hand} was already confirmed by {state.confirmed_by}",
+                f"hand {cmd.hand} was already confirmed by {by}",
                 Refusal.ALREADY_CONFIRMED,
             )
         ]
     return [SurveillanceConfirmed(cmd.hand, cmd.by, str(cmd.id), actor=cmd.actor, at=cmd.at)]
+
+
+def _not_kept(state: TableState, hand: int) -> str:
+    """Why ``hand`` has no alert to confirm, in surveillance's words."""
+    alerts = state.alerts()
+    if not alerts:
+        return (
+            f"hand {hand} has no surveillance alert to confirm (no alert was raised at this table)"
+        )
+    if len(alerts) == 1:  # as the table has always said it
+        return (
+            f"hand {hand} has no surveillance alert to confirm "
+            f"(the alert is for hand {alerts[0][0]})"
+        )
+    hands = ", ".join(str(h) for h, _ in alerts)
+    if hand < alerts[0][0]:
+        return (
+            f"hand {hand} has no surveillance alert the table keeps: it keeps the alerts "
+            f"of hands {hands} (the newest {len(alerts)}); clear an older one on the floor "
+            "with a note"
+        )
+    return f"hand {hand} has no surveillance alert to confirm (the alerts are for hands {hands})"
 
 
 def surrender(rules: FireBetRules, state: TableState, cmd: Surrender) -> list[Event]:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controller.core.config import FireBetRules
+from controller.core.config import BOOKKEEPING_RULES, FireBetRules
 from controller.core.events import (
     Event,
     Refused,
@@ -88,7 +88,9 @@ StateAt = Callable[[int], "TableState | None"]  # the floor's fold after record 
 def approval_changes(approved: FireBetRules, rules: FireBetRules) -> dict[str, dict[str, Any]]:
     """Each rule that differs from the approved ones: ``{"was": approved, "now": rules}``."""
     a, r = approved.to_dict(), rules.to_dict()
-    return {k: {"was": a[k], "now": r[k]} for k in a if a[k] != r.get(k)}
+    return {
+        k: {"was": a[k], "now": r[k]} for k in a if a[k] != r.get(k) and k not in BOOKKEEPING_RULES
+    }
 
 
 def _paid(events: list[Event]) -> int | None:

@@ -104,23 +104,24 @@ def queue(store: Store, *, table: str | None = None) -> list[Item]:
 def confirm_problem(alert: Alert, summary: dict[str, Any] | None) -> str | None:
     """Why the table would refuse to confirm ``alert`` now (None: it would take it).
 
-    The table takes a confirmation only for the hand of its newest alert, once
-    (``controller.core.wagers.confirm``); ``summary`` is the table as the floor has
-    folded it (:func:`controller.floor.summary.table_summary`).
+    The table takes a confirmation for any hand whose alert it keeps open, once
+    (``controller.core.wagers.confirm``): its ``table_alerts``, as the floor has folded
+    the table (:func:`controller.floor.summary.table_summary`).
     """
     if alert.kind is not AlertKind.SURVEILLANCE:
         return "only a surveillance alert is confirmed"
     if alert.status is AlertStatus.CONFIRMED:
         return f"hand {alert.hand} is confirmed already"
-    alert_hand = summary.get("alert_hand") if summary else None
-    if alert_hand != alert.hand:
-        if alert_hand is None:
+    kept = {int(h): by for h, by in (summary.get("table_alerts") or [])} if summary else {}
+    if alert.hand not in kept:
+        if not kept:
             return "the table has no surveillance alert to confirm"
+        hands = ", ".join(str(h) for h in kept)
         return (
-            f"the table's alert is now for hand {alert_hand}: the table takes a "
-            "confirmation only for its newest alert"
+            f"the table keeps the alerts of hands {hands} (the newest {len(kept)}), not "
+            f"hand {alert.hand}'s"
         )
-    by = summary.get("confirmed_by") if summary else None
+    by = kept[alert.hand]
     if by:
         return f"hand {alert.hand} was already confirmed at the table by {by}"
     return None

@@ -76,7 +76,13 @@ from datetime import UTC, tzinfo
 from pathlib import Path
 from typing import Any
 
-from controller.core.config import Broker, FireBetRules, broker_endpoint, broker_problem
+from controller.core.config import (
+    BOOKKEEPING_RULES,
+    Broker,
+    FireBetRules,
+    broker_endpoint,
+    broker_problem,
+)
 from controller.core.config.schema import (
     Key,
     at_least,
@@ -346,7 +352,7 @@ def _positions(tables: dict[str, Any], source: str) -> dict[str, tuple[int, int]
     return out
 
 
-RULE_KEYS = tuple(FireBetRules().to_dict())
+RULE_KEYS = tuple(k for k in FireBetRules().to_dict() if k not in BOOKKEEPING_RULES)
 
 
 def approved_from_dict(data: Any, source: str) -> dict[str, ApprovedRules]:

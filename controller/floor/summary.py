@@ -52,8 +52,11 @@ def table_summary(store: Store, live: TableLive) -> dict[str, Any]:
         "wagers_text": money(sum(state.bets.values())) if state.bets else "",
         "positions": len(state.bets),
         "surveillance_alert": state.surveillance_alert,
-        "alert_hand": state.alert_hand,  # the only hand the table would take a confirm for
+        "alert_hand": state.alert_hand,  # the table's newest alert
         "confirmed_by": state.confirmed_by,
+        # every hand whose alert the table keeps (it takes a confirm for each open one),
+        # oldest first, with who confirmed it (None: open)
+        "table_alerts": [[hand, by] for hand, by in state.alerts()],
         "surveillance": (
             {"status": surveillance.status, "by": surveillance.status_by} if surveillance else None
         ),

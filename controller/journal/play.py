@@ -9,7 +9,9 @@ back to the caller for the outputs (lamps, the reader's ACK, a reply). Not journ
 copy of a roll already applied (the reader's retransmission: the original is durable), a
 reader's sequence sync (an old record's) or a protocol-3 HELLO that changed nothing (a
 repeat of the session held), and a refused HELLO of a past session or roll past the
-next number (nothing changes; the reader is told by a NAK).
+next number (nothing changes; the reader is told by a NAK), and a floor confirm of a hand
+already confirmed (a repeat of the command id, or a second console's: the first is on
+record; the floor hears the table's state).
 :func:`journal_rules` is the same step for a ``rules`` record: journaled (its body by
 :mod:`controller.journal.system`), then in force.
 """
@@ -51,7 +53,8 @@ def decide(journal: Journal, replay: Replay, command: Command) -> Decided:
     copy = bool(events) and all(isinstance(e, DuplicateRoll) for e in events)
     refused = outcome.refused
     in_step = (isinstance(command, ReaderSync | ReaderHello) and not events) or (
-        refused is not None and refused.code in (Refusal.READER_SESSION, Refusal.READER_GAP)
+        refused is not None
+        and refused.code in (Refusal.READER_SESSION, Refusal.READER_GAP, Refusal.ALREADY_CONFIRMED)
     )  # nothing to keep
     record = None if copy or in_step else journal.append(command, outcome.state)
     replay.resume(outcome.state)

@@ -117,6 +117,8 @@ def status_report(
         "surveillance_confirmed": (
             {"hand": s.alert_hand, "by": s.confirmed_by} if s.confirmed_by is not None else None
         ),
+        # every hand's alert the table keeps, oldest first: who confirmed it (None: open)
+        "surveillance_alerts": [{"hand": h, "confirmed_by": by} for h, by in s.alerts()],
         "held_rolls": [h.to_dict() for h in s.held],
         # a void armed a correction: the dice it voided (None: no correction waits)
         "correction_pending": list(s.correcting) if s.correcting is not None else None,

@@ -15,7 +15,7 @@ from controller.core.config import Config, load_config
 from controller.core.engine import Engine
 from controller.core.lamps import Effect
 from controller.core.state import TableState
-from controller.journal import Journal, recover
+from controller.journal import Journal, recover, verify
 from controller.journal.play import decide
 from controller.journal.recipe import decode_command, to_ms
 from controller.link.link import FloorLink
@@ -246,10 +246,16 @@ def test_confirm_round_trip_and_refusals(
         "actor": "floor:alice",
         "at": confirmed["at"],
     }
-    # again: refused, already confirmed
+    # again (a second console) and a repeated id: answered, not journaled again (#32);
+    # the confirm of a hand that raised no alert after them is, with why (in order)
     floor.publish(COMMAND, {"op": "confirm", "hand": 1, "by": "bob", "id": "u-3"})
-    wait_for(lambda: len(confirms()) == 3, what="the second confirm")
-    assert "already confirmed by alice" in confirms()[2]["events"][0]["reason"]
+    floor.publish(COMMAND, {"op": "confirm", "hand": 1, "by": "alice", "id": "u-2"})
+    floor.publish(COMMAND, {"op": "confirm", "hand": 7, "by": "bob", "id": "u-4"})
+    wait_for(lambda: len(confirms()) == 3, what="the confirm of hand 7")
+    assert confirms()[2]["payload"]["hand"] == 7
+    assert confirms()[2]["events"][0]["reason"] == (
+        "hand 7 has no surveillance alert to confirm (the alert is for hand 1)"
+    )
     # history shows who confirmed, in hand 1's actions
     (hand,) = table.ask("history", hands=1)["hands"]
     actions = [a for a in hand["actions"] if a["action"] == "surveillance_confirmed"]
@@ -258,6 +264,76 @@ def test_confirm_round_trip_and_refusals(
     floor.publish(COMMAND, {"op": "pay-everyone"})
     wait_for(lambda: table.status()["floor"]["commands_refused"] == 1, what="the refusal")
     assert "unknown command op" in table.status()["floor"]["last_error"]
+
+
+def test_three_five_point_hands_are_confirmed_in_reverse_through_the_link(
+    tmp_path: Path, mosquitto: Mosquitto, floor: Subscriber
+) -> None:
+    """#32: every 5-point hand confirmable in any order while its alert is open; the
+    relay blinks until the last one is confirmed, then is steady; the journal, a
+    snapshot at every record, verifies."""
+    config = floor_config(tmp_path, mosquitto, snapshot_every=1)
+    state = tmp_path / "state"
+    with support.table_running(state, tmp_path / "control.sock", config) as table:
+        confirm_three_in_reverse(table, floor)
+    with Journal(state / "journal.db", durable=False) as journal:
+        recovered = recover(journal, config.firebet).replay.state
+        report = verify(journal, config.firebet)
+    assert report.ok and report.snapshots > 40, report
+    assert recovered.alerts() == ((1, "alice"), (2, "bob"), (3, "carol"))
+
+
+def confirm_three_in_reverse(table: RunningTable, floor: Subscriber) -> None:
+    """Three 5-point hands at ``table``, confirmed from the floor in reverse."""
+    assert table.controller.lights is not None
+    for hand in (1, 2, 3):
+        assert table.ask("bet", position=hand, amount=5)["ok"]
+        table.make(4, 5, 6, 8, 9)  # hand's 5th different point: its alert
+        table.throw(4, 4)  # a point
+        table.throw(3, 4)  # seven-out: settled, the next hand
+    status = table.status()
+    assert status["hand"] == 4 and status["alert_hand"] == 3
+    assert status["surveillance_alerts"] == [{"hand": h, "confirmed_by": None} for h in (1, 2, 3)]
+    assert table.controller.lights._applied["relay"] == Effect.BLINK
+
+    def kept() -> list[dict[str, Any]]:
+        return list(table.status()["surveillance_alerts"])
+
+    for hand, by, still in ((3, "carol", Effect.BLINK), (2, "bob", Effect.BLINK),
+                            (1, "alice", Effect.ON)):  # fmt: skip
+        floor.publish(COMMAND, {"op": "confirm", "hand": hand, "by": by, "id": f"u-{hand}"})
+        wait_for(
+            lambda hand=hand: kept()[hand - 1]["confirmed_by"] is not None,  # type: ignore[misc]
+            what=f"hand {hand}'s confirmation",
+        )
+        assert kept()[hand - 1] == {"hand": hand, "confirmed_by": by}
+        assert table.controller.lights._applied["relay"] == still
+    assert table.status()["surveillance_confirmed"] == {"hand": 3, "by": "carol"}
+
+    # each hand's confirmation in its history, with who and when
+    hands = {h["hand"]: h for h in table.ask("history", hands=4)["hands"]}
+    for hand, by in ((1, "alice"), (2, "bob"), (3, "carol")):
+        (action,) = [a for a in hands[hand]["actions"] if a["action"] == "surveillance_confirmed"]
+        assert (action["by"], action["actor"]) == (by, f"floor:{by}") and action["at"]
+
+    # each journaled once, in the order surveillance confirmed; a repeat is not
+    floor.publish(COMMAND, {"op": "confirm", "hand": 2, "by": "dave", "id": "u-2"})
+    floor.publish(COMMAND, {"op": "confirm", "hand": 4, "by": "dave", "id": "u-9"})
+
+    def confirms() -> list[dict[str, Any]]:
+        return [
+            e for e in floor.on(EVENT) if e["kind"] == "command"
+            and e["payload"]["command"] == "confirm"
+        ]  # fmt: skip
+
+    wait_for(lambda: len(confirms()) == 4, what="the confirm of hand 4 in the stream")
+    assert [c["events"][0]["event"] for c in confirms()] == [
+        "surveillance_confirmed", "surveillance_confirmed", "surveillance_confirmed", "refused",
+    ]  # fmt: skip
+    assert [c["payload"]["hand"] for c in confirms()] == [3, 2, 1, 4]
+    assert confirms()[3]["events"][0]["reason"] == (
+        "hand 4 has no surveillance alert to confirm (the alerts are for hands 1, 2, 3)"
+    )
 
 
 def test_after_a_restart_the_backlog_is_published_with_its_events(

@@ -46,6 +46,8 @@ def test_each_event_class_gives_the_documented_keys_in_to_dict() -> None:
             defaults.update(outcome=RollOutcome.NATURAL, phase="come_out", point=None)
         if name == "settlement":
             defaults.update(points=(4,), result="lose")
+        optional = getattr(cls, "optional_keys", ())  # written only when not the default
+        defaults.update(dict.fromkeys(optional, 2))
         event = cls(**defaults)
         assert list(event.to_dict()) == ["event", *documented[name]], name
 

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from controller.core.commands import Confirm
 from controller.floor.ingest import Ingest, Message
 from controller.floor.layout import boxes, clock, place, tile_alert, timeline
 from controller.floor.live import BACKLOG_AFTER
@@ -26,7 +27,7 @@ from controller.floor.queue import (
     queue_page,
 )
 from controller.floor.store import SqliteStore
-from controller.floor.vocabulary import AlertKind
+from controller.floor.vocabulary import AlertKind, AlertStatus
 from controller.wire.messages import FloorRecord
 from tests.floor_support import TableJournal, event_bytes, make_points
 
@@ -103,7 +104,9 @@ def test_every_5th_point_first_then_red_then_grey_newest_first(
     assert [i.rank for i in items[:2]] == [RANK_SURVEILLANCE, RANK_SURVEILLANCE]
 
 
-def test_only_the_table_s_newest_alert_can_be_confirmed(tmp_path: Path, floor: Floor) -> None:
+def test_every_open_alert_of_a_table_can_be_confirmed_in_any_order(
+    tmp_path: Path, floor: Floor
+) -> None:
     journal = TableJournal(tmp_path / "t.db", table="CR-07")
     journal.do("bet 3 5", *make_points(4, 5, 6, 8, 9), "4 4", "3 4")  # hand 1 settled
     floor.events(journal.records())
@@ -114,13 +117,19 @@ def test_only_the_table_s_newest_alert_can_be_confirmed(tmp_path: Path, floor: F
         floor.ingest.clear(first.alert.id, "alice", "no")
     floor.events(journal.do("bet 1 5", *make_points(4, 5, 6, 8, 9)))  # hand 2's alert
     summary = floor.ingest.summaries["CR-07"]
-    problem = confirm_problem(first.alert, summary)
-    assert problem is not None and "the table's alert is now for hand 2" in problem
-    with pytest.raises(ValueError, match="cannot confirm: the table's alert is now for hand 2"):
-        floor.ingest.confirm(first.alert.id, "alice", "id-1")
-    cleared = floor.ingest.clear(first.alert.id, "alice", "paid by the book, seen on video")
-    assert cleared.status == "cleared" and cleared.detail["note"].startswith("paid")
+    assert summary["table_alerts"] == [[1, None], [2, None]]
+    assert confirm_problem(first.alert, summary) is None  # hand 1's stays confirmable (#32)
+    sent = floor.ingest.confirm(first.alert.id, "alice", "id-1")
+    assert sent.status is AlertStatus.SENT
+    floor.events(journal.apply(Confirm(1, "alice", "id-1", actor="floor:alice")))
+    assert floor.store.alert(first.alert.id).status is AlertStatus.CONFIRMED  # type: ignore[union-attr]
+    assert floor.ingest.summaries["CR-07"]["table_alerts"] == [[1, "alice"], [2, None]]
     assert [i.alert.hand for i in queue(floor.store)] == [2]
+    (second,) = queue(floor.store)
+    assert confirm_problem(second.alert, floor.ingest.summaries["CR-07"]) is None
+    # an alert the table no longer keeps (past its bound) is cleared with a note
+    problem = confirm_problem(second.alert, {"table_alerts": [[3, None], [4, None]]})
+    assert problem == "the table keeps the alerts of hands 3, 4 (the newest 2), not hand 2's"
 
 
 def test_the_floor_map_puts_tables_where_the_config_says_and_fills_a_grid() -> None:

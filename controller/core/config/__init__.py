@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.core.config.model import (
+    BOOKKEEPING_RULES,
     POINT_NUMBERS,
     Broker,
     ButtonsConfig,
@@ -56,6 +57,7 @@ from controller.core.errors import ConfigError
 from controller.core.table_id import table_id_problem
 
 __all__ = [
+    "BOOKKEEPING_RULES",
     "KEYS",
     "POINT_NUMBERS",
     "SCHEMA",
@@ -296,6 +298,7 @@ def rules_settings(config: Config) -> dict[str, Any]:
             "surrender_carries_points": r.surrender_carries_points,
             "surveillance_at": r.surveillance_at,
             "betting_closes": r.betting_closes,
+            "confirmable_alerts": r.confirmable_alerts,
             "history_hands": config.history_hands,
         },
     }

@@ -16,6 +16,14 @@ from urllib.parse import urlsplit
 from controller.core.numbers import whole_number
 
 POINT_NUMBERS: tuple[int, ...] = (4, 5, 6, 8, 9, 10)
+# how many hands' 5th-point alerts a table keeps confirmable at once (the newest and
+# the ones before it); a rules record from before issue 32 has no such key: 1, only
+# the newest, as such a table decided then (SPEC section 2: a record means what it meant)
+CONFIRMABLE_ALERTS = 16
+CONFIRMABLE_ALERTS_MAX = 64
+# the rules keys that are the table's bookkeeping, not how a hand is decided or paid: a
+# floor's approvals neither name nor compare them
+BOOKKEEPING_RULES: tuple[str, ...] = ("confirmable_alerts",)
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,7 @@ class FireBetRules:
     surrender_carries_points: bool = True
     surveillance_at: int = 5
     betting_closes: str = "first_roll"
+    confirmable_alerts: int = CONFIRMABLE_ALERTS  # table bookkeeping, not a payout rule
 
     def pay_table(self) -> dict[int, int]:
         """The pay table, different points -> odds to 1 (NJ when none was given)."""
@@ -56,6 +65,7 @@ class FireBetRules:
             "surrender_carries_points": self.surrender_carries_points,
             "surveillance_at": self.surveillance_at,
             "betting_closes": self.betting_closes,
+            "confirmable_alerts": self.confirmable_alerts,
         }
 
     @classmethod
@@ -74,6 +84,7 @@ class FireBetRules:
             surrender_carries_points=_flag(data["surrender_carries_points"]),
             surveillance_at=_whole(data["surveillance_at"]),
             betting_closes=_choice(data["betting_closes"], ("first_roll", "first_point")),
+            confirmable_alerts=_kept(data.get("confirmable_alerts", 1)),
         )
 
     def key(self) -> str:
@@ -92,6 +103,13 @@ def _tier(key: Any) -> int:
     number = whole_number(key) if isinstance(key, str) else None
     if number is None:
         raise ValueError(f"pay table key {key!r} is not a number of different points")
+    return number
+
+
+def _kept(value: Any) -> int:
+    number = _whole(value)
+    if not 1 <= number <= CONFIRMABLE_ALERTS_MAX:
+        raise ValueError(f"confirmable_alerts {number} is not from 1 to {CONFIRMABLE_ALERTS_MAX}")
     return number
 
 
