@@ -101,7 +101,7 @@ class Console:
         # SPEC section 6: a floor with no approvals marks every hand as decided under
         # unapproved rules; with approvals, a table none covers is marked the same way
         self.env.globals["no_approvals"] = not service.settings.approved
-        self.env.globals["approval_of"] = service.ingest.approved_for
+        self.env.globals["approval_of"] = lambda table: service.ingest.approved_for(table)
         self._subscribers: set[Subscriber] = set()
         self._lock = threading.Lock()
         self._mapped: frozenset[str] = frozenset()
