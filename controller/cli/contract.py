@@ -394,11 +394,16 @@ def schemas() -> dict[str, dict[str, Any]]:
 
 
 def rendered() -> dict[str, str]:
-    """Each schema file's name and its text, as the package ships it."""
-    return {
+    """Each schema file's name and its text, as the package ships it (with the floor
+    console's OpenAPI document, ``floor-openapi.json``)."""
+    from controller.floor import openapi  # the console's routes: starlette, loaded here only
+
+    made = {
         f"{stem}.schema.json": json.dumps(body, indent=2, sort_keys=False) + "\n"
         for stem, body in schemas().items()
     }
+    made["floor-openapi.json"] = json.dumps(openapi.document(), indent=2) + "\n"
+    return made
 
 
 def write(folder: Path = SCHEMA_DIR) -> list[Path]:
