@@ -26,6 +26,8 @@ CLI_OUTPUTS: dict[tuple[str, ...], str] = {
     ("journal", "verify"): "cli-verify",
     ("journal", "init"): "cli-journal-init",
     ("journal", "migrate"): "cli-journal-migrate",
+    ("clear-halt",): "cli-clear-halt",
+    ("sim-reader",): "cli-sim-reader",
 }
 
 failures: list[str] = []  # what the message makers' wrappers found (read per test)
