@@ -45,6 +45,51 @@ from controller.journal.parallel import workers
 from controller.journal.proof import Break
 
 EXPORT_FIELDS = ("record", "at", "actor", "kind", "payload", "snapshot", "prev_hash", "hash")
+PLAIN_FIELDS = ("what", "d1", "d2", "position", "amount", "hand", "detail")
+"""The CSV's plain columns after the sealed ones (issue 33): what the record's ``payload``
+says, a cell each, so a spreadsheet needs no JSON (``payload`` stays: the seal is checked
+on its exact text, docs/journal.md)."""
+
+
+def _flat(key: str, value: Any) -> list[str]:
+    """``key=value`` texts of one payload entry, a nested object's keys dotted."""
+    if isinstance(value, dict):
+        return [x for k, v in value.items() for x in _flat(f"{key}.{k}", v)]
+    if isinstance(value, list):
+        return [f"{key}={','.join(_flat_value(v) for v in value)}"]
+    return [f"{key}={_flat_value(value)}"]
+
+
+def _flat_value(value: Any) -> str:
+    """One scalar as text (an object or list inside a list: its ``key=value`` texts)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        return " ".join(x for k, v in value.items() for x in _flat(str(k), v))
+    if isinstance(value, list):
+        return " ".join(_flat_value(v) for v in value)
+    return str(value)
+
+
+def plain_columns(kind: str, body: str) -> list[Any]:
+    """The :data:`PLAIN_FIELDS` of one record: ``what`` (the command, or the record's kind),
+    the dice, position, amount and hand when it names them, and every other entry of its
+    payload as ``key=value`` text (``; `` between them, a nested key dotted)."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return [kind, "", "", "", "", "", body]  # a damaged record: its text as it is
+    if not isinstance(payload, dict):
+        return [kind, "", "", "", "", "", _flat_value(payload)]
+    rest = dict(payload)
+    what = rest.pop("command", kind) if kind == "command" else kind
+    cells = [rest.pop(name, "") for name in PLAIN_FIELDS[1:-1]]
+    if rest.get("at") == "":
+        rest.pop("at")  # the command carried no time of its own: the record's is `at`
+    detail = "; ".join(x for k, v in rest.items() for x in _flat(k, v))
+    return [what, *cells, detail]
 
 
 def _open(args: argparse.Namespace, *, read_only: bool = True) -> tuple[Journal, FireBetRules]:
@@ -288,14 +333,18 @@ def run_export(args: argparse.Namespace) -> int:
         total = last.record if last is not None else None
         if args.format == "csv":
             writer = csv.writer(out, lineterminator="\n")
-            writer.writerow(EXPORT_FIELDS + (("verified",) if at is not None else ()))
+            verified = ("verified",) if at is not None else ()
+            writer.writerow(EXPORT_FIELDS + verified + PLAIN_FIELDS)
+        done, first, final = 0, None, None
         for done, (r, rules) in enumerate(journal.records_decided(args.since), 1):
-            if args.format == "csv":  # its columns are a contract (docs/cli.md): as they were
+            first = r.record if first is None else first
+            final = r.record
+            if args.format == "csv":  # its columns are a contract (docs/cli.md): only added
                 snap = r.snapshot or ""
                 row = [r.record, r.at, r.actor, r.kind, r.payload, snap, r.prev_hash, r.hash]
                 if at is not None:  # halted: one column more, the record proven or not
                     row.append("yes" if at.proves(r.record) else "no")
-                writer.writerow(row)
+                writer.writerow(row + plain_columns(r.kind, r.payload))
             else:
                 # decided_under: the rules record this record means what it means under
                 line = {**r.to_dict(), "decided_under": rules}
@@ -304,6 +353,10 @@ def run_export(args: argparse.Namespace) -> int:
                 print(json.dumps(line, sort_keys=True), file=out)
             if shown and done % 1024 == 0:
                 bar.update(r.record, total)
+    out.flush()  # the data first (a reader gone, `| head`: the count is not said either)
+    span = f" (records {first:,} to {final:,})" if first is not None else ""
+    since = f" since {args.since}" if args.since else ""
+    print(f"firebet: exported {count(done, 'record')}{since}{span}", file=sys.stderr)
     return 0
 
 
