@@ -116,6 +116,7 @@ def idle_status(table: str = "CR-07") -> dict[str, Any]:
     view = LightsView()
     shown = Published(TableState(), Mode.RUNNING, desired_outputs(view), view, None, None, None)
     report = status_report(
-        shown, table=table, ready=True, reader={}, journal_check=None, program=None, floor={}
-    )
+        shown, table=table, ready=True, reader={}, journal_check=None, program=None, floor={},
+        at="2026-01-01T00:00:00.000+00:00",
+    )  # fmt: skip
     return report | {"journal_watch": None}  # the service's own addition (no watch yet)

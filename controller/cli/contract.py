@@ -44,6 +44,7 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 _WHOLE = {"type": "integer"}
 _TEXT = {"type": "string"}
+_UTC = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}\+00:00$"
 _POSITIONS = {"type": "object", "propertyNames": {"pattern": "^[0-9]+$"}}
 
 
@@ -151,6 +152,7 @@ def _status() -> dict[str, Any]:
     return _object(
         {
             "table": _TEXT,
+            "at": {"type": "string", "pattern": _UTC},  # when it was read (the service's clock)
             "mode": {"type": "string", "enum": [m.value for m in Mode]},
             "ready": {"type": "boolean"},
             "phase": {"type": "string", "enum": [p.value for p in Phase]},
