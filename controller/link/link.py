@@ -223,7 +223,7 @@ class FloorLink:
                 if repr(exc) != shown:
                     log.exception("floor link stopped")
                     shown = repr(exc)
-            if self._stopping:
+            if self._stopped():  # read again: _serve returns when stop() was called
                 break
             if time.monotonic() - began > RETRY_MAX_S:
                 delay = RETRY_FIRST_S  # it ran a while: a new failure starts the back-off over
@@ -232,6 +232,9 @@ class FloorLink:
                 self._cond.wait_for(lambda: self._stopping, timeout=delay)
             self.report.retry_at = None
             delay = min(delay * 2, RETRY_MAX_S)
+
+    def _stopped(self) -> bool:
+        return self._stopping
 
     def _connect(self) -> mqtt.Client | None:
         try:
