@@ -135,7 +135,7 @@ class Ingest:
         touched: set[str] = set()
         received = now_iso()
         batch = list(batch)
-        with self.store.transaction():
+        with self.store.pipeline(), self.store.transaction():
             parsed = self._store_events(batch, received)
             for n, message in enumerate(batch):
                 where = split_topic(self.prefix, message.topic)

@@ -223,6 +223,12 @@ class PostgresStore(Store):
         with self._db.transaction():
             yield
 
+    def pipeline(self) -> contextlib.AbstractContextManager[Any]:
+        """libpq's pipeline mode: the writes whose answer nobody reads (a hand log, its
+        figures, a table's row) go together, and a failure among them is raised at the
+        next read or at the commit, undoing the batch (:attr:`aborts`)."""
+        return self._db.pipeline()
+
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
         """None: a failed statement undoes the batch (:attr:`aborts`), not just itself."""

@@ -236,6 +236,11 @@ class Store(abc.ABC):
     def transaction(self) -> contextlib.AbstractContextManager[None]:
         """One durable transaction (the writer's)."""
 
+    def pipeline(self) -> contextlib.AbstractContextManager[Any]:
+        """Statements sent without waiting for each one's answer, until one is read (a
+        batch's writes in few round trips); nothing for an engine in the process."""
+        return contextlib.nullcontext()
+
     @abc.abstractmethod
     def savepoint(self) -> contextlib.AbstractContextManager[None]:
         """A part of the open transaction that is undone alone when it fails."""
