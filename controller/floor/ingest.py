@@ -535,7 +535,7 @@ class Ingest:
         for c in found.confirmations:
             alert = self.store.find_alert(table, AlertKind.SURVEILLANCE, hand=c.hand)
             if alert is not None:
-                detail = {**alert.detail, "confirmed_record": c.record}
+                detail = {**alert.detail, "confirmed_record": c.record, "confirmed_at": c.at}
                 self.store.set_alert(alert.id, AlertStatus.CONFIRMED, at, c.by, detail=detail)
                 log.info("table %s: hand %d confirmed by %s (alert %d, record %d)",
                          table, c.hand, c.by, alert.id, c.record)  # fmt: skip

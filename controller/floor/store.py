@@ -567,6 +567,25 @@ class Store(abc.ABC):
         rows = self._r(sql + " ORDER BY id DESC LIMIT ? OFFSET ?", (*args, limit, offset))
         return [_alert(r) for r in rows]
 
+    def confirmed_at(self, table: str, hands: Iterable[int]) -> dict[int, str]:
+        """When each of ``hands`` of ``table`` was confirmed (the time of the table's
+        record of it; the floor's, for an alert confirmed before it kept that): the
+        confirmed ones of at most 500 hands (reader side)."""
+        wanted = sorted(set(hands))[:500]
+        if not wanted:
+            return {}
+        rows = self._r(
+            f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE table_id = ? AND kind = ? "
+            f"AND status = ? AND hand IN ({', '.join('?' * len(wanted))}) ORDER BY id",
+            (table, str(AlertKind.SURVEILLANCE), str(AlertStatus.CONFIRMED), *wanted),
+        )
+        out: dict[int, str] = {}
+        for row in rows:
+            alert = _alert(row)
+            if alert.hand is not None:
+                out[alert.hand] = str(alert.detail.get("confirmed_at") or alert.status_at or "")
+        return out
+
     def open_surveillance_of(self, table: str, hands: Iterable[int]) -> bool:
         """Whether any of ``hands`` of ``table`` has an open surveillance alert (reader)."""
         wanted = sorted(set(hands))[:500]
