@@ -436,6 +436,21 @@ class Store(abc.ABC):
         for row in self._r(sql + " ORDER BY table_id, at_ms", args):
             yield SettledHand(*row)
 
+    def raised_between(
+        self, kind: AlertKind, start_ms: int, end_ms: int, table: str | None = None
+    ) -> list[int]:
+        """When each alert of ``kind`` (of ``table``) raised in [start_ms, end_ms) was
+        raised, in ms (reader side; an alert's time is the table's record's, compared
+        as a time, whatever zone it was written in)."""
+        day = 86_400_000  # the text compared is ISO in any zone: a day either side
+        sql = "SELECT raised_at FROM alerts WHERE kind = ? AND raised_at >= ? AND raised_at < ?"
+        args: list[Any] = [str(kind), iso(start_ms - day), iso(end_ms + day)]
+        if table is not None:
+            sql += " AND table_id = ?"
+            args.append(table)
+        times = (to_ms(str(r[0])) for r in self._r(sql, args))
+        return [t for t in times if t is not None and start_ms <= t < end_ms]
+
     def rules_records(self, table: str) -> list[tuple[int, str]]:
         """A table's ``rules`` records (number, payload), in order (reader side)."""
         rows = self._r(
