@@ -93,7 +93,7 @@ deb: $(STAMP)
 # the package installed, upgraded, rolled back, removed and purged with apt in a Debian 12
 # chroot (never on this machine's own /etc or /var/lib): what CI runs after `make test`
 test-deb: $(STAMP)
-	@$(SETUP) deb
+	@$(SETUP) deb-test
 	PYTHON=$(BIN)/python debian/test-package
 
 # the journal watch's CPU at idle and the ACK's tail while it sweeps, on journals of

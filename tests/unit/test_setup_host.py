@@ -116,3 +116,16 @@ def test_make_test_and_ci_call_this_same_step() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "make test\n" in ci and "apt-get" not in ci  # no set-up of its own to drift
     assert os.access(SCRIPT, os.X_OK)
+
+
+def test_make_deb_needs_no_debootstrap_only_the_package_test_does(tmp_path: Path) -> None:
+    """#33: `make deb` installed debootstrap, which only `make test-deb` uses."""
+    bin_dir = fresh_machine(tmp_path, (), uid=0)
+    deb = setup_host(bin_dir, "--check", "deb")
+    assert deb.returncode == 1 and "missing: dpkg " in deb.stdout + " "
+    assert "debootstrap" not in deb.stdout
+    test_deb = setup_host(bin_dir, "--check", "deb-test")
+    assert "missing: dpkg debootstrap" in test_deb.stdout
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "deb: $(STAMP)\n\t@$(SETUP) deb\n" in makefile
+    assert "test-deb: $(STAMP)\n\t@$(SETUP) deb-test\n" in makefile
