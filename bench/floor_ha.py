@@ -14,7 +14,7 @@
    alerts, tables) over the records stored, after a VACUUM/checkpoint, with each table's
    share, and a year of a 200-table floor at that size.
 
-    python bench/floor_ha.py [--tables 10] [--records 2000] [--figures-only]
+    python bench/floor_ha.py [--tables 20] [--records 2000] [--figures-only]
 """
 
 from __future__ import annotations
@@ -243,7 +243,7 @@ def figures(work: Path, postgres: Postgres, tables: int, records: int) -> dict[s
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--tables", type=int, default=10)
+    ap.add_argument("--tables", type=int, default=20)
     ap.add_argument("--records", type=int, default=2000)
     ap.add_argument("--figures-only", action="store_true", help="skip the narrated failover")
     args = ap.parse_args()

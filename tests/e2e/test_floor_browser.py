@@ -237,6 +237,8 @@ def test_the_fifth_point_is_confirmed_from_the_queue_and_the_table_reports_it(
             )
         )
         tile(page, "CR-07").locator(".words:has-text('confirmed by alice')").wait_for()
+        words = tile(page, "CR-07").locator(".words").inner_text()
+        assert re.fullmatch(r"hand \d+ confirmed by alice at \d\d:\d\d:\d\d", words), words
         assert page.locator('#alerts [data-kind="surveillance"]').count() == 0
         assert not page.title().startswith("(")
         assert page.evaluate("window.sameDocument") is True
