@@ -320,9 +320,10 @@ class SimulatedReader:
             return self._throws_paused
 
     def unplug(self) -> None:
-        """Pull the cable: close the device's side, so the driver's port fails."""
+        """Pull the cable: close the device's side, so the driver's port fails (a TCP
+        device keeps its port bound, :meth:`drivers.sim_link.TcpLink.unplug`)."""
         with self._lock:
-            self._link.close()
+            self._link.unplug()
             self._plugged = False
 
     def replug(self, power_cycle: bool = False) -> None:
