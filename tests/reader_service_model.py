@@ -518,3 +518,18 @@ class ServiceChannelP2(ServiceChannel):
     protect against is not generated (``SeqReader``, :meth:`ServiceChannel.replay`)."""
 
     PROTOCOL = 2
+
+    @rule(d1=st.integers(1, 6), d2=st.integers(1, 6))
+    def idle_then_throw(self, d1: int, d2: int) -> None:
+        """The table idle (:meth:`idle`: past half the seq ring in the soak), then a throw:
+        the table cannot prove it new, so it is held for the dealer."""
+        self.idle()
+        self.throw(d1, d2, [], [], 0)
+
+    @precondition(lambda self: self.reader.pending is None)
+    @rule(d1=st.integers(1, 6), d2=st.integers(1, 6))
+    def unseen_restart_then_throw(self, d1: int, d2: int) -> None:
+        """The reader restarts, its HELLO lost on the line, then a throw: held, or (its seq
+        one the table applied, other dice) a SEQ_CONFLICT."""
+        self.restart_reader(hello_lost=True)
+        self.throw(d1, d2, [], [], 0)
