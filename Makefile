@@ -51,10 +51,11 @@ RUNS ?= 10
 test-stress: $(STAMP)
 	PYTHON=$(BIN)/python tests/stress.sh $(RUNS) $(PYTEST_ARGS)
 
-# the JSON Schemas of the floor messages and the CLI's JSON, made from the code (issue 33)
+# the JSON Schemas of the floor messages and the CLI's JSON, and the console's OpenAPI
+# document, made from the code (issue 33)
 .PHONY: schemas
 schemas: $(STAMP)
-	$(PYTHON) -m controller.cli.contract
+	$(BIN)/python -m controller.cli.contract
 
 lint: $(STAMP)
 	$(BIN)/ruff check controller drivers tests bench

@@ -211,6 +211,16 @@ def test_the_installed_socket_gets_the_systemd_advice() -> None:
     assert client._advice() == "start it with: sudo systemctl start firebet"
 
 
+def test_a_bench_socket_by_another_name_is_named_in_the_advice(tmp_path: Path) -> None:
+    """#33: --state-dir alone would start a service on control.sock, not on this socket."""
+    advice = ControlClient(tmp_path / "bench.sock")._advice()
+    assert advice == (
+        "on a bench start it with: firebet run --simulated-reader --pin-factory mock "
+        f"--state-dir {tmp_path} --socket {tmp_path / 'bench.sock'}; an installed table: "
+        "sudo systemctl start firebet"
+    )
+
+
 def test_client_on_a_dead_socket_file(sock_path: Path) -> None:
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dead.bind(str(sock_path))
