@@ -36,7 +36,7 @@ floor-ha-demo: setup-test $(STAMP)
 .PHONY: screenshots
 screenshots: $(STAMP)
 	FIREBET_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q -p no:logging \
-		tests/e2e/test_floor_browser.py -k "thirty_tables or table_s_page or shift_figures or dark_room"
+		tests/e2e/test_floor_browser.py -k "thirty_tables or table_s_page or shift_figures or off_the_scale or dark_room"
 
 # first the packages the suite needs (mosquitto, chromium, tmux): on a fresh box this installs
 # them (as root or through sudo) or stops at once with the command to run
@@ -51,10 +51,11 @@ RUNS ?= 10
 test-stress: $(STAMP)
 	PYTHON=$(BIN)/python tests/stress.sh $(RUNS) $(PYTEST_ARGS)
 
-# the JSON Schemas of the floor messages and the CLI's JSON, made from the code (issue 33)
+# the JSON Schemas of the floor messages and the CLI's JSON, and the console's OpenAPI
+# document, made from the code (issue 33)
 .PHONY: schemas
 schemas: $(STAMP)
-	$(PYTHON) -m controller.cli.contract
+	$(BIN)/python -m controller.cli.contract
 
 lint: $(STAMP)
 	$(BIN)/ruff check controller drivers tests bench
@@ -92,7 +93,7 @@ deb: $(STAMP)
 # the package installed, upgraded, rolled back, removed and purged with apt in a Debian 12
 # chroot (never on this machine's own /etc or /var/lib): what CI runs after `make test`
 test-deb: $(STAMP)
-	@$(SETUP) deb
+	@$(SETUP) deb-test
 	PYTHON=$(BIN)/python debian/test-package
 
 # the journal watch's CPU at idle and the ACK's tail while it sweeps, on journals of

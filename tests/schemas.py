@@ -26,6 +26,8 @@ CLI_OUTPUTS: dict[tuple[str, ...], str] = {
     ("journal", "verify"): "cli-verify",
     ("journal", "init"): "cli-journal-init",
     ("journal", "migrate"): "cli-journal-migrate",
+    ("clear-halt",): "cli-clear-halt",
+    ("sim-reader",): "cli-sim-reader",
 }
 
 failures: list[str] = []  # what the message makers' wrappers found (read per test)
@@ -114,6 +116,7 @@ def idle_status(table: str = "CR-07") -> dict[str, Any]:
     view = LightsView()
     shown = Published(TableState(), Mode.RUNNING, desired_outputs(view), view, None, None, None)
     report = status_report(
-        shown, table=table, ready=True, reader={}, journal_check=None, program=None, floor={}
-    )
+        shown, table=table, ready=True, reader={}, journal_check=None, program=None, floor={},
+        at="2026-01-01T00:00:00.000+00:00",
+    )  # fmt: skip
     return report | {"journal_watch": None}  # the service's own addition (no watch yet)

@@ -45,6 +45,51 @@ from controller.journal.parallel import workers
 from controller.journal.proof import Break
 
 EXPORT_FIELDS = ("record", "at", "actor", "kind", "payload", "snapshot", "prev_hash", "hash")
+PLAIN_FIELDS = ("what", "d1", "d2", "position", "amount", "hand", "detail")
+"""The CSV's plain columns after the sealed ones (issue 33): what the record's ``payload``
+says, a cell each, so a spreadsheet needs no JSON (``payload`` stays: the seal is checked
+on its exact text, docs/journal.md)."""
+
+
+def _flat(key: str, value: Any) -> list[str]:
+    """``key=value`` texts of one payload entry, a nested object's keys dotted."""
+    if isinstance(value, dict):
+        return [x for k, v in value.items() for x in _flat(f"{key}.{k}", v)]
+    if isinstance(value, list):
+        return [f"{key}={','.join(_flat_value(v) for v in value)}"]
+    return [f"{key}={_flat_value(value)}"]
+
+
+def _flat_value(value: Any) -> str:
+    """One scalar as text (an object or list inside a list: its ``key=value`` texts)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        return " ".join(x for k, v in value.items() for x in _flat(str(k), v))
+    if isinstance(value, list):
+        return " ".join(_flat_value(v) for v in value)
+    return str(value)
+
+
+def plain_columns(kind: str, body: str) -> list[Any]:
+    """The :data:`PLAIN_FIELDS` of one record: ``what`` (the command, or the record's kind),
+    the dice, position, amount and hand when it names them, and every other entry of its
+    payload as ``key=value`` text (``; `` between them, a nested key dotted)."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return [kind, "", "", "", "", "", body]  # a damaged record: its text as it is
+    if not isinstance(payload, dict):
+        return [kind, "", "", "", "", "", _flat_value(payload)]
+    rest = dict(payload)
+    what = rest.pop("command", kind) if kind == "command" else kind
+    cells = [rest.pop(name, "") for name in PLAIN_FIELDS[1:-1]]
+    if rest.get("at") == "":
+        rest.pop("at")  # the command carried no time of its own: the record's is `at`
+    detail = "; ".join(x for k, v in rest.items() for x in _flat(k, v))
+    return [what, *cells, detail]
 
 
 def _open(args: argparse.Namespace, *, read_only: bool = True) -> tuple[Journal, FireBetRules]:
@@ -288,14 +333,18 @@ def run_export(args: argparse.Namespace) -> int:
         total = last.record if last is not None else None
         if args.format == "csv":
             writer = csv.writer(out, lineterminator="\n")
-            writer.writerow(EXPORT_FIELDS + (("verified",) if at is not None else ()))
+            verified = ("verified",) if at is not None else ()
+            writer.writerow(EXPORT_FIELDS + verified + PLAIN_FIELDS)
+        done, first, final = 0, None, None
         for done, (r, rules) in enumerate(journal.records_decided(args.since), 1):
-            if args.format == "csv":  # its columns are a contract (docs/cli.md): as they were
+            first = r.record if first is None else first
+            final = r.record
+            if args.format == "csv":  # its columns are a contract (docs/cli.md): only added
                 snap = r.snapshot or ""
                 row = [r.record, r.at, r.actor, r.kind, r.payload, snap, r.prev_hash, r.hash]
                 if at is not None:  # halted: one column more, the record proven or not
                     row.append("yes" if at.proves(r.record) else "no")
-                writer.writerow(row)
+                writer.writerow(row + plain_columns(r.kind, r.payload))
             else:
                 # decided_under: the rules record this record means what it means under
                 line = {**r.to_dict(), "decided_under": rules}
@@ -304,6 +353,10 @@ def run_export(args: argparse.Namespace) -> int:
                 print(json.dumps(line, sort_keys=True), file=out)
             if shown and done % 1024 == 0:
                 bar.update(r.record, total)
+    out.flush()  # the data first (a reader gone, `| head`: the count is not said either)
+    span = f" (records {first:,} to {final:,})" if first is not None else ""
+    since = f" since {args.since}" if args.since else ""
+    print(f"firebet: exported {count(done, 'record')}{since}{span}", file=sys.stderr)
     return 0
 
 
@@ -342,10 +395,12 @@ def describe_aside(preview: dict[str, Any] | None) -> list[str]:
 
 
 def _confirmed(args: argparse.Namespace) -> bool:
-    """``--yes``, or the technician types ``yes``."""
+    """``--yes``, or the technician types ``yes`` (asked on standard error under ``--json``,
+    whose standard output is the one JSON object)."""
     if args.yes:
         return True
-    print("Clear the halt and set this aside? Type yes to go on: ", end="", flush=True)
+    shown = sys.stderr if args.json else sys.stdout
+    print("Clear the halt and set this aside? Type yes to go on: ", end="", flush=True, file=shown)
     try:
         answer = sys.stdin.readline()
     except (OSError, ValueError):
@@ -353,9 +408,35 @@ def _confirmed(args: argparse.Namespace) -> bool:
     return answer.strip().lower() == "yes"
 
 
+def _not_confirmed(args: argparse.Namespace, what: str) -> int:
+    """Not confirmed: nothing changed, exit 1 (under ``--json`` the ``not_confirmed`` refusal)."""
+    words = f"not confirmed: the {what} stays halted, nothing was changed"
+    if args.json:
+        raise RequestRefused(words, Refusal.NOT_CONFIRMED)
+    print(words)
+    return 1
+
+
+def cleared_json(
+    through: str, cleared: str, resumed: str, preview: dict[str, Any] | None
+) -> dict[str, Any]:
+    """``clear-halt --json``'s object when the halt is lifted (controller/schemas/
+    cli-clear-halt.schema.json): through the service or offline, what the halt was, where
+    the game resumed, and the preview it showed and was confirmed (``None``: the files
+    were intact, nothing was set aside)."""
+    return {
+        "ok": True,
+        "through": through,
+        "cleared": cleared,
+        "resumed": resumed,
+        "preview": preview,
+    }
+
+
 def run_clear_halt(args: argparse.Namespace) -> int:
     """Lift ``halted`` through the running service, or offline when none runs; journaled.
-    Shows first what it will set aside and asks (``--yes`` for scripts); needs ``--note``."""
+    Shows first what it will set aside and asks (``--yes`` for scripts); needs ``--note``.
+    Under ``--json`` the words go to standard error and standard output is one object."""
     if args.actor is not None:
         raise UsageError(
             f"--actor is not taken: the journal records who you are as the OS says "
@@ -367,23 +448,29 @@ def run_clear_halt(args: argparse.Namespace) -> int:
             'clear-halt needs --note "what was done about the cause" (journaled with who '
             "you are, for surveillance and the games manager)"
         )
+    out = sys.stderr if args.json else sys.stdout
     preview = _service(args, Op.CLEAR_HALT, preview=1)
     if preview is not None:
         if not preview.get("ok"):
             raise refusal(preview)  # not halted: 1, as offline
-        print(f"the table is halted: {preview.get('cleared')}")
-        print("firebet clear-halt would (through the service):")
-        print("\n".join(describe_aside(preview.get("preview"))))
+        print(f"the table is halted: {preview.get('cleared')}", file=out)
+        print("firebet clear-halt would (through the service):", file=out)
+        print("\n".join(describe_aside(preview.get("preview"))), file=out)
         if not _confirmed(args):
-            print("not confirmed: the table stays halted, nothing was changed")
-            return 1
+            return _not_confirmed(args, "table")
         reply = _service(args, Op.CLEAR_HALT, note=note)
         if reply is None:
             raise ServiceUnreachable("the service stopped before the clear-halt: ask again")
         if not reply.get("ok"):
             raise refusal(reply)
-        print(f"halt cleared through the service; was: {reply.get('cleared')}")
-        print(f"    {reply.get('resumed')}")
+        print(f"halt cleared through the service; was: {reply.get('cleared')}", file=out)
+        print(f"    {reply.get('resumed')}", file=out)
+        if args.json:
+            done = cleared_json(
+                "service", str(reply.get("cleared")), str(reply.get("resumed")),
+                preview.get("preview"),
+            )  # fmt: skip
+            print(json.dumps(done))
         return 0
     where = paths.locate(args)
     config, state = where.config, where.state_dir
@@ -395,12 +482,11 @@ def run_clear_halt(args: argparse.Namespace) -> int:
                 f"the journal {view.path} is not halted: nothing to clear", Refusal.NOT_HALTED
             )
         halted = view.halted
-        print(f"the journal is halted: {halted.describe() if halted else '?'}")
-    print("firebet clear-halt would (offline, no service running):")
-    print("\n".join(describe_aside(aside.to_dict())))
+        print(f"the journal is halted: {halted.describe() if halted else '?'}", file=out)
+    print("firebet clear-halt would (offline, no service running):", file=out)
+    print("\n".join(describe_aside(aside.to_dict())), file=out)
     if not _confirmed(args):
-        print("not confirmed: the journal stays halted, nothing was changed")
-        return 1
+        return _not_confirmed(args, "journal")
     journal = Journal.open(state, config)
     actor = paths.os_actor()
     with journal:
@@ -409,13 +495,15 @@ def run_clear_halt(args: argparse.Namespace) -> int:
             raise RequestRefused(
                 f"the journal {journal.path} is not halted: nothing to clear", Refusal.NOT_HALTED
             )
-        done = clear_halt(journal, config.firebet, actor, note=note)
-        assert done is not None
-        record = done[1]
-        print(
-            f"halt cleared by {actor} (record {record.record}); was: {recovered.halted.describe()}"
-        )
-        print(f"    {describe_clear(record.data())}")
+        lifted = clear_halt(journal, config.firebet, actor, note=note)
+        assert lifted is not None
+        record = lifted[1]
+        was = recovered.halted.describe()
+        resumed = describe_clear(record.data())
+        print(f"halt cleared by {actor} (record {record.record}); was: {was}", file=out)
+        print(f"    {resumed}", file=out)
+    if args.json:
+        print(json.dumps(cleared_json("offline", was, resumed, aside.to_dict())))
     return 0
 
 
@@ -466,5 +554,11 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="do not ask: clear the halt after showing what is set aside (for scripts)",
     )
+    clear.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object: what was cleared and set aside, or a refusal's code and words "
+        "(the words on standard error)",
+    )
     _common(clear)
-    clear.set_defaults(func=run_clear_halt)
+    clear.set_defaults(func=run_clear_halt, _json_refusal=True)

@@ -54,8 +54,7 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps({**refusal_json(refused), "said": reply.get("said")}))
             return refused.exit_code
         raise refused
-    if args.json:
-        reply.pop("ok", None)
+    if args.json:  # {"ok": true, "said", ...}: controller/schemas/cli-sim-reader.schema.json
         print(json.dumps(reply))
     else:
         print(reply.get("said", "done"))

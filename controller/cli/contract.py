@@ -5,7 +5,7 @@ The files under ``controller/schemas/`` (shipped in the package, listed in docs/
 and docs/cli.md) are what :func:`schemas` gives, written by ``python -m
 controller.cli.contract``; ``tests/unit/test_contract_schemas.py`` fails when a file and
 the code disagree, so the two cannot drift. Each event type's schema comes from its
-dataclass (:data:`controller.core.events.EVENTS`), the refusal codes from
+dataclass (:data:`controller.core.events.PUBLISHED`), the refusal codes from
 :class:`~controller.core.errors.Refusal`, the record kinds from the journal's, the
 ``history`` and ``export`` keys from the journal's own lists.
 
@@ -28,7 +28,7 @@ from typing import Any
 
 from controller import __version__
 from controller.core.errors import Refusal
-from controller.core.events import EVENTS, Settlement
+from controller.core.events import PUBLISHED, Settlement
 from controller.core.lamps import Mode
 from controller.core.table import Phase
 from controller.core.table_id import TABLE_ID
@@ -44,6 +44,7 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 _WHOLE = {"type": "integer"}
 _TEXT = {"type": "string"}
+_UTC = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}\+00:00$"
 _POSITIONS = {"type": "object", "propertyNames": {"pattern": "^[0-9]+$"}}
 
 
@@ -113,7 +114,7 @@ def _event(cls: type) -> dict[str, Any]:
 
 def event_defs() -> dict[str, Any]:
     """Each event type's schema by name (docs/floor.md, "The `events` schema")."""
-    defs = {name: _event(cls) for name, cls in sorted(EVENTS.items())}
+    defs = {name: _event(cls) for name, cls in sorted(PUBLISHED.items())}
     body = dict(defs["settlement"])
     body["properties"] = {k: v for k, v in body["properties"].items() if k != "event"}
     body["required"] = [k for k in body["required"] if k != "event"]
@@ -122,7 +123,7 @@ def event_defs() -> dict[str, Any]:
 
 
 def _events_list() -> dict[str, Any]:
-    names = sorted(EVENTS)
+    names = sorted(PUBLISHED)
     return {
         "type": "array",
         "items": {
@@ -151,6 +152,7 @@ def _status() -> dict[str, Any]:
     return _object(
         {
             "table": _TEXT,
+            "at": {"type": "string", "pattern": _UTC},  # when it was read (the service's clock)
             "mode": {"type": "string", "enum": [m.value for m in Mode]},
             "ready": {"type": "boolean"},
             "phase": {"type": "string", "enum": [p.value for p in Phase]},
@@ -302,6 +304,47 @@ def _journal_migrate() -> dict[str, Any]:
     )
 
 
+def _clear_halt() -> dict[str, Any]:
+    """``clear-halt --json`` when the halt is lifted (:func:`controller.cli.audit.cleared_json`)."""
+    preview = _object(
+        {
+            "resume_from": _WHOLE,
+            "set_aside": {"type": "object"},
+            "hands": {"type": "array", "items": {"type": "object"}},
+            "break": _WHOLE,
+            "wagered": _WHOLE,
+            "paid": _WHOLE,
+            "unreadable": _WHOLE,
+        }
+    )
+    return _object(
+        {
+            "ok": {"const": True},
+            "through": {"enum": ["service", "offline"]},
+            "cleared": _TEXT,
+            "resumed": _TEXT,
+            "preview": {"anyOf": [preview, {"type": "null"}]},
+        }
+    )
+
+
+def _sim_reader() -> dict[str, Any]:
+    """``sim-reader ACTION --json`` when done (:func:`controller.cli.sim_device.act`'s reply):
+    ``said`` always; a throw adds its dice, seq and whether it was ACKed, held or kept."""
+    return _object(
+        {
+            "ok": {"const": True},
+            "said": _TEXT,
+            "dice": {"type": "array", "items": _WHOLE, "minItems": 2, "maxItems": 2},
+            "seq": {"type": ["integer", "null"]},
+            "acked": {"type": "boolean"},
+            "pending": {"type": "boolean"},
+            "held": {"type": ["integer", "null"]},
+        },
+        required=["ok", "said"],
+    )
+
+
 def _floor_event() -> dict[str, Any]:
     keys: dict[str, Any] = {
         "table": {"type": "string", "pattern": f"^{TABLE_ID.pattern}$"},
@@ -388,17 +431,26 @@ def schemas() -> dict[str, dict[str, Any]]:
         "cli-journal-migrate": _doc(
             "cli-journal-migrate", "firebet journal migrate --json", _journal_migrate()
         ),
+        "cli-clear-halt": _doc("cli-clear-halt", "firebet clear-halt --json (done)", _clear_halt()),
+        "cli-sim-reader": _doc(
+            "cli-sim-reader", "firebet sim-reader ACTION --json (done)", _sim_reader()
+        ),
     }
     made["floor-event"]["$defs"] = event_defs()
     return made
 
 
 def rendered() -> dict[str, str]:
-    """Each schema file's name and its text, as the package ships it."""
-    return {
+    """Each schema file's name and its text, as the package ships it (with the floor
+    console's OpenAPI document, ``floor-openapi.json``)."""
+    from controller.floor import openapi  # the console's routes: starlette, loaded here only
+
+    made = {
         f"{stem}.schema.json": json.dumps(body, indent=2, sort_keys=False) + "\n"
         for stem, body in schemas().items()
     }
+    made["floor-openapi.json"] = json.dumps(openapi.document(), indent=2) + "\n"
+    return made
 
 
 def write(folder: Path = SCHEMA_DIR) -> list[Path]:

@@ -115,8 +115,7 @@ def status(args: argparse.Namespace) -> int:
         return watch(args)
     reply = call(args, Op.STATUS)
     if not reply.get("ok", True):
-        print(f"firebet: {reply.get('error')}", file=sys.stderr)
-        return 1
+        raise refusal(reply)  # the words on stderr; with --json the refusal object (cli.main)
     reply.pop("ok", None)
     if args.json:
         print(json.dumps(reply))
@@ -131,8 +130,7 @@ def whoami(args: argparse.Namespace) -> int:
     """The caller's user, groups and role on the control socket, and what the role may do."""
     reply = call(args, Op.WHOAMI)
     if not reply.get("ok"):
-        print(f"firebet: {reply.get('error', 'refused')}", file=sys.stderr)
-        return 1
+        raise refusal(reply)
     reply.pop("ok", None)
     role = Role(reply["role"])
     if "may" not in reply:  # a service from before the socket said which ops it serves
@@ -300,7 +298,8 @@ def register(subparsers: Any) -> None:
         return p
 
     p = add("status", status, "current state of the table, from the running service")
-    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--json", action="store_true", help="one JSON object (or a refusal's)")
+    p.set_defaults(_json_refusal=True)  # no service under --json: the no_service object
     p.add_argument(
         "--watch",
         nargs="?",
@@ -310,7 +309,8 @@ def register(subparsers: Any) -> None:
         help="draw the table live, asking every S seconds (0.5); read-only, Ctrl-C to stop",
     )
     p = add("whoami", whoami, "your role on the control socket and what it lets you do")
-    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--json", action="store_true", help="one JSON object (or a refusal's)")
+    p.set_defaults(_json_refusal=True)
     p = add("roll", roll, "manual roll entry while the dice reader is in fault")
     p.add_argument("d1", type=_die, metavar="D1", help="the first die, 1 to 6")
     p.add_argument("d2", type=_die, metavar="D2", help="the second die, 1 to 6")

@@ -19,8 +19,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
-from controller.cli import options
-from controller.cli.display import hand_line
+from controller.cli import options, progress
+from controller.cli.display import count, hand_line, money
 from controller.core.engine import Engine
 from controller.core.errors import UsageError
 from controller.core.events import Settlement
@@ -73,10 +73,50 @@ def _now_line(st: TableState) -> str:
 _CHUNK = 1 << 16  # bytes of script lines read at a time
 
 
-def _chunks(stream: IO[bytes]) -> Iterator[list[bytes]]:
-    """The script's lines, many at a time, split at ``\n`` only."""
+def _chunks(stream: IO[bytes], bar: progress.Progress | None = None) -> Iterator[list[bytes]]:
+    """The script's lines, many at a time, split at ``\n`` only (``bar``: told how many
+    lines were read, a chunk at a time)."""
+    read = 0
     while lines := stream.readlines(_CHUNK):
+        if bar is not None:
+            read += len(lines)
+            bar.update(read)
         yield lines
+
+
+class Money:
+    """The fire bets of the hands a replay settled: what was wagered, paid and held (as
+    the floor's shift figures count them, docs/floor.md: hold = wagers - paid - the winning
+    wagers returned)."""
+
+    def __init__(self) -> None:
+        self.hands = 0
+        self.wagered = 0
+        self.paid = 0  # the winnings alone
+        self.returned = 0  # the winning wagers given back
+
+    def add(self, s: Settlement) -> None:
+        """Count one settlement (a hand with no wager adds a hand and no money)."""
+        self.hands += 1
+        if s.wagers:
+            self.wagered += sum(s.wagers.values())
+            for position, won in s.payouts.items():
+                if won:
+                    self.paid += won
+                    self.returned += s.wagers.get(position, 0)
+
+    @property
+    def hold(self) -> int:
+        return self.wagered - self.paid - self.returned
+
+    def line(self) -> str:
+        """``money: 3 hands settled; wagers $15, paid $120 (+$5 returned), hold -$110``."""
+        share = f" ({self.hold * 100 / self.wagered:.1f}%)" if self.wagered else ""
+        returned = f" (+{money(self.returned)} returned)" if self.returned else ""
+        return (
+            f"money: {count(self.hands, 'hand')} settled; wagers {money(self.wagered)}, "
+            f"paid {money(self.paid)}{returned}, hold {money(self.hold)}{share}"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,18 +124,23 @@ def run(args: argparse.Namespace) -> int:
     engine = Engine(config.firebet)
     source = str(Path(args.file))
     out, err = sys.stdout, sys.stderr
+    shown = progress.wanted()  # stderr a terminal: the output waits for the last line
     with ExitStack() as stack:
         replayer = Replayer(engine)
         render = json_line if args.json else _table_text
         hands: list[str] = []  # settled hands' text not yet spooled
+        totals = Money()
+        bar = stack.enter_context(progress.Progress("replay", "lines", enabled=shown))
         try:
             if args.file == "-":
                 script: IO[bytes] = sys.stdin.buffer
             else:
                 script = stack.enter_context(Path(args.file).open("rb"))
             spool = _Spool(stack.enter_context(tempfile.TemporaryFile()), (out, err))
-            for no, event in replayer.run_lines(_chunks(script), source):
+            lines = _chunks(script, bar if shown else None)
+            for no, event in replayer.run_lines(lines, source):
                 if type(event) is Settlement:
+                    totals.add(event)
                     hands.append(render(event))
                     if len(hands) >= 1024:
                         spool.add(0, hands)
@@ -108,8 +153,11 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"{source}: cannot read the script: {exc.strerror or exc}") from exc
         if not args.json:
-            hands.append(_now_line(replayer.state))
+            hands += [_now_line(replayer.state), totals.line()]
         spool.add(0, hands)
+        if args.json and shown:  # for the person watching; a script's stderr never has it
+            spool.add(1, [totals.line()])
+        bar.close()
         spool.play()  # every line was good: the output, in order
     return 0
 

@@ -20,6 +20,7 @@ from controller.control.server import ControlServer
 from controller.core.config import Config
 from controller.core.errors import ConfigError, UsageError
 from controller.core.lamps import Mode
+from controller.core.table import TableState
 from controller.service.integrity import ProgramCheck
 from controller.service.service import Parts, Service
 from controller.service.status import Published
@@ -177,6 +178,15 @@ def assemble(
     return service
 
 
+def resumed_at(record: int, state: TableState) -> str:
+    """Where the start took up the game, for the ready line: the newest record recovered
+    and the hand in play there (its point, when one is on)."""
+    if record == 0:
+        return f"a new journal, hand {state.hand}"
+    point = f", point {state.point}" if state.point else ""
+    return f"resumed at record {record:,}, hand {state.hand}{point}"
+
+
 def install_signal_handlers(service: Service) -> None:
     """SIGTERM and SIGINT finish the command in hand, then leave cleanly."""
 
@@ -234,10 +244,11 @@ def run(args: argparse.Namespace) -> int:
             halted = service.mode == Mode.HALTED
             log.log(
                 logging.ERROR if halted else logging.INFO,
-                "%s in %.3f s: table %s, reader %s, socket %s, state %s, journal key %s%s",
+                "%s in %.3f s: table %s, %s, reader %s, socket %s, state %s, journal key %s%s",
                 "HALTED" if halted else "ready",
                 service.ready_after_s or 0.0,
                 config.table.id,
+                resumed_at(service.first_record, service.state),
                 f"simulated on {port} (firebet sim-reader ACTION)" if device else port,
                 socket_path,
                 state,
@@ -246,7 +257,14 @@ def run(args: argparse.Namespace) -> int:
                 "firebet journal verify, then firebet clear-halt (docs/runbook.md, Halted)"
                 if halted
                 else "",
-                extra={"fields": {"event": "halted" if halted else "ready", "state_dir": state}},
+                extra={
+                    "fields": {
+                        "event": "halted" if halted else "ready",
+                        "state_dir": state,
+                        "hand": service.state.hand,
+                        "record": service.first_record,
+                    }
+                },
             )
             service.serve()
         finally:

@@ -43,6 +43,15 @@ class _MayHaveBeenRead(Exception):
 INSTALLED_SOCKET_DIR = Path("/run/firebet")  # the installed unit's (systemd/firebet.service)
 
 
+def _default_socket() -> str:
+    """``[control] socket`` of the defaults (config/table.toml): the state directory's."""
+    import tomllib
+
+    from controller.core.config.presets import defaults_text
+
+    return str(tomllib.loads(defaults_text())["control"]["socket"])
+
+
 class ControlClient:
     """A client's end of the control socket; keeps one connection for many requests."""
 
@@ -68,9 +77,12 @@ class ControlClient:
         (under ``/run/firebet``) by systemd, any other (a bench, a checkout) by hand."""
         if self.path.parent == INSTALLED_SOCKET_DIR:
             return "start it with: sudo systemctl start firebet"
+        # a socket by another name than the state directory's own: the bench names it too
+        named = "" if self.path.name == _default_socket() else f" --socket {self.path}"
         return (
             "on a bench start it with: firebet run --simulated-reader --pin-factory mock "
-            f"--state-dir {self.path.parent}; an installed table: sudo systemctl start firebet"
+            f"--state-dir {self.path.parent}{named}; an installed table: sudo systemctl "
+            "start firebet"
         )
 
     def connect(self) -> None:

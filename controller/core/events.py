@@ -41,6 +41,7 @@ class Event:
     """Base of every event; ``name`` names it in JSON (under ``"event"``)."""
 
     name: ClassVar[str] = "event"
+    journaled: ClassVar[bool] = True  # False: a decision that changes nothing, never kept
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with the event's name under ``"event"``."""
@@ -67,6 +68,7 @@ class DuplicateRoll(Event):
     """
 
     name: ClassVar[str] = "duplicate_roll"
+    journaled: ClassVar[bool] = False  # the ACK again is all it does: never a record's event
     seq: int
     stale: bool = False
 
@@ -466,3 +468,9 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     if cls is RollCorrected:
         body["was"], body["now"] = tuple(body["was"]), tuple(body["now"])
     return cls(**body)
+
+
+PUBLISHED: dict[str, type[Event]] = {n: e for n, e in EVENTS.items() if e.journaled}
+"""The event types a journal record can carry: what the floor's ``event`` messages and a
+dealer action's reply hold (docs/floor.md, "The `events` schema"; controller/schemas/
+floor-event.schema.json). A command whose events are all of the others is not journaled."""

@@ -26,7 +26,6 @@ from controller.core.commands import Command, ReaderHello, ReaderSync
 from controller.core.config import FireBetRules
 from controller.core.engine import Outcome
 from controller.core.errors import Refusal
-from controller.core.events import DuplicateRoll
 from controller.journal.journal import Journal
 from controller.journal.recipe import RecordKind
 from controller.journal.record import Record
@@ -50,7 +49,7 @@ def decide(journal: Journal, replay: Replay, command: Command) -> Decided:
     not writable): then nothing was journaled and ``replay`` stands where it stood."""
     outcome = replay.engine.apply(replay.state, command)
     events = outcome.events
-    copy = bool(events) and all(isinstance(e, DuplicateRoll) for e in events)
+    copy = bool(events) and not any(e.journaled for e in events)  # a DuplicateRoll
     refused = outcome.refused
     in_step = (isinstance(command, ReaderSync | ReaderHello) and not events) or (
         refused is not None

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from controller.clock import now_iso
 from controller.control.protocol import EncodedReply, Request
 from controller.control.server import ControlServer
 from controller.core.commands import Command, ReaderFaultCode
@@ -329,6 +330,7 @@ class Service:
             journal_check=table.full_check,
             program=self.program.to_dict() if self.program is not None else None,
             floor=link.status() if link is not None else disabled_status(),
+            at=now_iso(),
         )
         watch = self.record_watch
         report["journal_watch"] = watch.report() if watch is not None else None

@@ -88,8 +88,10 @@ def status_report(
     journal_check: str | None,
     program: dict[str, Any] | None,
     floor: dict[str, Any],
+    at: str,
 ) -> dict[str, Any]:
-    """``status --json``: the published snapshot with what the caller reads now."""
+    """``status --json``: the published snapshot with what the caller reads now, ``at``
+    the time it was read (ISO 8601 UTC, milliseconds: the service's clock)."""
     s = p.state
     if s.reader_conflict is not None and not reader.get("fault"):
         reader["fault"] = SEQ_CONFLICT
@@ -99,6 +101,7 @@ def status_report(
         )
     return {
         "table": table,
+        "at": at,
         "mode": p.mode,
         "ready": ready,
         "phase": s.phase.value,

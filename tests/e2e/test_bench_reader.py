@@ -114,7 +114,8 @@ def test_a_bench_service_is_driven_from_the_command_line(bench: Bench) -> None:
 
     random_throw = bench.firebet("sim-reader", "throw", "--json")
     reply = json.loads(random_throw.stdout)
-    assert reply["acked"] is True and bench.status()["last_roll"] == reply["dice"]
+    assert reply["ok"] is True and reply["acked"] is True  # #33: it had no "ok"
+    assert bench.status()["last_roll"] == reply["dice"]
 
     # the service's log lines carry the time in the foreground (issue 14)
     logged = bench.log.read_text().splitlines()

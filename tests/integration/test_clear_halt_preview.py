@@ -5,6 +5,7 @@ is required; --yes is for scripts."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from controller.core.commands import Bet, Roll
@@ -76,7 +77,32 @@ def test_through_the_service_the_same_preview_then_the_clear(tmp_path: Path) -> 
         assert "firebet clear-halt would (through the service)" in declined.stdout
         assert "payouts $4,995; whatever they say comes off history" in declined.stdout
         assert t.status()["mode"] == "halted"
-        done = firebet("clear-halt", *where, "--note", "edited bet", "--yes")
+        done = firebet("clear-halt", *where, "--note", "edited bet", "--yes", "--json")
         assert done.returncode == 0, done.stderr
-        assert "halt cleared through the service" in done.stdout
+        assert "halt cleared through the service" in done.stderr  # the words: stdout is JSON
+        (line,) = done.stdout.splitlines()  # one object (checked by its schema in firebet())
+        shown = json.loads(line)
+        assert (shown["ok"], shown["through"]) == (True, "service")
+        assert shown["preview"]["paid"] == 4995 and "resumed from record 2" in shown["resumed"]
         assert t.status()["mode"] == "running"
+
+
+def test_clear_halt_json_is_one_object_refused_or_done(tmp_path: Path) -> None:
+    """#33: clear-halt took no --json; a script now reads one object (the words on stderr)."""
+    build(tmp_path)
+    where = ("--state-dir", str(tmp_path), "--json")
+    no_note = firebet("clear-halt", *where)
+    assert no_note.returncode == 2
+    assert json.loads(no_note.stdout)["code"] == "bad_input"
+    declined = firebet("clear-halt", *where, "--note", "edited bet found", input="no\n")
+    assert declined.returncode == 1, declined.stderr
+    refused = json.loads(declined.stdout)  # nothing but the object: the prompt is on stderr
+    assert (refused["code"], refused["exit"]) == ("not_confirmed", 1)
+    assert "Type yes to go on" in declined.stderr and "set aside records" in declined.stderr
+    done = firebet("clear-halt", *where, "--note", "edited bet found", "--yes")
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert (shown["through"], shown["preview"]["set_aside"]["records"][0]) == ("offline", 3)
+    assert shown["preview"]["wagered"] == 4 and shown["preview"]["paid"] == 4995
+    again = firebet("clear-halt", *where, "--note", "twice", "--yes")
+    assert again.returncode == 1 and json.loads(again.stdout)["code"] == "not_halted"

@@ -211,6 +211,16 @@ def test_the_installed_socket_gets_the_systemd_advice() -> None:
     assert client._advice() == "start it with: sudo systemctl start firebet"
 
 
+def test_a_bench_socket_by_another_name_is_named_in_the_advice(tmp_path: Path) -> None:
+    """#33: --state-dir alone would start a service on control.sock, not on this socket."""
+    advice = ControlClient(tmp_path / "bench.sock")._advice()
+    assert advice == (
+        "on a bench start it with: firebet run --simulated-reader --pin-factory mock "
+        f"--state-dir {tmp_path} --socket {tmp_path / 'bench.sock'}; an installed table: "
+        "sudo systemctl start firebet"
+    )
+
+
 def test_client_on_a_dead_socket_file(sock_path: Path) -> None:
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dead.bind(str(sock_path))
@@ -243,3 +253,23 @@ def test_client_reconnects_after_server_restart(sock_path: Path) -> None:
     with ControlServer(sock_path, Recorder(), DEALERS, TECHS):
         assert client.request("ping")["ok"] is True
     client.close()
+
+
+def test_a_hand_start_makes_the_socket_s_missing_folder(tmp_path: Path) -> None:
+    """#33: the installed service started by hand failed on a missing /run/firebet (only
+    the unit's RuntimeDirectory made it)."""
+    import stat
+
+    from controller.control import socketfile
+
+    path = tmp_path / "run" / "firebet" / "control.sock"
+    listener, _ = socketfile.bind(path)
+    try:
+        assert stat.S_ISSOCK(path.stat().st_mode)
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o750
+    finally:
+        listener.close()
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    with pytest.raises(FirebetError, match="cannot make the control socket's folder"):
+        socketfile.bind(blocked / "control.sock")

@@ -282,12 +282,21 @@ def test_export_can_be_reverified_with_the_documented_recipe(tmp_path: Path) -> 
     table = list(csv.DictReader(io.StringIO(done.stdout)))
     assert [int(r["record"]) for r in table] == list(range(1, len(rows) + 1))
     assert table[-1]["hash"] == prev
+    # plain columns beside the sealed payload (#33: a spreadsheet had JSON in a cell)
+    bet, roll = table[1], table[5]  # record 1 is the journal's start
+    assert (bet["what"], bet["position"], bet["amount"], bet["d1"]) == ("bet", "1", "5", "")
+    assert (roll["what"], roll["d1"], roll["d2"], roll["position"]) == ("roll", "4", "2", "")
+    assert (table[0]["what"], table[0]["detail"]) == ("start", "format=2")
+    assert all("{" not in r[k] for r in table for k in ("what", "detail"))
+    # the count, on standard error (#33: none before), so standard output stays the data
+    assert done.stderr.strip().endswith(f"exported {len(rows)} records (records 1 to {len(rows)})")
     since = _firebet(
         "export", "--format", "csv", "--since", "2999-01-01", "--state-dir", str(tmp_path)
     )
     assert since.returncode == 0 and since.stdout.strip() == ",".join(
         csv.DictReader(io.StringIO(done.stdout)).fieldnames or []
     )
+    assert "exported 0 records since 2999-01-01" in since.stderr
     assert (
         _firebet(
             "export", "--format", "csv", "--since", "soon", "--state-dir", str(tmp_path)

@@ -27,6 +27,23 @@ def test_rolls_are_acked_and_markers_lit_on_the_pins(running_table: RunningTable
     assert table.pin(20).state == 1  # status lamp steady: reader fine
 
 
+def test_status_carries_the_time_it_was_read(running_table: RunningTable) -> None:
+    """#33: a status kept by a script said nothing of when it was true."""
+    from datetime import UTC, datetime
+
+    before = datetime.now(UTC)
+    first = running_table.ask("status")
+    second = running_table.ask("status")
+    after = datetime.now(UTC)
+    read = [datetime.fromisoformat(s["at"]) for s in (first, second)]
+    assert first["at"].endswith("+00:00") and len(first["at"]) == len(
+        "2026-01-01T00:00:00.000+00:00"
+    )
+    # the service's clock, read at each request (a millisecond's rounding either side)
+    assert before.replace(microsecond=before.microsecond // 1000 * 1000) <= read[0] <= read[1]
+    assert read[1] <= after
+
+
 def test_a_settlement_with_payouts_through_the_socket(running_table: RunningTable) -> None:
     table = running_table
     assert table.ask("bet", position=3, amount=5)["ok"]

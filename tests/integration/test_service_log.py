@@ -71,3 +71,37 @@ def test_a_service_that_starts_halted_says_halted_not_ready(tmp_path: Path) -> N
     finally:
         proc.terminate()
         proc.wait(timeout=PROCESS_DEADLINE_S)
+
+
+@pytest.mark.slow
+def test_the_ready_line_says_the_record_and_hand_the_table_resumed_at(tmp_path: Path) -> None:
+    """#33: the ready line named the table and the socket, not where the game stood."""
+    from controller.cli.run import resumed_at
+    from controller.core.commands import Bet, Roll
+    from controller.core.engine import Engine
+    from controller.journal import Journal, recover
+    from controller.journal.play import decide
+
+    state = tmp_path / "state"
+    state.mkdir()
+    with Journal(state / "journal.db") as journal:
+        replayed = recover(journal, Engine().rules).replay
+        for command in (Bet(1, 5), Roll(3, 4), Roll(4, 3), Roll(6, 6), Roll(2, 4)):
+            decide(journal, replayed, command)  # two naturals, craps, then the point 6
+        assert (replayed.state.hand, replayed.state.point) == (1, 6)
+        last = journal.last_record
+    assert resumed_at(0, replayed.state).startswith("a new journal")
+    log = tmp_path / "service.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "controller", "run", "--simulated-reader",
+             "--pin-factory", "mock", "--state-dir", str(state)],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+    try:
+        wait_for(lambda: "s: table " in log.read_text(), what="the start-up line")
+        (line,) = [x for x in log.read_text().splitlines() if "s: table " in x]
+        assert "ready in " in line and f"resumed at record {last}, hand 1, point 6," in line
+    finally:
+        proc.terminate()
+        proc.wait(timeout=PROCESS_DEADLINE_S)

@@ -12,7 +12,7 @@ import pytest
 
 from controller.cli import contract
 from controller.core.errors import Refusal
-from controller.core.events import EVENTS
+from controller.core.events import PUBLISHED
 from controller.journal.recipe import KINDS
 from controller.wire import messages
 from tests import schemas
@@ -30,13 +30,13 @@ def test_the_shipped_files_are_what_the_code_makes() -> None:
 
 def test_every_event_type_and_field_is_in_the_event_schema() -> None:
     defs = contract.schemas()["floor-event"]["$defs"]
-    for name, cls in EVENTS.items():
+    for name, cls in PUBLISHED.items():
         fields = [f.name for f in dataclasses.fields(cls)]
         optional = getattr(cls, "optional_keys", ())  # written only when not the default
         assert defs[name]["required"] == ["event", *(f for f in fields if f not in optional)]
         assert list(defs[name]["properties"]) == ["event", *fields], name
     names = contract.schemas()["floor-event"]["properties"]["events"]["items"]
-    assert names["properties"]["event"]["enum"] == sorted(EVENTS)
+    assert names["properties"]["event"]["enum"] == sorted(PUBLISHED)
 
 
 def test_the_codes_and_kinds_are_the_codes() -> None:

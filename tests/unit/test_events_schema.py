@@ -7,7 +7,7 @@ import dataclasses
 import re
 
 from controller.core.commands import RollSource
-from controller.core.events import EVENTS, RollOutcome
+from controller.core.events import PUBLISHED, RollOutcome
 from tests.support import ROOT
 
 DOC = ROOT / "docs" / "floor.md"
@@ -28,7 +28,7 @@ def _documented() -> dict[str, list[str]]:
 
 def test_the_doc_lists_exactly_the_event_types_and_fields_the_code_emits() -> None:
     documented = _documented()
-    emitted = {name: [f.name for f in dataclasses.fields(cls)] for name, cls in EVENTS.items()}
+    emitted = {name: [f.name for f in dataclasses.fields(cls)] for name, cls in PUBLISHED.items()}
     assert sorted(documented) == sorted(emitted), "event types"
     for name, names in emitted.items():
         assert documented[name] == names, f"the fields of {name!r}, in order"
@@ -37,7 +37,7 @@ def test_the_doc_lists_exactly_the_event_types_and_fields_the_code_emits() -> No
 def test_each_event_class_gives_the_documented_keys_in_to_dict() -> None:
     """``to_dict`` is what the link sends: ``"event"`` and the fields, no more."""
     documented = _documented()
-    for name, cls in EVENTS.items():
+    for name, cls in PUBLISHED.items():
         defaults = {
             f.name: 1 for f in dataclasses.fields(cls)
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING

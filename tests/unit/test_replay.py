@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import tracemalloc
@@ -158,7 +160,8 @@ def test_a_bad_line_late_in_a_long_script_stops_it_before_any_output(tmp_path: P
     proc = replay(tmp_path, hands)
     lines = proc.stdout.splitlines()
     assert proc.returncode == 0 and len(proc.stderr.splitlines()) == 30_000
-    assert lines[-1].startswith("now: hand 30001,") and len(lines) == 30_001
+    assert lines[-2].startswith("now: hand 30001,") and len(lines) == 30_002
+    assert lines[-1] == "money: 30,000 hands settled; wagers $0, paid $0, hold $0"
 
 
 def test_refusals_and_hands_come_out_in_the_order_they_happened(tmp_path: Path) -> None:
@@ -173,7 +176,7 @@ def test_refusals_and_hands_come_out_in_the_order_they_happened(tmp_path: Path) 
     said = [line.split(": ", 1)[-1][:18] for line in proc.stdout.splitlines()]
     assert said == [
         "refused: position ", "0 different points", "refused: position ",
-        "0 different points", "hand 3, shooter 3,",
+        "0 different points", "hand 3, shooter 3,", "2 hands settled; w",
     ], proc.stdout  # fmt: skip
 
 
@@ -377,3 +380,62 @@ def test_a_line_that_is_not_utf8_is_named_in_chunks() -> None:
     with pytest.raises(ScriptError) as caught:
         list(Replayer(Engine()).run_lines(chunks, "s.txt"))
     assert "s.txt:4:" in str(caught.value) and "not UTF-8" in str(caught.value)
+
+
+def test_the_replay_ends_with_the_money_wagered_paid_and_held(tmp_path: Path) -> None:
+    """#33: a replay of many hands said nothing of the money; hold as the floor counts it
+    (wagers - paid - the winning wagers returned)."""
+    # $5 on 3 and $2 on 4 win 24 to 1 (the example's own bet 3 5 is over the maximum: refused),
+    # then $5 on 1 loses: 12 - 168 - 7 = -163
+    script = "bet 3 5\nbet 4 2\n" + CLI_EXAMPLE + "bet 1 5\n4 4\n3 4\n"
+    proc = replay(tmp_path, script)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == (
+        "money: 2 hands settled; wagers $12, paid $168 (+$7 returned), hold -$163 (-1358.3%)"
+    )
+    quiet = replay(tmp_path, script, "--json")  # a script's streams: JSON lines, no summary
+    assert "money" not in quiet.stdout + quiet.stderr
+
+
+def _replay_on_a_terminal(tmp_path: Path, script: str, *args: str) -> tuple[str, str]:
+    """``firebet replay`` with standard error on a pty (a person watching) and standard
+    output in a file: (stdout, what the terminal showed)."""
+    path = tmp_path / "long.txt"
+    path.write_text(script)
+    master, slave = os.openpty()
+    with (tmp_path / "out.txt").open("w+") as out:
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "controller", "replay", str(path), *args],
+                stdout=out, stderr=slave,
+            )  # fmt: skip
+            os.close(slave)
+            shown = b""
+            while True:  # read the terminal as it goes (EIO once the process has closed it)
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+            proc.wait(timeout=120)
+        finally:
+            os.close(master)
+        out.seek(0)
+        written = out.read()
+    assert proc.returncode == 0, shown
+    return written, shown.decode(errors="replace")
+
+
+def test_progress_is_drawn_on_a_terminal_and_wiped_before_the_output(tmp_path: Path) -> None:
+    """#33: 500,000 lines replayed in silence; now a line counts them on a terminal."""
+    script = "2 2\n3 4\n" * 20_000
+    out, shown = _replay_on_a_terminal(tmp_path, script, "--json")
+    assert re.search(r"replay: [0-9,]+ lines", shown), shown[:300]
+    assert re.search(r"\r +\r", shown)  # drawn in place, then wiped
+    assert shown.index("money:") > shown.rindex("replay: ")  # the summary after it
+    assert "money: 20,000 hands settled" in shown  # --json: the summary on the terminal only
+    assert len(out.splitlines()) == 20_000 and out.startswith('{"hand": 1,')
+    piped = replay(tmp_path, script, "--json")  # standard error a pipe: nothing drawn
+    assert "replay:" not in piped.stderr and piped.stdout == out

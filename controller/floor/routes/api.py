@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from controller.floor.openapi import document
 from controller.floor.queue import queue_page
 from controller.floor.routes.common import console_of, page_number
 from controller.floor.store import Alert
@@ -73,6 +74,11 @@ def metrics(request: Request) -> Response:
     return Response(body, headers={"Content-Type": kind})
 
 
+def openapi(request: Request) -> Response:
+    """The console's OpenAPI document (controller/floor/openapi.py)."""
+    return JSONResponse(document())
+
+
 def favicon(request: Request) -> Response:
     return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
@@ -85,4 +91,5 @@ def routes() -> list[Route]:
         Route("/metrics", metrics),
         Route("/favicon.ico", favicon),
         Route("/favicon.svg", favicon),
+        Route("/openapi.json", openapi),
     ]
