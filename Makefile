@@ -36,7 +36,7 @@ floor-ha-demo: setup-test $(STAMP)
 .PHONY: screenshots
 screenshots: $(STAMP)
 	FIREBET_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q -p no:logging \
-		tests/e2e/test_floor_browser.py -k "thirty_tables or table_s_page or shift_figures or dark_room"
+		tests/e2e/test_floor_browser.py -k "thirty_tables or table_s_page or shift_figures or off_the_scale or dark_room"
 
 # first the packages the suite needs (mosquitto, chromium, tmux): on a fresh box this installs
 # them (as root or through sudo) or stops at once with the command to run
@@ -96,7 +96,7 @@ deb: $(STAMP)
 # the package installed, upgraded, rolled back, removed and purged with apt in a Debian 12
 # chroot (never on this machine's own /etc or /var/lib): what CI runs after `make test`
 test-deb: $(STAMP)
-	@$(SETUP) deb
+	@$(SETUP) deb-test
 	PYTHON=$(BIN)/python debian/test-package
 
 # the journal watch's CPU at idle and the ACK's tail while it sweeps, on journals of

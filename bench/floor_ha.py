@@ -8,23 +8,29 @@
    Surveillance confirms on B; the table journals it once; A restarts and catches up.
 2. The figures (docs/floor.md, Two floors): records/s ingested in-process by
    :class:`controller.floor.ingest.Ingest` into SQLite and into PostgreSQL (batches of
-   1,000 messages, each one transaction, as the service does), and the bytes each
-   record takes on disk in each (table and indexes, measured after a VACUUM/checkpoint).
+   1,000 messages, each one transaction, as the service does) from the same sample (real
+   journal records of a randomly played game), and the bytes a record takes on disk in
+   each: every table and index of the store (records, hand logs, settled figures,
+   alerts, tables) over the records stored, after a VACUUM/checkpoint, with each table's
+   share, and a year of a 200-table floor at that size.
 
-    python bench/floor_ha.py [--tables 10] [--records 2000] [--figures-only]
+    python bench/floor_ha.py [--tables 20] [--records 2000] [--figures-only]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import shutil
 import signal
+import sqlite3
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +55,7 @@ from tests.postgres import Postgres  # noqa: E402
 from tests.support import wait_for  # noqa: E402
 
 BATCH = 1000
+RECORDS_A_TABLE_A_DAY = 8900  # issue 34's measured pace (docs/floor.md, Retention and size)
 
 
 def say(text: str) -> None:
@@ -138,13 +145,18 @@ def failover(work: Path, postgres: Postgres) -> float:
         broker.stop()
 
 
-def sample(work: Path, tables: int, records: int) -> list[list[Message]]:
-    """``tables`` tables of ``records`` real journal records each, in broker batches."""
+def sample(work: Path, tables: int, records: int, seed: int = 1) -> list[list[Message]]:
+    """``tables`` tables of ``records`` real journal records each, in broker batches: a
+    game as ``bench/floor.py`` plays it (bets while betting is open, up to three, then
+    random dice), so the hands are as long as a real table's."""
     journal = TableJournal(work / "sample.db", table="S")
-    rolls = ["2 3", "3 4", "4 4", "5 6", "2 2", "3 4"]
-    journal.do("bet 1 5", "bet 2 5")
+    rng = random.Random(seed)
     while journal.journal.last_record < records:
-        journal.do(*rolls)
+        state = journal.replay.state
+        if state.betting_open and len(state.bets) < 3:
+            journal.do(f"bet {rng.randint(1, 16)} {rng.randint(1, 5)}")
+        else:
+            journal.do(f"{rng.randint(1, 6)} {rng.randint(1, 6)}")
     base = journal.records()[:records]
     messages: list[Message] = []
     for n in range(tables):
@@ -156,47 +168,82 @@ def sample(work: Path, tables: int, records: int) -> list[list[Message]]:
     return [messages[i : i + BATCH] for i in range(0, len(messages), BATCH)]
 
 
-def ingest_rate(store: Store, batches: list[list[Message]]) -> float:
+def ingest_rate(store: Store, batches: list[list[Message]], size: Callable[[], int]) -> Rate:
+    """Records/s of ``batches`` through one :class:`Ingest` (as the service stores them),
+    and the store's bytes a record: over all it holds, and what each record added
+    between the half and the end (the growth a long-running floor sees, without the few
+    pages every table and index takes however little it holds)."""
     ingest = Ingest(store, "firebet", lambda _t, _p: None)
-    started = time.perf_counter()
-    for batch in batches:
-        ingest.handle(batch)
-    return sum(len(b) for b in batches) / (time.perf_counter() - started)
+    half = len(batches) // 2
+    spent = 0.0
+    sizes: list[tuple[int, int]] = []
+    for part in (batches[:half], batches[half:]):
+        started = time.perf_counter()
+        for batch in part:
+            ingest.handle(batch)
+        spent += time.perf_counter() - started
+        sizes.append((store.counts()["records"], size()))
+    (n1, b1), (n2, b2) = sizes
+    return Rate(sum(len(b) for b in batches) / spent, b2 / n2, (b2 - b1) / (n2 - n1))
 
 
-def figures(work: Path, postgres: Postgres, tables: int, records: int) -> dict[str, float]:
-    batches = sample(work, tables, records)
-    total = tables * records
-    lite = SqliteStore(work / "floor.db")
-    lite_rate = ingest_rate(lite, batches)
-    lite.close()
-    import sqlite3
+@dataclass(frozen=True)
+class Rate:
+    """One store's figures."""
 
-    con = sqlite3.connect(work / "floor.db")
-    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    con.execute("VACUUM")
-    con.close()
-    lite_bytes = (work / "floor.db").stat().st_size / total
-    url = postgres.database()
-    pg = PostgresStore(url)
-    pg_rate = ingest_rate(pg, batches)
-    pg.close()
+    records_s: float
+    bytes_all: float  # the store's bytes over the records it holds
+    bytes_grown: float  # the bytes each record of the second half added
+
+
+def sqlite_bytes(path: Path) -> int:
+    """The floor.db's bytes on disk: every table and index, after a checkpoint and a
+    VACUUM."""
+    con = sqlite3.connect(path)
+    try:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        con.execute("VACUUM")
+    finally:
+        con.close()
+    return path.stat().st_size
+
+
+def postgres_bytes(url: str) -> int:
+    """The store's bytes in PostgreSQL: ``pg_total_relation_size`` (heap, TOAST, indexes
+    and their maps) of every table the store made, after a ``VACUUM`` (the space updated
+    hand logs leave is counted: it is on disk)."""
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as con:
-        con.execute("VACUUM ANALYZE records")
+        con.execute("VACUUM ANALYZE")
         row = con.execute(
-            "SELECT pg_total_relation_size('records'), COUNT(*) FROM records"
+            "SELECT SUM(pg_total_relation_size(c.oid)) FROM pg_class c "
+            "WHERE c.relkind = 'r' AND c.relnamespace = 'public'::regnamespace"
         ).fetchone()
     assert row is not None
-    pg_bytes = int(row[0]) / int(row[1])
-    return {"sqlite_rps": lite_rate, "pg_rps": pg_rate, "sqlite_bytes": lite_bytes,
-            "pg_bytes": pg_bytes, "records": total}  # fmt: skip
+    return int(row[0])
+
+
+def figures(work: Path, postgres: Postgres, tables: int, records: int) -> dict[str, Rate]:
+    """Records/s ingested and bytes a record, SQLite and PostgreSQL, from the same sample."""
+    batches = sample(work, tables, records)
+    lite = SqliteStore(work / "floor.db")
+    try:
+        lite_rate = ingest_rate(lite, batches, lambda: sqlite_bytes(work / "floor.db"))
+    finally:
+        lite.close()
+    url = postgres.database()
+    pg = PostgresStore(url)
+    try:
+        pg_rate = ingest_rate(pg, batches, lambda: postgres_bytes(url))
+    finally:
+        pg.close()
+    return {"SQLite": lite_rate, "PostgreSQL": pg_rate}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--tables", type=int, default=10)
+    ap.add_argument("--tables", type=int, default=20)
     ap.add_argument("--records", type=int, default=2000)
     ap.add_argument("--figures-only", action="store_true", help="skip the narrated failover")
     args = ap.parse_args()
@@ -214,12 +261,21 @@ def main() -> int:
     if took is not None:
         print(f"| failover: SIGKILL of floor A to the next alert on floor B's console | "
               f"{took:.2f} s |")  # fmt: skip
+    lite, pg = f["SQLite"], f["PostgreSQL"]
+    total = args.tables * args.records
     print(
-        f"| ingest, {f['records']:,} records of {args.tables} tables, batches of {BATCH} | "
-        f"SQLite {f['sqlite_rps']:,.0f} records/s, PostgreSQL {f['pg_rps']:,.0f} records/s |"
+        f"| ingest, {total:,} records of {args.tables} tables, batches of {BATCH} | "
+        f"SQLite {lite.records_s:,.0f} records/s, PostgreSQL {pg.records_s:,.0f} records/s |"
     )
-    print(f"| bytes a record on disk (records table and its indexes) | "
-          f"SQLite {f['sqlite_bytes']:.0f}, PostgreSQL {f['pg_bytes']:.0f} |")  # fmt: skip
+    print(
+        f"| bytes a record on disk, every table and index of the store: over all it holds "
+        f"/ what each of the second {total // 2:,} added | SQLite {lite.bytes_all:.0f} / "
+        f"{lite.bytes_grown:.0f}, PostgreSQL {pg.bytes_all:.0f} / {pg.bytes_grown:.0f} |"
+    )
+    year = RECORDS_A_TABLE_A_DAY * 200 * 365
+    print(f"| a year of a 200-table floor ({year:,} records, {RECORDS_A_TABLE_A_DAY:,} a table "
+          f"a day) | PostgreSQL {pg.bytes_grown * year / 1e9:,.0f} GB, SQLite "
+          f"{lite.bytes_grown * year / 1e9:,.0f} GB |")  # fmt: skip
     return 0
 
 

@@ -1,7 +1,8 @@
 """Soak: reader protocol 3 on a hostile channel, long (issue 29; the suite runs it short).
 
     .venv/bin/python bench/soak_reader.py [--seed N] [--examples 2000] [--steps 120]
-    .venv/bin/python bench/soak_reader.py --service [--examples 20] [--steps 60] [--idle 2000]
+    .venv/bin/python bench/soak_reader.py --service [--protocol 3|2] [--examples 20] [--steps 60]
+        [--idle 100000]
 
 Runs the hypothesis state machine of ``tests/reader_model.py`` (the real sans-IO
 :class:`drivers.session.ReaderSession` and rules engine, a protocol-3 reader, a channel
@@ -12,8 +13,11 @@ silently dropped (0: any other count fails the run with the steps that broke it)
 
 ``--service``: the machine of ``tests/reader_service_model.py`` instead, through a real
 ``firebet run`` subprocess on a pseudo-terminal (the channel's faults, reader restarts,
-port reopens, ``kill -9`` and restarts of the service, bursts of ``--idle`` heartbeats);
-its figures also count the service kills. Each run starts a service: minutes.
+port reopens, ``kill -9`` and restarts of the service, bursts of ``--idle`` heartbeats,
+100,000 by default, written as fast as the pty takes them, and the dealer deciding held
+rolls); its figures also count the service kills and the held rolls. ``--protocol 2``: a
+reader and service of protocol 2, whose unprovable rolls (a restart unseen, an idle line
+past half the seq ring) are held for the dealer. Each run starts a service: minutes.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import tests.reader_service_model as service_model
 from tests.reader_model import FIGURES, HostileChannel
-from tests.reader_service_model import ServiceChannel
+from tests.reader_service_model import ServiceChannel, ServiceChannelP2
 
 
 def main() -> None:
@@ -44,19 +48,23 @@ def main() -> None:
         "--service", action="store_true", help="through a real firebet run on a pty"
     )
     parser.add_argument(
-        "--idle", type=int, default=2000, help="--service: heartbeats in one idle burst"
+        "--idle", type=int, default=100_000, help="--service: heartbeats in one idle burst"
+    )
+    parser.add_argument(
+        "--protocol", type=int, choices=(2, 3), default=3, help="--service: the reader protocol"
     )
     args = parser.parse_args()
     examples = args.examples or (20 if args.service else 2000)
     steps = args.steps or (60 if args.service else 120)
     seed = args.seed if args.seed is not None else random.randrange(2**32)
-    what = "through firebet run on a pty" if args.service else "pure"
+    what = f"through firebet run on a pty, protocol {args.protocol}" if args.service else "pure"
     print(f"soak-reader ({what}): seed {seed}, {examples} runs of up to {steps} steps")
     started, cpu = time.monotonic(), time.process_time()
     broken: BaseException | None = None
     service_model.IDLE_HEARTBEATS = args.idle
     try:
-        _run(ServiceChannel if args.service else HostileChannel, seed, examples, steps)
+        machine = ServiceChannelP2 if args.protocol == 2 else ServiceChannel
+        _run(machine if args.service else HostileChannel, seed, examples, steps)
     except BaseException as exc:  # a broken invariant: hypothesis printed the steps
         broken = exc
         traceback.print_exc()
@@ -71,6 +79,14 @@ def main() -> None:
         + (f", {FIGURES['service.kills']} service kills (kill -9)" if args.service else "")
     )
     print("  faults by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(faults.items())))
+    if args.service:
+        print(
+            f"  held for the dealer: {FIGURES['service.held_max']} at most in a run; the "
+            f"dealer applied {FIGURES['service.held_apply']}, discarded "
+            f"{FIGURES['service.held_discard']} (relics); SEQ_CONFLICTs power-cycled "
+            f"{FIGURES['service.conflicts']}; protocol-2 seq+dice collisions avoided "
+            f"{FIGURES['service.p2_collisions_avoided']}"
+        )
     print(
         f"  throws made and applied once, in order: {FIGURES[p + 'throws']}; "
         f"lost 0, doubled 0, silently dropped 0"
@@ -97,7 +113,9 @@ def _run(machine: type[RuleBasedStateMachine], seed: int, examples: int, steps: 
             database=None,
             suppress_health_check=list(HealthCheck),
             # a real service's timing cannot replay a failure step for step: no shrinking
-            phases=[Phase.explicit, Phase.generate] if machine is ServiceChannel else list(Phase),
+            phases=[Phase.explicit, Phase.generate]
+            if issubclass(machine, ServiceChannel)
+            else list(Phase),
         ),
     )
 

@@ -6,7 +6,10 @@ thread, :meth:`SerialDiceReader._supervise`, owns the port: it opens it with
 :func:`serial.serial_for_url` (``/dev/ttyUSB0``, ``socket://``, ``rfc2217://``,
 ``loop://`` alike), hands the session the bytes it reads and the time, posts the
 commands the session gives and writes the frames it gives, and when the port fails
-closes it and opens it again with a capped backoff.
+closes it and opens it again with a capped backoff. A pseudo-terminal is opened again only
+while it is the very terminal the driver had (:class:`Terminal`): its number goes to the
+next program that asks once the reader's end closes it, and a path that still leads to that
+number (``/dev/pts/N``, or a symlink to it nobody made anew) is then another program's.
 A device port is opened exclusively (a second program gets "busy"). Nothing it
 reads can stop it, and nothing that goes wrong in it ends it silently: any
 exception becomes a ``DRIVER_ERROR`` fault with its reason (``status()`` and the
@@ -21,9 +24,11 @@ import errno
 import logging
 import os
 import select
+import stat
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import serial
@@ -39,7 +44,57 @@ log = logging.getLogger(__name__)
 OpenPort = Callable[..., Any]
 READ_CHUNK = 4096  # bytes taken from a device port at once
 IDLE_WAIT_S = 0.5  # the longest the reader thread sleeps on a silent device (stop waits this)
-__all__ = ["NAK_PER_S", "SerialDiceReader", "device_fd", "open_port", "port_problem"]
+__all__ = [
+    "NAK_PER_S",
+    "SerialDiceReader",
+    "Terminal",
+    "device_fd",
+    "open_port",
+    "port_problem",
+]
+PTY_MAJORS = range(136, 144)  # Linux's Unix98 pseudo-terminal slaves, /dev/pts/N
+
+
+def _link_of(path: str) -> tuple[int, int, int] | None:
+    """The identity of ``path`` itself when it is a symlink (its inode and when it was
+    made), else None."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_ctime_ns) if stat.S_ISLNK(st.st_mode) else None
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """Which pseudo-terminal a port path led to: its number (``rdev``), when that terminal
+    was made (``born_ns``, its node's change time: a number given out again is a new node)
+    and the symlink the path is (``link``, None when it is not one)."""
+
+    rdev: int
+    born_ns: int
+    link: tuple[int, int, int] | None
+
+    @classmethod
+    def of(cls, path: str, fd: int | None = None) -> Terminal | None:
+        """The pseudo-terminal ``path`` leads to now (or ``fd``, opened from it, is), or
+        None: not a path, gone, or not a pseudo-terminal (a USB serial device keeps its
+        name across a replug; only a pseudo-terminal's number is handed to another)."""
+        try:
+            st = os.fstat(fd) if fd is not None else os.stat(path)
+        except OSError:
+            return None
+        if not stat.S_ISCHR(st.st_mode) or os.major(st.st_rdev) not in PTY_MAJORS:
+            return None
+        return cls(st.st_rdev, st.st_ctime_ns, _link_of(path))
+
+    def still_ours(self, now: Terminal) -> bool:
+        """Whether ``now`` (what the path leads to at a reopen) may be opened: the very
+        terminal, or one a symlink made anew leads to (udev, or the bridge that made the
+        terminal, pointed it there); never another terminal behind the same old path."""
+        if (now.rdev, now.born_ns) == (self.rdev, self.born_ns):
+            return True
+        return now.link is not None and now.link != self.link
 
 
 def device_fd(port: Any) -> int | None:
@@ -134,6 +189,7 @@ class SerialDiceReader(DiceReader):
         self._lock = threading.Lock()  # guards _port and the session (reader + engine threads)
         self._port: Any = None
         self._fd: int | None = None  # the port's descriptor when it is a device (device_fd)
+        self.terminal: Terminal | None = None  # the pseudo-terminal opened last, if one
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._post: Post | None = None
@@ -289,9 +345,12 @@ class SerialDiceReader(DiceReader):
         while not self._stopping.is_set():
             opened = lost = False
             try:
+                self._check_terminal()
                 port = open_port(self.port_url, self.baud, self.read_timeout_s, self._open_fn)
                 opened = True
                 fd = device_fd(port)
+                if fd is not None:
+                    self.terminal = Terminal.of(self.port_url, fd)
                 with self._lock:
                     self._port, self._fd = port, fd
                     self.session.opened(time.monotonic())
@@ -313,6 +372,20 @@ class SerialDiceReader(DiceReader):
             if not lost:  # it would not open, or the driver failed: back off further
                 backoff = min(backoff * 2, self.backoff_max_s)
         self._close()
+
+    def _check_terminal(self) -> None:
+        """Refuse (a :class:`HardwareError`: ``PORT_LOST``, tried again after the backoff)
+        to reopen a path that leads to another pseudo-terminal than the one this driver had,
+        without opening it: not a byte read, not a setting changed."""
+        if self.terminal is None:
+            return
+        now = Terminal.of(self.port_url)
+        if now is not None and not self.terminal.still_ours(now):
+            raise HardwareError(
+                f"serial port {self.port_url}: leads to another pseudo-terminal than the "
+                "reader's (its number was given to another program since): not opened; "
+                "point the path at the reader's terminal anew (or restart the service)"
+            )
 
     def _wait_s(self) -> float:
         """How long the device may stay silent before this thread looks again: long while

@@ -2,8 +2,11 @@
 
 :class:`~drivers.sim_reader.SimulatedReader` speaks through a :class:`Link`: the master
 side of a pseudo-terminal (``"pty"``, the slave is the port the driver opens) or a TCP
-serial server on 127.0.0.1 (``"tcp"``, a ``socket://`` URL). Unplugging closes the link;
-plugging opens it again.
+serial server on 127.0.0.1 (``"tcp"``, a ``socket://`` URL). Unplugging closes the link
+(:meth:`Link.unplug`); plugging opens it again. The TCP server keeps its listening socket
+bound across an unplug, as a serial-to-network adapter keeps its port while its serial side
+is disconnected: closed, the port could be taken by another program before the replug, and
+the driver would connect to that program.
 
 A pseudo-terminal's number (``/dev/pts/N``) goes to the next program that asks for one
 once it is closed, so the driver is never given it: its port is a symlink kept pointing at
@@ -45,7 +48,11 @@ class Link(ABC):
 
     @abstractmethod
     def close(self) -> None:
-        """Unplug the cable: the port goes away."""
+        """Power off: the port goes away, and everything the link holds is released."""
+
+    def unplug(self) -> None:
+        """Pull the cable: the driver's port fails (:meth:`open` plugs it in again)."""
+        self.close()
 
     @abstractmethod
     def read(self, timeout: float) -> bytes:
@@ -171,8 +178,13 @@ class TcpLink(Link):
         self.listener: socket.socket | None = None
         self.client: socket.socket | None = None
         self.tcp_port = 0
+        self.plugged = False  # unplugged: a connection is closed as soon as it comes
 
     def open(self) -> None:
+        """Listen (or, after an :meth:`unplug`, take connections again on the same port)."""
+        self.plugged = True
+        if self.listener is not None:
+            return
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", self.tcp_port))
@@ -188,7 +200,14 @@ class TcpLink(Link):
                 self.client.close()
             self.client = None
 
+    def unplug(self) -> None:
+        """The serial side disconnected: the client dropped, the port kept bound (and
+        every connection closed at once until :meth:`open`)."""
+        self.plugged = False
+        self._drop_client()
+
     def close(self) -> None:
+        self.plugged = False
         self._drop_client()
         if self.listener is not None:
             with contextlib.suppress(OSError):
@@ -209,6 +228,9 @@ class TcpLink(Link):
             if s is self.listener:
                 with contextlib.suppress(BlockingIOError):
                     conn, _ = s.accept()
+                    if not self.plugged:  # no device behind the port: the line drops
+                        conn.close()
+                        continue
                     conn.setblocking(True)
                     conn.settimeout(0.5)
                     self._drop_client()  # a new connection replaces the old, as a device server

@@ -74,7 +74,10 @@ class SimulatedReader:
     private temporary folder; never the pseudo-terminal's own number, see
     :mod:`drivers.sim_link`). ``protocol``: the version of the
     reader protocol (``docs/reader-protocol.md``) it speaks, 2 (CRC-16, the
-    default) or 1 (XOR, older readers).
+    default), 1 (XOR, older readers) or 3 (a session). ``first_number``: protocol 3, a
+    test mode as a vendor's firmware may have one: its first session's rolls are numbered
+    from this, not 1 (``firebet reader-check --wrap`` reaches the wrap point without
+    65,535 throws); every later session numbers from 1.
     """
 
     def __init__(
@@ -93,8 +96,12 @@ class SimulatedReader:
         hello: bool = True,
         tick_s: float = 0.005,
         protocol: int = codec.DEFAULT_PROTOCOL,
+        first_number: int = 1,
     ) -> None:
         codec.check_protocol(protocol)
+        if not 1 <= first_number <= codec.MAX_SEQ:
+            raise ValueError(f"first_number must be 1..{codec.MAX_SEQ}, not {first_number!r}")
+        self.first_number = first_number
         self._link = link_for(transport, Path(link) if link else None)  # checks the transport
         for d1, d2 in script:
             codec.encode_roll(0, d1, d2)  # raises on dice outside 1..6
@@ -228,7 +235,8 @@ class SimulatedReader:
         self.session = draw_session()
         self.sessions.append(self.session)
         self.welcomed = False
-        self._seq = 0  # the new session's rolls are numbered from 1
+        # the new session's rolls are numbered from 1 (the first from first_number)
+        self._seq = self.first_number - 1 if len(self.sessions) == 1 else 0
         pending = self._pending
         carried, number = codec.NO_SESSION, 0
         if pending is not None and pending.session is not None and pending.seq is not None:
@@ -312,9 +320,10 @@ class SimulatedReader:
             return self._throws_paused
 
     def unplug(self) -> None:
-        """Pull the cable: close the device's side, so the driver's port fails."""
+        """Pull the cable: close the device's side, so the driver's port fails (a TCP
+        device keeps its port bound, :meth:`drivers.sim_link.TcpLink.unplug`)."""
         with self._lock:
-            self._link.close()
+            self._link.unplug()
             self._plugged = False
 
     def replug(self, power_cycle: bool = False) -> None:

@@ -21,7 +21,7 @@ ZSH_COMPLETION_DIR="${FIREBET_ZSH_COMPLETION_DIR:-/usr/local/share/zsh/site-func
 MAN_DIR="${FIREBET_MAN_DIR:-/usr/local/share/man/man1}"
 PYTHON="${PYTHON:-python3}"
 SERVICE_USER=firebet
-GROUPS_NEEDED=(firebet firebet-dealer firebet-tech gpio dialout)
+GROUPS_NEEDED=(firebet firebet-dealer firebet-tech gpio dialout firebet-key)
 VENV="$PREFIX/.venv"
 
 DRY_RUN=0
@@ -111,7 +111,7 @@ create_groups_and_user() {
             --shell /usr/sbin/nologin --comment "firebet table controller" "$SERVICE_USER"
     fi
     # the unit adds these too (SupplementaryGroups=); here they serve `sudo -u firebet ...`
-    run usermod --append --groups gpio,dialout "$SERVICE_USER"
+    run usermod --append --groups gpio,dialout,firebet-key "$SERVICE_USER"
 }
 
 install_code() {
@@ -167,15 +167,17 @@ write_manifest() {
 install_key() {
     # the journal's secret: the chain is HMAC-SHA256 with it (docs/journal.md). Never replaced:
     # a journal whose key is gone halts the table. Back it up with the table's papers.
+    # Root's, 0640, group firebet-key (the service's own group: dealers are in firebet), so
+    # a service that is broken into cannot replace it; a key from before #33 is moved over.
     if [ -e "$ETC/journal.key" ]; then
-        say "keeping the existing $ETC/journal.key"
+        say "keeping the existing $ETC/journal.key (root's, 0640, group firebet-key)"
     else
-        say "making the journal key $ETC/journal.key (mode 0600, $SERVICE_USER only): back it up"
+        say "making the journal key $ETC/journal.key (root's, 0640, group firebet-key): back it up"
         run sh -c 'umask 077 && "$1" -c "import secrets; print(secrets.token_hex(32))" > "$2"' \
             sh "$VENV/bin/python" "$ETC/journal.key"
-        run chown "$SERVICE_USER:$SERVICE_USER" "$ETC/journal.key"
-        run chmod 0600 "$ETC/journal.key"
     fi
+    run chown root:firebet-key "$ETC/journal.key"
+    run chmod 0640 "$ETC/journal.key"
 }
 
 install_unit() {

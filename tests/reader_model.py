@@ -87,6 +87,12 @@ class ModelReader:
             self.out.append(codec.encode_roll(number, throw.d1, throw.d2, 3, session))
         self.out.append(codec.encode_hb(self.number, 3, self.session))
 
+    def heartbeats(self, count: int) -> list[bytes]:
+        """``count`` heartbeats of an idle reader (none before its WELCOME: it says HELLO)."""
+        if not self.welcomed:
+            return []
+        return [codec.encode_hb(self.number, 3, self.session)] * count
+
     def receive(self, data: bytes) -> None:
         for frame in self.decoder.feed(data):
             if not frame.ok or frame.session != self.session:
@@ -109,6 +115,77 @@ class ModelReader:
                 or (self.welcomed and frame.text(2) in codec.SESSION_NAKS)
             ):
                 self.power_on()
+
+
+class SeqReader:
+    """A reader of protocol 2 (or 1), pure: every frame takes the next seq (modulo 65,536),
+    a HELLO (seq 0) at power-on is said once and never repeated, an un-ACKed ROLL is
+    repeated with its seq, and one still un-ACKed at a restart is reported again under the
+    new numbering (the dice lie on the table), as ``drivers/sim_reader.py`` does.
+
+    It never sends a ROLL whose seq and dice are those of a ROLL it sent before (it says a
+    heartbeat first): that is the one thing protocols 1 and 2 cannot tell from a copy
+    (``docs/reader-protocol.md``, "Sequencing"), a documented limit, not generated; each
+    heartbeat said for it is counted (``FIGURES["service.p2_collisions_avoided"]``).
+    :attr:`sendings` maps each throw to the (seq, dice) it was sent under: the model's
+    dealer applies a held roll only when it is the next throw's."""
+
+    welcomed = True  # (no session: nothing to wait for)
+
+    def __init__(self, protocol: int = 2) -> None:
+        self.protocol = protocol
+        self.seq = 0
+        self.pending: tuple[int, Throw, bytes] | None = None
+        self.queue: deque[Throw] = deque()
+        self.done: list[int] = []
+        self.out: list[bytes] = []
+        self.decoder = FrameDecoder(protocol=protocol)
+        self.sent: set[tuple[int, int, int]] = set()  # every (seq, d1, d2) sent as a ROLL
+        self.sendings: dict[int, set[tuple[int, int, int]]] = {}
+
+    def _next(self) -> int:
+        self.seq = (self.seq + 1) % (codec.MAX_SEQ + 1)
+        return self.seq
+
+    def power_on(self) -> None:
+        """HELLO, the numbering from 0; the un-ACKed roll reported again after it."""
+        self.seq = 0
+        self.out.append(codec.encode_hello(0, "MODEL", "1", self.protocol))
+        if self.pending is not None:
+            self.queue.appendleft(self.pending[1])
+            self.pending = None
+
+    def tick(self) -> None:
+        """Half a second: the pending roll (or the next throw) and a heartbeat."""
+        if self.pending is None and self.queue:
+            throw = self.queue[0]
+            while ((self.seq + 1) % (codec.MAX_SEQ + 1), throw.d1, throw.d2) in self.sent:
+                self.out.append(codec.encode_hb(self._next(), self.protocol))
+                FIGURES["service.p2_collisions_avoided"] += 1
+            self.queue.popleft()
+            seq = self._next()
+            self.sent.add((seq, throw.d1, throw.d2))
+            self.sendings.setdefault(throw.number, set()).add((seq, throw.d1, throw.d2))
+            self.pending = (seq, throw, codec.encode_roll(seq, throw.d1, throw.d2, self.protocol))
+        if self.pending is not None:
+            self.out.append(self.pending[2])
+        self.out.append(codec.encode_hb(self._next(), self.protocol))
+
+    def heartbeats(self, count: int) -> list[bytes]:
+        """``count`` heartbeats of an idle reader: each takes a seq (past the half ring
+        with enough of them: the next roll cannot be proven, it is held)."""
+        return [codec.encode_hb(self._next(), self.protocol) for _ in range(count)]
+
+    def receive(self, data: bytes) -> None:
+        for frame in self.decoder.feed(data):
+            if (
+                frame.ok
+                and frame.name is FrameName.ACK
+                and self.pending is not None
+                and frame.seq == self.pending[0]
+            ):
+                self.done.append(self.pending[1].number)
+                self.pending = None
 
 
 class ModelTable:

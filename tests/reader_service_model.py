@@ -41,8 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from controller.core.commands import ApplyHeld
 from controller.core.config import load_config
 from controller.core.engine import Engine
 from controller.core.events import RollAccepted, RollHeld
@@ -50,18 +51,17 @@ from controller.core.table import TableState
 from controller.journal import Journal, recover
 from drivers import codec
 from drivers.sim_link import PtyLink
-from tests.reader_model import FATES, FIGURES, ModelReader, Throw
+from tests.reader_model import FATES, FIGURES, ModelReader, SeqReader, Throw
 
 DEADLINE_S = 60.0
 """How long any one condition may take on a busy machine before the step fails."""
 
 IDLE_HEARTBEATS = 300
-"""Heartbeats in one idle burst (the soak sets more: ``--idle``)."""
+"""Heartbeats in one idle burst (the soak sends 100,000: ``--idle``)."""
 
 FATE_LISTS = st.lists(st.sampled_from(FATES), max_size=4)
 BITS = st.integers(0, 10_000)
 VERDICTS = tuple(v.value for v in codec.Verdict)
-CONFIG = "[reader]\nprotocol = 3\n"
 
 
 def wait_until(predicate: Any, what: str, service: ServiceProcess | None = None) -> Any:
@@ -95,13 +95,13 @@ class ServiceProcess:
     """``firebet run`` as a subprocess on ``port``: started, killed with SIGKILL and started
     again on the same state directory; the control socket asked directly."""
 
-    def __init__(self, folder: Path, port: str) -> None:
+    def __init__(self, folder: Path, port: str, protocol: int = 3) -> None:
         self.folder = folder
         self.port = port
         self.state = folder / "state"
         self.sock = folder / "control.sock"
         self.config = folder / "table.toml"
-        self.config.write_text(CONFIG)
+        self.config.write_text(f"[reader]\nprotocol = {protocol}\n")
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -184,7 +184,8 @@ class ServiceProcess:
 
     def journal(self) -> tuple[list[tuple[int, int]], int, TableState]:
         """From the journal, folded by the rules engine as recovery does: the dice of every
-        reader roll applied, in order; how many were held; the table's state."""
+        reader roll applied (by itself, or held and applied by the dealer), in order; how
+        many were held; the table's state."""
         config = load_config(self.config)
         engine, state = Engine(config.firebet), TableState()
         applied: list[tuple[int, int]] = []
@@ -196,8 +197,9 @@ class ServiceProcess:
                     continue
                 outcome = engine.apply(state, record.command())
                 state = outcome.state
+                held_apply = isinstance(record.command(), ApplyHeld)
                 for e in outcome.events:
-                    if isinstance(e, RollAccepted) and record.actor == "reader":
+                    if isinstance(e, RollAccepted) and (record.actor == "reader" or held_apply):
                         applied.append((e.d1, e.d2))
                     held += isinstance(e, RollHeld)
         return applied, held, state
@@ -206,18 +208,22 @@ class ServiceProcess:
 class ServiceChannel(RuleBasedStateMachine):
     """The reader (this process), the hostile channel, and the real service on a pty."""
 
+    PROTOCOL = 3
+
     def __init__(self) -> None:
         super().__init__()
         self.folder = Path(tempfile.mkdtemp(prefix="firebet-model-"))
         self.link = PtyLink(self.folder / "reader.tty")
         self.link.open()
-        self.service = ServiceProcess(self.folder, self.link.port)
+        self.service = ServiceProcess(self.folder, self.link.port, self.PROTOCOL)
         try:
             self.service.start()
         except BaseException:
             self._release()
             raise
-        self.reader = ModelReader()
+        self.reader: ModelReader | SeqReader = (
+            ModelReader() if self.PROTOCOL >= 3 else SeqReader(self.PROTOCOL)
+        )
         self.throws: list[Throw] = []
         self.written = 0  # lines written to the pty since the service's start
         self.late_up: list[bytes] = []  # delayed: written after the next ones
@@ -293,6 +299,8 @@ class ServiceChannel(RuleBasedStateMachine):
         out = []
         for i, frame in enumerate(frames):
             fate = fates[i] if i < len(fates) else "deliver"
+            if fate == "delay" and self.PROTOCOL < 3 and frame.startswith(b"$HELLO"):
+                fate = "deliver"  # a late HELLO restarts protocol 2's numbering: its limit
             if fate == "corrupt":
                 frame = self._corrupt(frame, bit + i)
             if fate == "delay":
@@ -348,10 +356,17 @@ class ServiceChannel(RuleBasedStateMachine):
 
     @rule(up=st.booleans(), back=st.integers(1, 500), length=st.integers(1, 8))
     def replay(self, up: bool, back: int, length: int) -> None:
-        """A stretch of old frames sent again (a bridge replaying its buffer)."""
+        """A stretch of old frames sent again (a bridge replaying its buffer). Protocols 1
+        and 2: never an old HELLO (it restarts their numbering) and never old ACKs to the
+        reader (an ACK names no session: a reader cannot tell an old one), their documented
+        limits; old ROLLs are, and are ACKed as copies or held for the dealer."""
+        if self.PROTOCOL < 3:
+            up = True
         history = self.sent_up if up else self.sent_down
         start = max(0, len(history) - back)
         stretch = history[start : start + length]
+        if self.PROTOCOL < 3:
+            stretch = [f for f in stretch if not f.startswith(b"$HELLO")]
         if up:
             self.replay_up += stretch
         else:
@@ -359,12 +374,17 @@ class ServiceChannel(RuleBasedStateMachine):
                 self.reader.receive(frame)
         self._fault("replay")
 
-    @rule()
-    def restart_reader(self) -> None:
-        """The reader powers up again: a new session, its un-ACKed roll carried."""
+    @precondition(lambda self: self.PROTOCOL >= 3 or self.reader.pending is None)
+    @rule(hello_lost=st.booleans())
+    def restart_reader(self, hello_lost: bool) -> None:
+        """The reader powers up again: a new session, its un-ACKed roll carried (protocol
+        3); protocols 1 and 2: numbering from 0, with no roll un-ACKed (one applied whose
+        ACK was lost would be applied again: their documented limit). ``hello_lost``: the
+        channel drops the HELLO (protocol 3 repeats it; protocol 2's next rolls cannot be
+        proven: held for the dealer, or a SEQ_CONFLICT)."""
         self.reader.power_on()
-        self._exchange()
-        self._fault("restart_reader")
+        self._exchange(["drop"] if hello_lost else [])
+        self._fault("restart_reader_unseen" if hello_lost else "restart_reader")
 
     @rule()
     def reopen_port(self) -> None:
@@ -399,19 +419,42 @@ class ServiceChannel(RuleBasedStateMachine):
 
     @rule()
     def idle(self) -> None:
-        """A burst of heartbeats (the reader idle: its number does not move)."""
-        if self.reader.welcomed:
-            hb = codec.encode_hb(self.reader.number, 3, self.reader.session)
-            self.reader.out += [hb] * IDLE_HEARTBEATS
-            FIGURES["service.idle_heartbeats"] += IDLE_HEARTBEATS
+        """A burst of :data:`IDLE_HEARTBEATS` heartbeats, written as fast as the pty takes
+        them (protocol 3: the number does not move; protocols 1 and 2: each takes a seq, and
+        100,000 of them run past half the ring, so the next roll is held for the dealer)."""
+        beats = self.reader.heartbeats(IDLE_HEARTBEATS)
+        self.reader.out += beats
+        FIGURES["service.idle_heartbeats"] += len(beats)
         self._exchange()
         self._fault("idle")
+
+    @rule()
+    def dealer(self) -> None:
+        """The dealer looks at ``firebet held`` and decides each held roll, oldest first:
+        applies it when it is the next throw (its seq and dice are what the reader sent
+        that throw as), discards it otherwise (a relic: an old copy)."""
+        self._barrier()
+        self._decide_held()
+        FIGURES["service.steps"] += 1
+
+    def _decide_held(self) -> None:
+        status = wait_until(self.service.status, "status", self.service)
+        for held in status["held_rolls"]:
+            applied, _, _ = self.service.journal()
+            nxt = len(applied)
+            sent = getattr(self.reader, "sendings", {}).get(nxt + 1, set())
+            key = (held["seq"], *held["dice"])
+            op = "held-apply" if nxt < len(self.throws) and key in sent else "held-discard"
+            reply = self.service.ask({"op": op, "args": {"number": held["number"]}})
+            assert reply is not None and reply.get("ok"), f"{op} {held}: {reply}"
+            FIGURES[f"service.{op.replace('-', '_')}"] += 1
 
     # -- what must hold --------------------------------------------------------------------
     @invariant()
     def applied_once_in_order(self) -> None:
         self.broken = True  # until it holds: then the teardown only stops the service
         applied, held, state = self.service.journal()
+        FIGURES["service.held_max"] = max(FIGURES["service.held_max"], held)
         made = [(t.d1, t.d2) for t in self.throws]
         assert applied == made[: len(applied)], (
             f"applied {applied} is not a prefix of the throws made {made}: one applied "
@@ -420,11 +463,12 @@ class ServiceChannel(RuleBasedStateMachine):
         unapplied = set(self.reader.done) - set(range(1, len(applied) + 1))
         if unapplied:
             s = wait_until(self.service.status, "status", self.service)
-            assert held or s["mode"] != "running", (
+            assert s["held_rolls"] or s["mode"] != "running", (
                 f"throws {sorted(unapplied)} ACKed, not applied, and status says "
-                f"{s['mode']} with {held} held"
+                f"{s['mode']} with no roll held"
             )
-        assert state.reader_conflict is None, "an honest reader in SEQ_CONFLICT"
+        if self.PROTOCOL >= 3:
+            assert state.reader_conflict is None, "an honest reader in SEQ_CONFLICT"
         self.broken = False
 
     def settle(self) -> None:
@@ -433,10 +477,18 @@ class ServiceChannel(RuleBasedStateMachine):
         for frame in self.late_up:
             self.reader.out.append(frame)
         self.late_up.clear()
-        while not (not self.reader.queue and self.reader.pending is None and self.reader.welcomed):
+        while True:
+            self._decide_held()
+            if not self.reader.queue and self.reader.pending is None and self.reader.welcomed:
+                break
             assert time.monotonic() < end, "the reader's throws were never all recorded"
+            if self.PROTOCOL < 3 and self.service.journal()[2].reader_conflict is not None:
+                # SEQ_CONFLICT (protocol 2's unseen restart): the technician power-cycles it
+                self.reader.power_on()
+                FIGURES["service.conflicts"] += 1
             self.reader.tick()
             self._exchange()
+        self._decide_held()
         applied, _, _ = self.service.journal()
         assert applied == [(t.d1, t.d2) for t in self.throws], "a throw lost or doubled"
         assert sorted(self.reader.done) == list(range(1, len(self.throws) + 1))
@@ -455,3 +507,29 @@ class ServiceChannel(RuleBasedStateMachine):
             self.service.kill()
         self.link.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class ServiceChannelP2(ServiceChannel):
+    """The same, with a reader and a service of protocol 2 (no session): a restart whose
+    HELLO is lost, and an idle line past half the seq ring, make rolls the table cannot
+    prove; they are held for the dealer (``firebet held``), who applies or discards each
+    (:meth:`ServiceChannel.dealer`), or the reader is in SEQ_CONFLICT (a fault ``status``
+    shows) until the technician power-cycles it. What protocol 2 documents it cannot
+    protect against is not generated (``SeqReader``, :meth:`ServiceChannel.replay`)."""
+
+    PROTOCOL = 2
+
+    @rule(d1=st.integers(1, 6), d2=st.integers(1, 6))
+    def idle_then_throw(self, d1: int, d2: int) -> None:
+        """The table idle (:meth:`idle`: past half the seq ring in the soak), then a throw:
+        the table cannot prove it new, so it is held for the dealer."""
+        self.idle()
+        self.throw(d1, d2, [], [], 0)
+
+    @precondition(lambda self: self.reader.pending is None)
+    @rule(d1=st.integers(1, 6), d2=st.integers(1, 6))
+    def unseen_restart_then_throw(self, d1: int, d2: int) -> None:
+        """The reader restarts, its HELLO lost on the line, then a throw: held, or (its seq
+        one the table applied, other dice) a SEQ_CONFLICT."""
+        self.restart_reader(hello_lost=True)
+        self.throw(d1, d2, [], [], 0)

@@ -92,6 +92,56 @@ def clock_synchronised(
 SERVICE_USER = "firebet"  # User= of systemd/firebet.service
 
 
+UNIT = "firebet.service"
+SANDBOX_KEYS = (
+    "LoadState", "PrivateNetwork", "RestrictAddressFamilies", "IPAddressDeny", "IPAddressAllow",
+)  # fmt: skip
+FLOOR_DROP_IN = (
+    "sudo install -D -m 0644 /usr/share/firebet/floor-link.conf "
+    "/etc/systemd/system/firebet.service.d/floor-link.conf && sudo systemctl daemon-reload "
+    "&& sudo systemctl restart firebet   (docs/install.md, The floor link)"
+)
+
+
+def unit_properties(unit: str = UNIT) -> dict[str, str] | None:
+    """The unit's sandbox as systemd has it loaded, drop-ins included (``systemctl show``);
+    None where there is no systemd or no such unit (a bench, a container)."""
+    systemctl = shutil.which("systemctl")
+    if systemctl is None:
+        return None
+    try:
+        done = subprocess.run(
+            [systemctl, "show", unit, *(f"--property={k}" for k in SANDBOX_KEYS)],
+            capture_output=True, text=True, timeout=10, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    if done.returncode != 0 or found.get("LoadState") != "loaded":
+        return None
+    return found
+
+
+def sandbox_problem(props: dict[str, str]) -> str | None:
+    """Why the unit's sandbox keeps its floor link from the broker (None: it does not):
+    doctor itself runs outside the sandbox, so reaching the broker proves nothing there."""
+    families = props.get("RestrictAddressFamilies", "").split()
+    allow_list = bool(families) and not families[0].startswith("~")
+    denied = {f.lstrip("~") for f in families} if not allow_list else set()
+    why = []
+    if props.get("PrivateNetwork") == "yes":
+        why.append("PrivateNetwork=yes")
+    if (allow_list and "AF_INET" not in families) or "AF_INET" in denied:
+        why.append(f"RestrictAddressFamilies={' '.join(families)}")
+    deny = props.get("IPAddressDeny", "").split()
+    allowed = props.get("IPAddressAllow", "").split()  # the broker's alone: doctor's probe says
+    if not allowed and any(d in ("0.0.0.0/0", "::/0", "any") for d in deny):
+        why.append(f"IPAddressDeny={' '.join(deny)}")
+    if not why:
+        return None
+    return f"the unit {UNIT} allows the link no network ({', '.join(why)})"
+
+
 def _user() -> str:
     try:
         return pwd.getpwuid(os.geteuid()).pw_name
@@ -125,6 +175,7 @@ class Doctor:
         self.service: dict[str, Any] | None = None
         self.last_record_at: datetime | None = None  # read by the journal check, for the clock
         self.clock_sync = clock_synchronised  # injectable for tests
+        self.unit_sandbox = unit_properties  # likewise
 
     def add(self, name: str, ok: bool, detail: str, fix: str = "") -> None:
         self.checks.append(Check(name, ok, detail, fix if not ok else ""))
@@ -377,6 +428,11 @@ class Doctor:
             "check [floor] broker, username and password_file, the network and the broker's "
             "log on the floor server (docs/floor.md)"
         )
+        props = self.unit_sandbox()
+        problem = sandbox_problem(props) if props is not None else None
+        if problem is not None:  # the broker may answer doctor and never the service
+            self.add("floor sandbox", False, f"{problem}: it cannot reach {floor.broker}",
+                     FLOOR_DROP_IN)  # fmt: skip
         probe = probe_broker(floor, f"firebet-doctor-{os.getpid()}")
         try:
             cursor: Any = CursorFile(self.state_dir).load().record

@@ -23,6 +23,7 @@ log = logging.getLogger("firebet.control")
 
 LISTEN_BACKLOG = 512  # connections the kernel holds until the selector accepts them
 SOCKET_MODE = 0o660
+FOLDER_MODE = 0o750  # a folder made for the socket (as systemd's RuntimeDirectoryMode)
 AF_UNIX_PATH_MAX = 107  # sun_path is 108 bytes with the terminating NUL
 RESERVED_FDS = 64  # file descriptors left for the journal, the reader, the lamps
 
@@ -41,6 +42,7 @@ def bind(path: Path) -> tuple[socket.socket, Inode]:
             f"control socket path {path} is too long for a Unix socket "
             f"(at most {AF_UNIX_PATH_MAX} bytes)"
         )
+    make_folder(path.parent)
     clear_stale(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     if len(os.fsencode(tmp)) > AF_UNIX_PATH_MAX:
@@ -61,6 +63,23 @@ def bind(path: Path) -> tuple[socket.socket, Inode]:
     listener.setblocking(False)
     st = os.stat(path)
     return listener, (st.st_dev, st.st_ino)
+
+
+def make_folder(folder: Path) -> None:
+    """The socket's folder, made (mode 0750) when missing: the unit's ``RuntimeDirectory``
+    makes ``/run/firebet``, and a start by hand (``sudo firebet run``) makes it too, owned
+    by whoever starts it. A folder that cannot be made is named with the reason."""
+    if folder.is_dir():
+        return
+    try:
+        folder.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FirebetError(
+            f"cannot make the control socket's folder {folder}: {exc.strerror or exc} "
+            "([control] socket names where the socket goes; the installed unit makes "
+            "/run/firebet itself)"
+        ) from exc
+    log.info("made the control socket's folder %s (mode 0750)", folder)
 
 
 def clear_stale(path: Path) -> None:

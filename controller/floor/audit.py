@@ -468,7 +468,9 @@ class TableAudit:
             if isinstance(e, SurveillanceAlert):
                 found.alerts.append(AlertRaised(rec.record, e.hand, rec.at, e.unique_points))
             elif isinstance(e, SurveillanceConfirmed):
-                found.confirmations.append(Confirmed(rec.record, e.hand, e.by, e.id or None))
+                found.confirmations.append(
+                    Confirmed(rec.record, e.hand, e.by, e.id or None, rec.at)
+                )
             elif isinstance(e, Refused) and e.command == "confirm":
                 asked = rec.payload
                 hand = asked.get("hand") if isinstance(asked, dict) else None

@@ -95,7 +95,8 @@ class Console:
         self.service = service
         self.positions = service.settings.positions
         self.web = web or WebSettings()
-        self.env = _env(service.settings.zone())
+        self.zone = service.settings.zone()
+        self.env = _env(self.zone)
         self.env.globals["escalate_after_s"] = self.web.escalate_after_s
         self.env.globals["sound_after_s"] = self.web.sound_after_s
         # SPEC section 6: a floor with no approvals marks every hand as decided under
@@ -158,7 +159,7 @@ class Console:
     def tile(self, summary: dict[str, Any], spot: tuple[int, int] | None = None) -> str:
         """A table's tile (``spot``: on the floor map; None: on its own page), with the
         Confirm of its newest open 5th point when the table would take it."""
-        colour, words = tile_alert(summary)
+        colour, words = tile_alert(summary, self.zone)
         return self.env.get_template("_tile.html").render(
             t=summary, spot=spot, boxes=boxes(summary), colour=colour, words=words,
             wagers=wagers_words(summary), confirm=self._tile_confirm(summary),

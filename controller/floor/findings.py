@@ -120,6 +120,7 @@ class Confirmed:
     hand: int
     by: str
     command_id: str | None
+    at: str = ""  # the record's time: when the table journaled the confirmation
 
 
 @dataclass(frozen=True)

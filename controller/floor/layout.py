@@ -62,8 +62,9 @@ def boxes(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def tile_alert(summary: Mapping[str, Any]) -> tuple[str, str]:
-    """The tile's colour (red, yellow, grey, blue, green or ok) and its words."""
+def tile_alert(summary: Mapping[str, Any], zone: tzinfo | None = None) -> tuple[str, str]:
+    """The tile's colour (red, yellow, grey, blue, green or ok) and its words (a
+    confirmation's time in ``zone``, the floor's)."""
     alerts: Mapping[str, int] = summary.get("alerts") or {}
     if alerts.get(AlertKind.INTEGRITY):
         return AlertKind.INTEGRITY.colour, f"{AlertKind.INTEGRITY.words}: see the alert"
@@ -83,7 +84,9 @@ def tile_alert(summary: Mapping[str, Any]) -> tuple[str, str]:
         return "blue", f"records {span} missing" + (f": asked again from {asked}" if asked else "")
     surveillance = summary.get("surveillance")
     if surveillance and surveillance.get("status") == AlertStatus.CONFIRMED:
-        return "green", f"hand {summary.get('hand')} confirmed by {surveillance.get('by')}"
+        at = clock(surveillance.get("at"), zone)  # when the table journaled it
+        by = f"hand {summary.get('hand')} confirmed by {surveillance.get('by')}"
+        return "green", by + (f" at {at}" if at else "")
     return "ok", ""
 
 

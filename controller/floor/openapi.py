@@ -58,9 +58,15 @@ TABLE_KEYS: dict[str, dict[str, Any]] = {
     "table_alerts": _key(
         {
             "type": "array",
-            "items": {"type": "array", "prefixItems": [_INT, _MAYBE_TEXT], "minItems": 2},
+            "items": {
+                "type": "array",
+                "prefixItems": [_INT, _MAYBE_TEXT, _MAYBE_TEXT],
+                "minItems": 3,
+            },
         },
-        "every hand whose alert the table keeps, oldest first, as [hand, confirmed_by]",
+        "every hand whose alert the table keeps, oldest first, as [hand, confirmed_by, "
+        "confirmed_at] (confirmed_at: the time of the table's record of the confirmation, "
+        "ISO 8601; null while open)",
     ),
     "surveillance": _key(
         {
@@ -70,13 +76,15 @@ TABLE_KEYS: dict[str, dict[str, Any]] = {
                     "properties": {
                         "status": {"type": "string", "enum": [s.value for s in AlertStatus]},
                         "by": _MAYBE_TEXT,
+                        "at": _MAYBE_TEXT,
                     },
-                    "required": ["status", "by"],
+                    "required": ["status", "by", "at"],
                 },
                 {"type": "null"},
             ]
         },
-        "the floor's newest surveillance alert of the hand in play: its status and who",
+        "the floor's newest surveillance alert of the hand in play: its status, who, and "
+        "when it was confirmed (the table's record's time; null until then)",
     ),
     "alerts": _key(
         {

@@ -4,6 +4,10 @@ Selected by ``[store] url = "postgresql://USER@HOST:PORT/DB"`` (the password fro
 URL, or libpq's own ``~/.pgpass`` / ``PGPASSFILE``). The SQL is
 :class:`controller.floor.store.Store`'s; what is PostgreSQL's own is here:
 
+* the schema is :data:`controller.floor.store.SCHEMA`'s in PostgreSQL's types (the two are
+  one schema: the same tables and columns, ``tests/unit/test_floor_schema.py``), with the
+  packed JSON and digests as ``BYTEA``, the floor's receipt time in milliseconds, and the
+  fixed-width columns first (no padding between them and the texts);
 * the schema is made and moved on under ``pg_advisory_xact_lock``, so services that
   start together take turns and the second finds it done (``schema_version``);
 * a transaction is psycopg's (``BEGIN`` ... ``COMMIT``) on a writer connection of the
@@ -32,11 +36,12 @@ from typing import Any
 import psycopg
 
 from controller.core.errors import ConfigError
+from controller.core.times import iso, to_ms
 from controller.floor.store import ALERT_KEYS, EXPIRE_CHUNK, Notice, Rows, Store
 
 log = logging.getLogger("firebet.floor")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: records and hand logs packed (controller/floor/packing.py)
 SCHEMA_LOCK = 0x6669_7265_6265_74  # "firebet": the advisory lock the migrations take
 EXPIRE_LOCK = SCHEMA_LOCK + 1  # ... and the one a service holds while it archives
 CHANNEL = "firebet_floor"
@@ -46,16 +51,16 @@ CONNECT_TIMEOUT_S = 10
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS records (
-    table_id TEXT NOT NULL,
     record BIGINT NOT NULL,
+    received BIGINT NOT NULL,
+    table_id TEXT NOT NULL,
     at TEXT NOT NULL,
     kind TEXT NOT NULL,
     actor TEXT NOT NULL,
-    payload TEXT NOT NULL,
-    chain TEXT NOT NULL,
-    received TEXT NOT NULL,
-    events TEXT,
-    snapshot TEXT,
+    payload BYTEA NOT NULL,
+    chain BYTEA NOT NULL,
+    events BYTEA,
+    snapshot BYTEA,
     PRIMARY KEY (table_id, record)
 );
 CREATE TABLE IF NOT EXISTS tables (
@@ -75,7 +80,7 @@ CREATE TABLE IF NOT EXISTS tables (
 CREATE TABLE IF NOT EXISTS hands (
     table_id TEXT NOT NULL,
     hand BIGINT NOT NULL,
-    log TEXT NOT NULL,
+    log BYTEA NOT NULL,
     PRIMARY KEY (table_id, hand)
 );
 CREATE TABLE IF NOT EXISTS settled (
@@ -122,6 +127,12 @@ class PostgresStore(Store):
     shared = True
     what_sql = "CAST(detail AS jsonb) ->> 'what'"
 
+    def _stamp(self, at: str) -> Any:
+        return to_ms(at)  # 8 bytes, not 29 characters
+
+    def _unstamp(self, value: Any) -> str:
+        return iso(int(value))
+
     def __init__(self, url: str, *, source: str = "floor.toml") -> None:
         self.url = url
         self.source = source
@@ -166,6 +177,12 @@ class PostgresStore(Store):
                 self._db.execute(
                     "INSERT INTO schema_version (version) VALUES (%s)", (SCHEMA_VERSION,)
                 )
+            elif version < SCHEMA_VERSION:  # only a development build made version 1
+                raise ConfigError(
+                    self.source, "store.url",
+                    f"the store's schema is version {version}, made by a development build "
+                    f"before the records were packed: give this floor a new database",
+                )  # fmt: skip
             elif version > SCHEMA_VERSION:
                 raise ConfigError(
                     self.source, "store.url",
@@ -205,6 +222,12 @@ class PostgresStore(Store):
     def transaction(self) -> Iterator[None]:
         with self._db.transaction():
             yield
+
+    def pipeline(self) -> contextlib.AbstractContextManager[Any]:
+        """libpq's pipeline mode: the writes whose answer nobody reads (a hand log, its
+        figures, a table's row) go together, and a failure among them is raised at the
+        next read or at the commit, undoing the batch (:attr:`aborts`)."""
+        return self._db.pipeline()
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:

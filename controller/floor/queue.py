@@ -112,7 +112,7 @@ def confirm_problem(alert: Alert, summary: dict[str, Any] | None) -> str | None:
         return "only a surveillance alert is confirmed"
     if alert.status is AlertStatus.CONFIRMED:
         return f"hand {alert.hand} is confirmed already"
-    kept = {int(h): by for h, by in (summary.get("table_alerts") or [])} if summary else {}
+    kept = {int(h[0]): h[1] for h in (summary.get("table_alerts") or [])} if summary else {}
     if alert.hand not in kept:
         if not kept:
             return "the table has no surveillance alert to confirm"

@@ -12,8 +12,8 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import date, datetime, tzinfo
 from fractions import Fraction
 
@@ -25,6 +25,7 @@ from controller.floor.figures import (
     Figures,
     Period,
     RulesHistory,
+    SettledHand,
     Shift,
     clock_minutes,
     figures,
@@ -35,7 +36,8 @@ from controller.floor.figures import (
 )
 from controller.floor.findings import money
 from controller.floor.store import Store
-from controller.floor.svg import WIDTH, Series, bar_chart
+from controller.floor.svg import MAX_CATEGORIES, WIDTH, Series, bar_chart
+from controller.floor.vocabulary import AlertKind
 from controller.journal.recipe import RecordError
 from controller.journal.system import read_rules
 
@@ -131,6 +133,36 @@ def rules_history(store: Store, table: str) -> RulesHistory:
     return RulesHistory(changes)
 
 
+HOUR_MS = 3_600_000
+
+
+@dataclass
+class Hour:
+    """One hour of the period, for the trend: the fire bets settled in it (handle, and
+    paid with the wagers returned) and the 5th-point alerts raised in it."""
+
+    start_ms: int
+    clock: str  # its local start, HH:MM
+    handle: int = 0
+    paid: int = 0
+    alerts: int = 0
+
+    @property
+    def hold_pct(self) -> Fraction | None:
+        """(handle - paid) / handle; None with no handle."""
+        return Fraction(self.handle - self.paid, self.handle) if self.handle else None
+
+
+def hours(period: Period) -> list[Hour]:
+    """The period's hours (the last may be shorter), at most :data:`MAX_CATEGORIES`."""
+    zone = period.start.tzinfo
+    out = []
+    for at in range(period.start_ms, period.end_ms, HOUR_MS)[:MAX_CATEGORIES]:
+        local = datetime.fromtimestamp(at / 1000, zone)
+        out.append(Hour(at, local.strftime("%H:%M")))
+    return out
+
+
 @dataclass
 class Shown:
     """The figures of a period, ready for the page and the CSV."""
@@ -138,6 +170,7 @@ class Shown:
     asked: Asked
     tables: list[Figures]
     floor: Figures
+    trend: list[Hour] = field(default_factory=list)  # the scope's hold and alerts by hour
 
     @property
     def scope(self) -> Figures:
@@ -149,10 +182,24 @@ def load(store: Store, asked: Asked) -> Shown:
     """The figures for ``asked``, from the floor's stored hands."""
     names = [asked.table] if asked.table is not None else store.table_names()
     p = asked.period
+    trend = hours(p)
+
+    def counted(hands: Iterable[SettledHand]) -> Iterator[SettledHand]:
+        for hand in hands:  # the trend, as the figures read the hands (a cursor: once)
+            i = (hand.at_ms - p.start_ms) // HOUR_MS
+            if 0 <= i < len(trend):
+                trend[i].handle += hand.wagered
+                trend[i].paid += hand.paid
+            yield hand
+
     hands = store.settled_between(p.start_ms, p.end_ms, asked.table)
     rules = {t: rules_history(store, t) for t in names}
-    per_table, floor = figures(hands, rules, names)
-    return Shown(asked, per_table, floor)
+    per_table, floor = figures(counted(hands), rules, names)
+    for at in store.raised_between(AlertKind.SURVEILLANCE, p.start_ms, p.end_ms, asked.table):
+        i = (at - p.start_ms) // HOUR_MS
+        if 0 <= i < len(trend):
+            trend[i].alerts += 1
+    return Shown(asked, per_table, floor, trend)
 
 
 # the charts --------------------------------------------------------------------------
@@ -173,8 +220,8 @@ def _axis_count(v: float) -> str:
 
 
 def charts(shown: Shown) -> list[tuple[str, Markup]]:
-    """The page's three charts: hold against the theoretical hold, handle and paid, and
-    the points made per hand against the exact odds."""
+    """The page's charts: hold against the theoretical hold, handle and paid, the points
+    made per hand against the exact odds, and the trend hour by hour (hold, alerts)."""
     rows = shown.tables if shown.asked.table is not None else [*shown.tables, shown.floor]
     names = [f.table or FLOOR for f in rows]
     where = shown.asked.table or "the floor"
@@ -253,7 +300,45 @@ def charts(shown: Shown) -> list[tuple[str, Markup]]:
         ],
         axis=_axis_count,
     )
-    return [(_title(c), c) for c in (hold, money_chart, points)]
+    return [(_title(c), c) for c in (hold, money_chart, points, *trend_charts(shown))]
+
+
+def trend_charts(shown: Shown) -> tuple[Markup, Markup]:
+    """The shift as it went: the hold of each hour's settled hands, and the 5th-point
+    alerts raised each hour (of the table asked for, or the floor)."""
+    where = shown.asked.table or "the floor"
+    clocks = [h.clock for h in shown.trend]
+    hold = bar_chart(
+        ident="chart-trend-hold",
+        title=f"Hold % hour by hour at {where}, {when(shown)}",
+        desc="; ".join(f"{h.clock}: hold {percent(h.hold_pct)}" for h in shown.trend),
+        categories=clocks,
+        series=[
+            Series(
+                "hold %",
+                [_pct(h.hold_pct) for h in shown.trend],
+                [percent(h.hold_pct) for h in shown.trend],
+                "s-hold",
+            )
+        ],
+        axis=_axis_pct,
+    )
+    alerts = bar_chart(
+        ident="chart-trend-alerts",
+        title=f"5th-point alerts raised hour by hour at {where}, {when(shown)}",
+        desc="; ".join(f"{h.clock}: {h.alerts} alerts" for h in shown.trend),
+        categories=clocks,
+        series=[
+            Series(
+                "5th-point alerts",
+                [float(h.alerts) for h in shown.trend],
+                [f"{h.alerts:,}" for h in shown.trend],
+                "s-alerts",
+            )
+        ],
+        axis=_axis_count,
+    )
+    return hold, alerts
 
 
 def _title(chart: Markup) -> str:

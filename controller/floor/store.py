@@ -14,7 +14,8 @@ idempotent, so two services writing the same broker messages keep each
 
 Tables
     ``records``   (table_id, record) once each, with the chain hash and the events the
-                  table's engine decided, as received;
+                  table's engine decided, as received (the JSON and the digests packed
+                  small: :mod:`controller.floor.packing`);
     ``tables``    one row per table: presence, last status, the audit checkpoint, the
                   bad messages counted and whether it is quarantined;
     ``hands``     the hand logs the audit sorted the records into;
@@ -41,6 +42,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from controller.core.times import iso, to_ms
 from controller.floor.figures import SettledHand, settled_hand
+from controller.floor.packing import pack_digest, pack_text, unpack_digest, unpack_text
 from controller.floor.vocabulary import OPEN_STATUSES, AlertKind, AlertStatus
 from controller.wire.messages import FloorRecord
 
@@ -116,6 +118,8 @@ OPEN: tuple[str, ...] = tuple(OPEN_STATUSES)  # the statuses of an alert that ne
 _MARKS = ", ".join("?" * len(OPEN))
 OPEN_KEY = "open"  # the key of an alert kind a table has one of at a time (offline, quarantine)
 EXPIRE_CHUNK = 5000  # rows archived and deleted a transaction (the writer is not held long)
+INSERT_ROWS = 200  # records a statement when a batch is stored (:meth:`Store.add_records`)
+RECORD_COLUMNS = "table_id, record, at, kind, actor, payload, chain, received, events, snapshot"
 RESEND_AFTER_S = 30.0  # a confirm sent and not journaled this long may be sent again
 
 
@@ -212,6 +216,14 @@ class Store(abc.ABC):
     what_sql = "json_extract(detail, '$.what')"
     """The engine's SQL for an alert's ``detail.what``."""
 
+    def _stamp(self, at: str) -> Any:
+        """The floor's own time ``at`` (ISO) as the engine keeps ``records.received``."""
+        return at
+
+    def _unstamp(self, value: Any) -> str:
+        """``records.received`` as ISO again."""
+        return str(value)
+
     @abc.abstractmethod
     def _w(self, sql: str, args: Sequence[Any] = ()) -> Rows:
         """Run ``sql`` on the writer's connection."""
@@ -223,6 +235,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def transaction(self) -> contextlib.AbstractContextManager[None]:
         """One durable transaction (the writer's)."""
+
+    def pipeline(self) -> contextlib.AbstractContextManager[Any]:
+        """Statements sent without waiting for each one's answer, until one is read (a
+        batch's writes in few round trips); nothing for an engine in the process."""
+        return contextlib.nullcontext()
 
     @abc.abstractmethod
     def savepoint(self) -> contextlib.AbstractContextManager[None]:
@@ -252,24 +269,39 @@ class Store(abc.ABC):
         row = self._w(
             "SELECT chain FROM records WHERE table_id = ? AND record = ?", (table, record)
         ).fetchone()
-        return None if row is None else str(row[0])
+        return None if row is None else unpack_digest(row[0])
+
+    def _record_row(self, rec: FloorRecord, received: str) -> tuple[Any, ...]:
+        """A record's row as stored: its JSON and digests packed (:mod:`.packing`)."""
+        return (
+            rec.table, rec.record, rec.at, rec.kind, rec.actor,
+            pack_text(json.dumps(rec.payload, sort_keys=True, separators=(",", ":"))),
+            pack_digest(rec.chain), self._stamp(received),
+            None if rec.events is None
+            else pack_text(json.dumps(rec.events, separators=(",", ":"))),
+            None if rec.snapshot is None else pack_digest(rec.snapshot),
+        )  # fmt: skip
 
     def add_record(self, rec: FloorRecord, received: str) -> bool:
         """Store a record; False when (table, record) was stored already (by another floor
         service sharing the store: :meth:`chain` tells whether it is the same record)."""
-        cur = self._w(
-            "INSERT INTO records (table_id, record, at, kind, actor, payload, chain, received, "
-            "events, snapshot) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (table_id, record) DO NOTHING",
-            (
-                rec.table, rec.record, rec.at, rec.kind, rec.actor,
-                json.dumps(rec.payload, sort_keys=True, separators=(",", ":")),
-                rec.chain, received,
-                None if rec.events is None else json.dumps(rec.events, separators=(",", ":")),
-                rec.snapshot,
-            ),
-        )  # fmt: skip
-        return cur.rowcount == 1
+        return bool(self.add_records([rec], received))
+
+    def add_records(self, recs: Sequence[FloorRecord], received: str) -> set[tuple[str, int]]:
+        """Store records, :data:`INSERT_ROWS` a statement (one round trip, not one a
+        record); the (table, record) pairs stored, the others being stored already (by
+        another floor service sharing the store). ``recs`` name each pair once."""
+        stored: set[tuple[str, int]] = set()
+        for start in range(0, len(recs), INSERT_ROWS):
+            part = recs[start : start + INSERT_ROWS]
+            marks = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(part))
+            rows = self._w(
+                f"INSERT INTO records ({RECORD_COLUMNS}) VALUES {marks} "
+                "ON CONFLICT (table_id, record) DO NOTHING RETURNING table_id, record",
+                [v for rec in part for v in self._record_row(rec, received)],
+            ).fetchall()
+            stored.update((str(r[0]), int(r[1])) for r in rows)
+        return stored
 
     def stored_above(self, table: str, record: int) -> list[int]:
         """The numbers stored for ``table`` above ``record`` (the far side of a gap)."""
@@ -290,8 +322,10 @@ class Store(abc.ABC):
             (table, first, last),
         )
         return [
-            FloorRecord(table, int(r[0]), r[1], r[2], r[3], json.loads(r[4]), r[5],
-                        None if r[6] is None else json.loads(r[6]), r[7])
+            FloorRecord(table, int(r[0]), r[1], r[2], r[3], json.loads(unpack_text(r[4])),
+                        unpack_digest(r[5]),
+                        None if r[6] is None else json.loads(unpack_text(r[6])),
+                        None if r[7] is None else unpack_digest(r[7]))
             for r in rows
         ]  # fmt: skip
 
@@ -354,7 +388,7 @@ class Store(abc.ABC):
         self._w(
             "INSERT INTO hands (table_id, hand, log) VALUES (?, ?, ?) "
             "ON CONFLICT (table_id, hand) DO UPDATE SET log = excluded.log",
-            (table, log["hand"], json.dumps(log, separators=(",", ":"))),
+            (table, log["hand"], pack_text(json.dumps(log, separators=(",", ":")))),
         )
         self._settle(table, log)
 
@@ -402,6 +436,21 @@ class Store(abc.ABC):
         for row in self._r(sql + " ORDER BY table_id, at_ms", args):
             yield SettledHand(*row)
 
+    def raised_between(
+        self, kind: AlertKind, start_ms: int, end_ms: int, table: str | None = None
+    ) -> list[int]:
+        """When each alert of ``kind`` (of ``table``) raised in [start_ms, end_ms) was
+        raised, in ms (reader side; an alert's time is the table's record's, compared
+        as a time, whatever zone it was written in)."""
+        day = 86_400_000  # the text compared is ISO in any zone: a day either side
+        sql = "SELECT raised_at FROM alerts WHERE kind = ? AND raised_at >= ? AND raised_at < ?"
+        args: list[Any] = [str(kind), iso(start_ms - day), iso(end_ms + day)]
+        if table is not None:
+            sql += " AND table_id = ?"
+            args.append(table)
+        times = (to_ms(str(r[0])) for r in self._r(sql, args))
+        return [t for t in times if t is not None and start_ms <= t < end_ms]
+
     def rules_records(self, table: str) -> list[tuple[int, str]]:
         """A table's ``rules`` records (number, payload), in order (reader side)."""
         rows = self._r(
@@ -409,7 +458,7 @@ class Store(abc.ABC):
             "ORDER BY record",
             (table,),
         )
-        return [(int(r[0]), str(r[1])) for r in rows]
+        return [(int(r[0]), unpack_text(r[1])) for r in rows]
 
     def table_names(self) -> list[str]:
         """Every table the floor has heard of, sorted (reader side)."""
@@ -420,14 +469,14 @@ class Store(abc.ABC):
         rows = self._r(
             "SELECT log FROM hands WHERE table_id = ? ORDER BY hand DESC LIMIT ?", (table, count)
         )
-        return [json.loads(r[0]) for r in rows]
+        return [json.loads(unpack_text(r[0])) for r in rows]
 
     def hand(self, table: str, hand: int) -> dict[str, Any] | None:
         """One hand log of ``table`` (reader side)."""
         row = self._r(
             "SELECT log FROM hands WHERE table_id = ? AND hand = ?", (table, hand)
         ).fetchone()
-        return json.loads(row[0]) if row else None
+        return json.loads(unpack_text(row[0])) if row else None
 
     # alerts --------------------------------------------------------------------------
     def raise_alert(
@@ -532,6 +581,25 @@ class Store(abc.ABC):
             args.append(table)
         rows = self._r(sql + " ORDER BY id DESC LIMIT ? OFFSET ?", (*args, limit, offset))
         return [_alert(r) for r in rows]
+
+    def confirmed_at(self, table: str, hands: Iterable[int]) -> dict[int, str]:
+        """When each of ``hands`` of ``table`` was confirmed (the time of the table's
+        record of it; the floor's, for an alert confirmed before it kept that): the
+        confirmed ones of at most 500 hands (reader side)."""
+        wanted = sorted(set(hands))[:500]
+        if not wanted:
+            return {}
+        rows = self._r(
+            f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE table_id = ? AND kind = ? "
+            f"AND status = ? AND hand IN ({', '.join('?' * len(wanted))}) ORDER BY id",
+            (table, str(AlertKind.SURVEILLANCE), str(AlertStatus.CONFIRMED), *wanted),
+        )
+        out: dict[int, str] = {}
+        for row in rows:
+            alert = _alert(row)
+            if alert.hand is not None:
+                out[alert.hand] = str(alert.detail.get("confirmed_at") or alert.status_at or "")
+        return out
 
     def open_surveillance_of(self, table: str, hands: Iterable[int]) -> bool:
         """Whether any of ``hands`` of ``table`` has an open surveillance alert (reader)."""
@@ -643,8 +711,8 @@ class Store(abc.ABC):
         marks = ", ".join("?" * len(OPEN))
         parts = (
             ("records",
-             "SELECT table_id, record, at, kind, actor, payload, chain, received, events, "
-             "snapshot FROM records WHERE at < ? ORDER BY table_id, record LIMIT ?",
+             f"SELECT {RECORD_COLUMNS} FROM records WHERE at < ? ORDER BY table_id, record "
+             "LIMIT ?",
              "DELETE FROM records WHERE table_id = ? AND record = ?", (before,)),
             ("hands",
              "SELECT s.table_id, s.hand, s.at_ms, h.log FROM settled s LEFT JOIN hands h "
@@ -674,7 +742,8 @@ class Store(abc.ABC):
                         archive.parent.mkdir(parents=True, exist_ok=True)
                         out = stack.enter_context(gzip.open(archive, "at", encoding="utf-8"))
                     for row in rows:
-                        out.write(json.dumps({"part": name, **dict(zip(columns[name], row,
+                        out.write(json.dumps({"part": name, **dict(zip(columns[name],
+                                                                       self._archived(name, row),
                                                                        strict=True))},
                                              separators=(",", ":")) + "\n")  # fmt: skip
                     out.flush()
@@ -687,6 +756,18 @@ class Store(abc.ABC):
                                 self._w(delete, (row[0],) if name == "alerts" else row[:2])
                     done[name] += len(rows)
         return done
+
+    def _archived(self, part: str, row: Sequence[Any]) -> list[Any]:
+        """A row as the archive keeps it: its JSON and digests as text, its times ISO."""
+        out = list(row)
+        if part == "records":  # table, record, at, kind, actor, payload, chain, received, ...
+            out[5], out[6] = unpack_text(out[5]), unpack_digest(out[6])
+            out[7] = self._unstamp(out[7])
+            out[8] = None if out[8] is None else unpack_text(out[8])
+            out[9] = None if out[9] is None else unpack_digest(out[9])
+        elif part == "hands" and out[3] is not None:
+            out[3] = unpack_text(out[3])
+        return out
 
 
 class SqliteStore(Store):
@@ -720,7 +801,7 @@ class SqliteStore(Store):
         if not had_figures:  # a floor.db from before the shift figures: its hands' figures
             with self.transaction():
                 for table, log in self._db.execute("SELECT table_id, log FROM hands").fetchall():
-                    self._settle(table, json.loads(log))
+                    self._settle(table, json.loads(unpack_text(log)))
 
     def _connect(self, *, read_only: bool = False) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)

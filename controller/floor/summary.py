@@ -40,6 +40,14 @@ def table_summary(store: Store, live: TableLive) -> dict[str, Any]:
         for a in store.open_surveillance(table=table, limit=TILE_ALERTS)
     ]
     missing = live.missing
+    kept = state.alerts()
+    confirmed = store.confirmed_at(
+        table, [h for h, by in kept if by is not None] + ([state.hand] if surveillance else [])
+    )
+    newest = None  # the newest alert of the hand in play: its status, by whom, when confirmed
+    if surveillance is not None:
+        when = confirmed.get(surveillance.hand) if surveillance.hand is not None else None
+        newest = {"status": surveillance.status, "by": surveillance.status_by, "at": when}
     return {
         "table": table,
         "online": live.row.online,
@@ -55,11 +63,9 @@ def table_summary(store: Store, live: TableLive) -> dict[str, Any]:
         "alert_hand": state.alert_hand,  # the table's newest alert
         "confirmed_by": state.confirmed_by,
         # every hand whose alert the table keeps (it takes a confirm for each open one),
-        # oldest first, with who confirmed it (None: open)
-        "table_alerts": [[hand, by] for hand, by in state.alerts()],
-        "surveillance": (
-            {"status": surveillance.status, "by": surveillance.status_by} if surveillance else None
-        ),
+        # oldest first, with who confirmed it (None: open) and when (the table's record)
+        "table_alerts": [[hand, by, confirmed.get(hand)] for hand, by in kept],
+        "surveillance": newest,
         "alerts": open_alerts,
         "waiting": waiting,  # its newest open 5th points (the tile's, with their Confirm)
         "record": live.row.contiguous,

@@ -1,8 +1,9 @@
 """The table's secret key: the chain is HMAC-SHA256 with it (docs/journal.md).
 
-The key file holds 32 random bytes as 64 hexadecimal digits and a newline,
-mode 0600, owned by the service's user (the package's first install makes
-``/etc/firebet/journal.key``). When it is missing, the first start on a state
+The key file holds 32 random bytes as 64 hexadecimal digits and a newline. The
+installed one, ``/etc/firebet/journal.key``, is made by the package's first install:
+root's, mode 0640, group ``firebet-key`` (only the service's user is in it); a key this
+module makes (a bench's) is mode 0600, the maker's. When it is missing, the first start on a state
 directory that never held a journal makes it; a journal whose key is gone
 halts the table.
 

@@ -69,6 +69,8 @@ log = logging.getLogger("firebet.floor")
 
 WINDOW = 256  # records published and not yet acknowledged, at most
 IDLE_POLL_S = 0.5  # the journal's head is read at least this often
+RETRY_FIRST_S = 1.0  # a link that stopped starts again after this, then twice as long ...
+RETRY_MAX_S = 60.0  # ... up to this, for ever (a run longer than this starts it over)
 STATE_EVERY_S = 0.1  # the retained state at most this often (the latest one always goes)
 REFUSED_BACKOFF_S = 5.0  # after the broker refused a record, wait before trying again
 KEEPALIVE_S = 15  # the broker sends the will this long (x1.5) after a silent cut
@@ -204,11 +206,35 @@ class FloorLink:
 
     # the publisher thread --------------------------------------------------------------
     def _run(self) -> None:
-        try:
-            self._serve()
-        except Exception as exc:  # never die silently: say why in status and the log
-            log.exception("floor link stopped")
-            self.report.error(f"the floor link stopped: {exc!r}")
+        """Serve the link until :meth:`stop`. Whatever stops it (no network where the unit's
+        sandbox allows none, a name that does not resolve, an unreadable password file, a
+        bug) is said in ``status --json`` and the log, and the link starts again after
+        :data:`RETRY_FIRST_S`, twice as long each time up to :data:`RETRY_MAX_S`, for ever:
+        the table plays on meanwhile and the journal keeps what the floor has not had."""
+        delay = RETRY_FIRST_S
+        shown: str | None = None  # the last failure logged with its traceback
+        while not self._stopping:
+            began = time.monotonic()
+            why = None
+            try:
+                self._serve()
+            except Exception as exc:  # never die silently: say why in status and the log
+                why = f"the floor link stopped: {exc!r}"
+                if repr(exc) != shown:
+                    log.exception("floor link stopped")
+                    shown = repr(exc)
+            if self._stopped():  # read again: _serve returns when stop() was called
+                break
+            if time.monotonic() - began > RETRY_MAX_S:
+                delay = RETRY_FIRST_S  # it ran a while: a new failure starts the back-off over
+            self.report.retry_in(delay, why)
+            with self._cond:
+                self._cond.wait_for(lambda: self._stopping, timeout=delay)
+            self.report.retry_at = None
+            delay = min(delay * 2, RETRY_MAX_S)
+
+    def _stopped(self) -> bool:
+        return self._stopping
 
     def _connect(self) -> mqtt.Client | None:
         try:

@@ -6,7 +6,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from controller.clock import now_iso
+from controller.clock import now_iso, now_ms
+from controller.core.times import iso
 
 log = logging.getLogger("firebet.floor")
 
@@ -25,12 +26,21 @@ class LinkReport:
     commands_refused: int = 0
     last_error: str | None = None
     last_error_at: str | None = None
+    retry_at: str | None = None  # the link stopped: when it starts again (None: it runs)
 
     def error(self, text: str) -> None:
         """Keep ``text`` as the last error; log it when it differs from the one before."""
         if text != self.last_error:
             log.warning("floor link: %s", text)
         self.last_error, self.last_error_at = text, now_iso()
+
+    def retry_in(self, seconds: float, why: str | None) -> None:
+        """The link stopped (``why``, or the last error when None): it starts again in
+        ``seconds``, which ``last_error`` says."""
+        base = why or self.last_error or "the floor link stopped"
+        base = base.split("; trying again in ")[0]
+        self.error(f"{base}; trying again in {seconds:g} s")
+        self.retry_at = iso(now_ms() + round(seconds * 1000))
 
     def to_dict(
         self, *, cursor: int | None, backlog: int | None, enabled: bool = True
@@ -46,6 +56,7 @@ class LinkReport:
             "underived": self.underived,
             "last_error": self.last_error,
             "last_error_at": self.last_error_at,
+            "retry_at": self.retry_at,
             "commands_refused": self.commands_refused,
         }
 

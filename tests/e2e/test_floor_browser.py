@@ -237,6 +237,8 @@ def test_the_fifth_point_is_confirmed_from_the_queue_and_the_table_reports_it(
             )
         )
         tile(page, "CR-07").locator(".words:has-text('confirmed by alice')").wait_for()
+        words = tile(page, "CR-07").locator(".words").inner_text()
+        assert re.fullmatch(r"hand \d+ confirmed by alice at \d\d:\d\d:\d\d", words), words
         assert page.locator('#alerts [data-kind="surveillance"]').count() == 0
         assert not page.title().startswith("(")
         assert page.evaluate("window.sameDocument") is True
@@ -453,7 +455,10 @@ def test_the_shift_figures_draw_the_hands_of_the_shift(
         assert counts == ["1.0", "1.0", "0.0", "0.0", "1.0", "0.0", "0.0"]
         expected = bar("chart-points", "0", "expected (exact odds)").locator("title")
         assert expected.text_content() == "0, expected (exact odds): 1.78"  # 3 * 98/165
-        assert page.locator("svg.chart[role=img] > title").count() == 3
+        assert page.locator("svg.chart[role=img] > title").count() == 5  # with the trend
+        trend = bar("chart-trend-hold", "09:00", "hold %")  # CR-07's two hands at 09:30
+        assert trend.locator("title").text_content() == "09:00, hold %: -1,358.33%"
+        assert bar("chart-trend-hold", "10:00", "hold %").get_attribute("data-value") == "100.0"
         shot = tmp_path / "floor-figures.png"
         page.screenshot(path=str(shot), full_page=True)
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -499,6 +504,49 @@ def test_the_shift_figures_draw_the_hands_of_the_shift(
             t.close()
         a.close()
         b.close()
+        floor.stop()
+
+
+def test_one_hand_off_the_scale_leaves_every_other_bar_readable(
+    tmp_path: Path, mosquitto: Mosquitto, browser: Any
+) -> None:
+    """One hand at -99,900% hold flattened every other bar of the shift chart (#32): it
+    is drawn to the edge and named, and the others keep their height, in the browser."""
+    played = {
+        "CR-07": ("bet 1 1", *make_points(4, 5, 6, 8, 9, 10), "4 4", "3 4"),  # paid 999 to 1
+        "CR-08": ("bet 1 5", "4 4", "3 4"),  # lost: hold 100%
+        "CR-09": ("bet 1 4", "bet 2 1", "5 5", "3 4"),
+    }
+    records = {}
+    for name, lines in played.items():
+        journal = TableJournal(tmp_path / f"{name}.db", table=name)
+        journal.do(*lines)
+        records[name] = timed(journal.records(), "2026-12-02T14:30:00+00:00")
+        journal.close()
+    fill_floor(tmp_path / "floor" / "state" / "floor.db", records)
+    floor = FloorProcess(tmp_path / "floor", mosquitto)
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(WAIT_MS)
+        page.goto(floor.url + "/figures?date=2026-12-02")
+        hold = page.locator("svg#chart-hold")
+        outlier = hold.locator('rect[data-category="CR-07"][data-series="hold %"]')
+        assert float(outlier.get_attribute("data-value")) == pytest.approx(-99_900.0)
+        assert "clipped" in (outlier.get_attribute("class") or "")
+        assert "off the scale: CR-07 hold %" in (
+            hold.locator("text.off-scale").text_content() or ""
+        )
+        for name in ("CR-08", "CR-09"):  # on a scale of their own: seen, not flattened
+            box = hold.locator(f'rect[data-category="{name}"][data-series="hold %"]').bounding_box()
+            assert box is not None and box["height"] > 20, (name, box)
+        shot = tmp_path / "floor-figures-outlier.png"
+        hold.screenshot(path=str(shot))
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        if SHOTS:
+            shutil.copy(shot, Path(SHOTS) / shot.name)
+    finally:
+        context.close()
         floor.stop()
 
 

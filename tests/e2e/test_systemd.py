@@ -80,7 +80,7 @@ def test_unit_has_required_directive(key: str, value: str) -> None:
 
 
 def test_unit_groups_devices_and_install() -> None:
-    assert set(one("SupplementaryGroups").split()) == {"gpio", "dialout"}
+    assert set(one("SupplementaryGroups").split()) == {"gpio", "dialout", "firebet-key"}
     for device in ("ttyUSB", "ttyACM", "ttyAMA", "ttyS", "gpiochip"):
         assert f"char-{device} rw" in D[("Service", "DeviceAllow")]
     assert one("WantedBy", "Install") == "multi-user.target"
@@ -92,11 +92,32 @@ def test_exec_start_follows_the_command_line_contract() -> None:
     argv = shlex.split(one("ExecStart"))
     assert argv[:2] == ["/opt/firebet/.venv/bin/firebet", "run"]
     opts = dict(zip(argv[2::2], argv[3::2], strict=True))
-    assert opts == {
-        "--config": "/etc/firebet/table.toml",
-        "--state-dir": f"/var/lib/{one('StateDirectory')}",
-        "--socket": f"/run/{one('RuntimeDirectory')}/control.sock",
-    }
+    # #33: only --config: the socket's path has one home, the config the clients read too
+    # (before, the unit passed --socket: a socket edited in the config and `firebet status`
+    # exited 3); the state directory is the installed program's default
+    assert opts == {"--config": "/etc/firebet/table.toml"}
+    from controller.core.config.model import INSTALLED_STATE_DIR
+
+    assert str(INSTALLED_STATE_DIR) == f"/var/lib/{one('StateDirectory')}"
+    installed_config = re.search(
+        r's#\^socket = "control.sock"#socket = "([^"]+)"#', INSTALL.read_text()
+    )
+    assert installed_config is not None  # install.sh (and debian/build) point it at the unit's
+    assert installed_config[1] == f"/run/{one('RuntimeDirectory')}/control.sock"
+
+
+def test_the_floor_link_drop_in_opens_the_network_the_unit_closes() -> None:
+    """#33: a table whose floor link is enabled never reached its broker in the unit."""
+    merged = dict(D)
+    for key, values in directives((ROOT / "systemd" / "floor-link.conf").read_text()).items():
+        merged[key] = values if values != [""] else []  # an empty assignment resets a list
+    assert merged[("Service", "PrivateNetwork")][-1] == "no"
+    families = merged[("Service", "RestrictAddressFamilies")][-1].split()
+    assert {"AF_UNIX", "AF_INET", "AF_INET6"} <= set(families)
+    assert merged[("Service", "IPAddressDeny")] == []  # the unit's "any" reset
+    assert one("PrivateNetwork") == "yes" and one("IPAddressDeny") == "any"  # the unit alone
+    docs = (ROOT / "docs" / "install.md").read_text()
+    assert "firebet.service.d/floor-link.conf" in docs
 
 
 def test_exec_start_parses_with_the_real_cli() -> None:
@@ -203,7 +224,7 @@ def test_install_dry_run_changes_nothing_and_says_everything(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr
     out = result.stdout
     opt, etc = tmp_path / "opt", tmp_path / "etc"
-    for group in ("firebet", "firebet-dealer", "firebet-tech", "gpio", "dialout"):
+    for group in ("firebet", "firebet-dealer", "firebet-tech", "gpio", "dialout", "firebet-key"):
         assert f"group {group} exists" in out or f"+ groupadd --system {group}" in out
     assert "user firebet exists" in out or "+ useradd --system --gid firebet" in out
     assert f"+ {sys.executable} -m venv --system-site-packages {opt}/.venv" in out
@@ -215,9 +236,10 @@ def test_install_dry_run_changes_nothing_and_says_everything(tmp_path: Path) -> 
     assert f"{gen} completion bash > {tmp_path}/bash-completion/firebet" in out
     assert f"{gen} completion zsh > {tmp_path}/zsh/_firebet" in out
     assert f"{gen} man > {tmp_path}/man1/firebet.1" in out
-    assert f"making the journal key {etc}/journal.key" in out  # the chain's secret, 0600
-    assert f"+ chown firebet:firebet {etc}/journal.key" in out
-    assert f"+ chmod 0600 {etc}/journal.key" in out
+    assert f"making the journal key {etc}/journal.key" in out  # the chain's secret
+    # #33: root's, readable by the service's own group (it was the firebet user's, 0600)
+    assert f"+ chown root:firebet-key {etc}/journal.key" in out
+    assert f"+ chmod 0640 {etc}/journal.key" in out
     lines = out.splitlines()
     order = [
         lines.index(line)
@@ -322,3 +344,25 @@ def test_documented_commands_parse_with_the_real_cli() -> None:
             pytest.fail(f"{doc}: `firebet {cmd}` does not parse (exit {exc.code})")
         checked += 1
     assert checked > 0
+
+
+def test_doctor_finds_the_unit_s_sandbox_closes_the_floor_link() -> None:
+    """#33: doctor runs outside the sandbox, so it said ✓ while the service's link could
+    reach nothing; it now reads the unit's properties (as `systemctl show` gives them)."""
+    from controller.cli.doctor import sandbox_problem
+
+    unit = {  # the unit alone, as systemd shows it loaded
+        "LoadState": "loaded", "PrivateNetwork": "yes", "RestrictAddressFamilies": "AF_UNIX",
+        "IPAddressDeny": "0.0.0.0/0 ::/0", "IPAddressAllow": "",
+    }  # fmt: skip
+    problem = sandbox_problem(unit)
+    assert problem is not None and "PrivateNetwork=yes" in problem
+    assert "RestrictAddressFamilies=AF_UNIX" in problem and "IPAddressDeny" in problem
+    with_drop_in = unit | {
+        "PrivateNetwork": "no", "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6",
+        "IPAddressDeny": "",
+    }  # fmt: skip
+    assert sandbox_problem(with_drop_in) is None
+    narrowed = with_drop_in | {"IPAddressDeny": "0.0.0.0/0 ::/0", "IPAddressAllow": "10.0.0.5/32"}
+    assert sandbox_problem(narrowed) is None  # the broker alone: the probe says the rest
+    assert sandbox_problem({"RestrictAddressFamilies": "~AF_INET AF_INET6"}) is not None

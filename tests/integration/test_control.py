@@ -253,3 +253,23 @@ def test_client_reconnects_after_server_restart(sock_path: Path) -> None:
     with ControlServer(sock_path, Recorder(), DEALERS, TECHS):
         assert client.request("ping")["ok"] is True
     client.close()
+
+
+def test_a_hand_start_makes_the_socket_s_missing_folder(tmp_path: Path) -> None:
+    """#33: the installed service started by hand failed on a missing /run/firebet (only
+    the unit's RuntimeDirectory made it)."""
+    import stat
+
+    from controller.control import socketfile
+
+    path = tmp_path / "run" / "firebet" / "control.sock"
+    listener, _ = socketfile.bind(path)
+    try:
+        assert stat.S_ISSOCK(path.stat().st_mode)
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o750
+    finally:
+        listener.close()
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    with pytest.raises(FirebetError, match="cannot make the control socket's folder"):
+        socketfile.bind(blocked / "control.sock")

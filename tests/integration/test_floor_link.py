@@ -3,7 +3,9 @@ the confirm round trip, resend, and the ACL refusing a command from the wrong id
 
 from __future__ import annotations
 
+import itertools
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -470,3 +472,58 @@ def test_a_consumer_checks_every_message_s_seal_with_the_table_s_key_snapshots_i
             message += b"\nsnapshot " + bytes.fromhex(m["snapshot"])
         assert hmac.new(key, message, hashlib.sha256).digest() == bytes.fromhex(m["chain"]), m
         prev = bytes.fromhex(m["chain"])
+
+
+def test_a_link_that_stops_says_why_and_starts_again_with_back_off(
+    tmp_path: Path, mosquitto: Mosquitto, floor: Subscriber, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#33: in the installed unit's sandbox the link died on "Network is unreachable" and
+    never tried again. Now it says why in status, waits, and tries again, for ever."""
+    from controller.link import link as link_module
+
+    monkeypatch.setattr(link_module, "RETRY_FIRST_S", 0.2)
+    state = tmp_path / "state"
+    engine = Engine()
+    with Journal(state / "journal.db", durable=False) as journal:
+        replayed = recover(journal, engine.rules).replay
+        decide(journal, replayed, Roll(2, 2, seq=1))
+        head = journal.last_record
+    config = floor_config(tmp_path, mosquitto)
+    link = FloorLink(
+        config.floor, "CR-07", state / "journal.db", state,
+        status=lambda: schemas.idle_status("CR-07"), post=lambda command: None, program="test",
+        rules=engine.rules,
+    )  # fmt: skip
+    real = link._connect
+    tries: list[float] = []
+
+    def sandboxed() -> Any:  # what paho's loop_start raised with no network at all
+        tries.append(time.monotonic())
+        if len(tries) <= 3:
+            raise OSError(101, "Network is unreachable")
+        return real()
+
+    monkeypatch.setattr(link, "_connect", sandboxed)
+    link.start()
+    try:
+        seen: list[dict[str, Any]] = []
+
+        def waiting() -> bool:
+            seen.append(link.status())
+            return bool(seen[-1]["retry_at"]) and "unreachable" in str(seen[-1]["last_error"])
+
+        wait_for(waiting, what="status to say why the link waits")
+        last = seen[-1]
+        wait_for(lambda: link.cursor.record >= head, what="the link to publish after its retries")
+        wait_for(lambda: set(floor.records()) >= set(range(1, head + 1)), what="the records")
+        after = link.status()
+    finally:
+        link.stop()
+    assert len(tries) == 4
+    gaps = [b - a for a, b in itertools.pairwise(tries)]
+    assert gaps[0] >= 0.19 and gaps[1] >= 0.39 and gaps[2] >= 0.79  # twice as long each time
+    assert (
+        "Network is unreachable" in last["last_error"] and "trying again in" in last["last_error"]
+    )
+    assert last["retry_at"] is not None and last["connected"] is False
+    assert after["connected"] is True and after["retry_at"] is None

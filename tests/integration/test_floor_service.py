@@ -3,6 +3,7 @@ shaped as docs/floor.md says."""
 
 from __future__ import annotations
 
+import json
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
@@ -13,7 +14,15 @@ from controller.floor.passwords import hash_password, verify_password
 from controller.floor.settings import load_settings
 from controller.wire.messages import FloorRecord
 from tests.broker import Mosquitto
-from tests.floor_support import FloorProcess, Publisher, TableJournal, make_points, post_form
+from tests.floor_support import (
+    FloorProcess,
+    Publisher,
+    TableJournal,
+    fill_floor,
+    login,
+    make_points,
+    post_form,
+)
 from tests.support import run_firebet, wait_for
 
 pytestmark = pytest.mark.slow
@@ -108,6 +117,51 @@ def test_the_pit_reads_and_only_surveillance_confirms(
         assert (confirm["hand"], confirm["by"]) == (1, "alice") and confirm["id"]
         (sent,) = floor.get("/api/alerts")
         assert (sent["status"], sent["status_by"]) == ("sent", "alice")
+    finally:
+        table.close()
+        floor.stop()
+
+
+def test_1010_alerts_of_one_table_hide_no_other_table_s_alert_from_the_console(
+    tmp_path: Path, mosquitto: Mosquitto, records: list[FloorRecord]
+) -> None:
+    """Issue 32: 1,010 genuine 5-point alerts from CR-07 left CR-08's open alert out of
+    ``/api/alerts`` and ``/`` (the console listed the 1,000 newest), with no Confirm. Here
+    through the real ``firebet floor``'s HTTP: counted, paged, on CR-08's tile, confirmed."""
+    from controller.floor.store import SqliteStore
+    from controller.floor.vocabulary import AlertKind
+
+    other = TableJournal(tmp_path / "cr08.db", table="CR-08")
+    other.do("bet 1 5", *make_points(4, 5, 6, 8, 9))  # CR-08's own 5th point: hand 1
+    db = tmp_path / "floor" / "state" / "floor.db"
+    fill_floor(db, {"CR-08": other.records(), "CR-07": records[:14]})  # CR-07's alert too
+    store = SqliteStore(db)
+    with store.transaction():  # then 1,009 more from CR-07, as its own 5th points raise them
+        for hand in range(2, 1011):
+            store.raise_alert("CR-07", AlertKind.SURVEILLANCE, "2026-12-03T10:00:01+00:00",
+                              {"unique_points": 5}, hand=hand, record=14 * hand,
+                              key=f"hand {hand}")  # fmt: skip
+    store.close()
+    users = {"alice": hash_password("correct horse")}
+    floor = FloorProcess(tmp_path / "floor", mosquitto, users=users)
+    table = Publisher(mosquitto, "CR-08")
+    try:
+        with urllib.request.urlopen(floor.url + "/api/alerts", timeout=30) as reply:
+            first = json.loads(reply.read())
+            assert (reply.headers["X-Total-Items"], reply.headers["X-Pages"]) == ("1011", "2")
+        second = floor.get("/api/alerts?page=2")
+        listed = [(a["table"], a["hand"]) for a in first + second]
+        assert len(listed) == len(set(listed)) == 1011 and ("CR-08", 1) in listed
+        (mine,) = [a for a in first + second if a["table"] == "CR-08"]
+        page = urllib.request.urlopen(floor.url + "/", timeout=30).read().decode()
+        tile = page[page.index('data-table="CR-08"') :]
+        tile = tile[: tile.index("</article>")]
+        assert f'action="/alerts/{mine["id"]}/confirm"' in tile  # its Confirm, on its tile
+        session = login(floor.url, "alice", "correct horse")
+        assert post_form(floor.url, f"/alerts/{mine['id']}/confirm", {}, session)[0] == 303
+        wait_for(lambda: any(c.get("op") == "confirm" for c in table.commands))
+        confirm = next(c for c in table.commands if c.get("op") == "confirm")
+        assert (confirm["hand"], confirm["by"]) == (1, "alice")
     finally:
         table.close()
         floor.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -44,9 +45,16 @@ def test_a_record_is_kept_once_and_a_repeat_is_not_stored_again(
     with store.transaction():
         assert store.add_record(five[0], "2026-01-01T00:00:00.000+00:00")
         assert not store.add_record(five[0], "2026-01-01T00:00:01.000+00:00")
-    assert stored(store, "CR-07") == [1]
+        # a batch in one statement: the held one is not stored again, the others are
+        recs = [*five[:-1], replace(five[-1], snapshot="ab" * 32)]  # one with a snapshot
+        assert store.add_records(recs, "2026-01-01T00:00:02.000+00:00") == {
+            ("CR-07", r.record) for r in five[1:]}  # fmt: skip
+    assert stored(store, "CR-07") == [r.record for r in five]
     assert store.chain("CR-07", 1) == five[0].chain
-    assert store.counts() == {"records": 1, "distinct": 1, "tables": 1}
+    # packed small on disk (#34), given back exactly: payload, events, chain and snapshot
+    assert store.records("CR-07", 1, len(five)) == recs
+    assert any(r.events for r in five)
+    assert store.counts() == {"records": len(five), "distinct": len(five), "tables": 1}
 
 
 def test_an_alert_with_a_key_is_raised_once_and_an_open_key_frees_when_resolved(
@@ -199,6 +207,7 @@ def test_what_is_past_keep_days_is_archived_then_deleted_and_open_alerts_stay(
     import gzip
 
     from controller.clock import now_ms
+    from controller.core.times import to_ms
 
     store = store_engine()
     ingest = Ingest(store, "firebet", lambda t, p: None)
@@ -223,6 +232,10 @@ def test_what_is_past_keep_days_is_archived_then_deleted_and_open_alerts_stay(
     assert archived == [(r.table, r.record, r.chain) for r in [*five, *lost.records()]]
     assert [(r["kind"], r["id"]) for r in kept if r["part"] == "alerts"] == [("audit", closed)]
     assert [(r["table"], r["hand"]) for r in kept if r["part"] == "hands"] == [("CR-08", 1)]
+    first = next(r for r in kept if r["part"] == "records")  # the archive is text, not packed
+    assert (json.loads(first["payload"]), first["snapshot"]) == (five[0].payload, five[0].snapshot)
+    assert to_ms(first["received"]) is not None
+    assert json.loads(next(r for r in kept if r["part"] == "hands")["log"])["hand"] == 1
     assert stored(store, "CR-07") == [] == stored(store, "CR-08")
     assert [h["hand"] for h in store.recent_hands("CR-08", 5)] == [2]  # not settled: kept
     assert list(store.settled_between(0, now_ms() + 1)) == []

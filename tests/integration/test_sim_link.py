@@ -260,3 +260,98 @@ def test_a_link_that_leads_to_another_programs_terminal_is_refused(
     finally:
         os.close(other_master)
         os.close(other_slave)
+
+
+def test_run_serial_never_reopens_a_terminal_number_another_program_took(
+    tmp_path: Path,
+) -> None:
+    """`firebet run --serial <symlink>` to a pseudo-terminal (a bridge's, `socat
+    pty,link=...`): the bridge dies without removing its link, another program gets the
+    number; the driver's own guard (not the sim device's opener) refuses that terminal,
+    and opens the terminal a link made anew leads to."""
+    from drivers.serial_reader import SerialDiceReader
+
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    old = os.ttyname(slave)
+    link = tmp_path / "reader.tty"
+    link.symlink_to(old)
+    posted: list[Any] = []
+    reader = SerialDiceReader(str(link), heartbeat_timeout_s=60, backoff_max_s=0.2, protocol=2)
+    reader.start(posted.append)
+    intruder: Intruder | None = None
+    fds = [master, slave]
+    try:
+        wait_for(lambda: reader.status().connected, what="the driver to open the link")
+        assert reader.terminal is not None
+        for fd in fds:  # the bridge dies: its terminal's number is free, the link stays
+            os.close(fd)
+        fds = []
+        wait_for(lambda: not reader.status().connected, what="the driver to see it go")
+        intruder = Intruder(old, tmp_path)
+        if not intruder.holds():
+            pytest.skip("another program on this machine took the freed number first")
+        wait_for(  # (the old driver opened it and read its frames)
+            lambda: (
+                "another pseudo-terminal" in (reader.status().reason or "")
+                or reader.status().connected
+            ),
+            timeout=PROCESS_DEADLINE_S,
+            what="the driver to refuse the other program's terminal",
+        )
+        assert not reader.status().connected, "the driver opened the other program's terminal"
+        assert reader.status().counters.get("ok", 0) == 0  # not one of its frames read
+        said = intruder.stop()
+        intruder = None
+        assert "ANSWERED" not in said
+        # the bridge back, its link made anew (to whatever number it got): opened
+        master, slave = os.openpty()
+        tty.setraw(slave)
+        fds = [master, slave]
+        fresh = tmp_path / "reader.tty.new"
+        fresh.symlink_to(os.ttyname(slave))
+        fresh.replace(link)
+        wait_for(lambda: reader.status().connected, what="the driver to open the new link")
+    finally:
+        reader.stop()
+        if intruder is not None:
+            intruder.stop()
+        for fd in fds:
+            os.close(fd)
+
+
+def test_a_tcp_reader_keeps_its_port_across_an_unplug() -> None:
+    """The TCP bench device (`socket://`) unplugged: its port stays bound, so no other
+    program can take it before the replug, and the driver connects to the device again."""
+    import socket
+
+    from drivers.serial_reader import SerialDiceReader
+    from drivers.sim_reader import SimulatedReader
+
+    device = SimulatedReader(transport="tcp", protocol=2, heartbeat_s=0.2)
+    with device:
+        url = device.port
+        tcp_port = int(url.rsplit(":", 1)[1])
+        reader = SerialDiceReader(url, heartbeat_timeout_s=60, backoff_max_s=0.2, protocol=2)
+        reader.start(lambda _: None)
+        try:
+            wait_for(lambda: reader.status().connected, what="the driver to connect")
+            device.unplug()
+            wait_for(lambda: reader.status().fault == "PORT_LOST", what="PORT_LOST")
+            other = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                with pytest.raises(OSError) as taken:
+                    other.bind(("127.0.0.1", tcp_port))  # another program wants the port
+                assert taken.value.errno == errno.EADDRINUSE
+            finally:
+                other.close()
+            ok = reader.status().counters.get("ok", 0)
+            device.replug()
+            assert device.port == url
+            wait_for(
+                lambda: reader.status().counters.get("ok", 0) > ok + 2,
+                timeout=PROCESS_DEADLINE_S,
+                what="the device's heartbeats read again",
+            )
+        finally:
+            reader.stop()

@@ -117,13 +117,16 @@ def test_every_open_alert_of_a_table_can_be_confirmed_in_any_order(
         floor.ingest.clear(first.alert.id, "alice", "no")
     floor.events(journal.do("bet 1 5", *make_points(4, 5, 6, 8, 9)))  # hand 2's alert
     summary = floor.ingest.summaries["CR-07"]
-    assert summary["table_alerts"] == [[1, None], [2, None]]
+    assert summary["table_alerts"] == [[1, None, None], [2, None, None]]
     assert confirm_problem(first.alert, summary) is None  # hand 1's stays confirmable (#32)
     sent = floor.ingest.confirm(first.alert.id, "alice", "id-1")
     assert sent.status is AlertStatus.SENT
-    floor.events(journal.apply(Confirm(1, "alice", "id-1", actor="floor:alice")))
+    (confirmed,) = journal.apply(Confirm(1, "alice", "id-1", actor="floor:alice"))
+    floor.events([confirmed])
     assert floor.store.alert(first.alert.id).status is AlertStatus.CONFIRMED  # type: ignore[union-attr]
-    assert floor.ingest.summaries["CR-07"]["table_alerts"] == [[1, "alice"], [2, None]]
+    # who confirmed, and when: the time the table journaled it (#32)
+    assert floor.ingest.summaries["CR-07"]["table_alerts"] == [
+        [1, "alice", confirmed.at], [2, None, None]]  # fmt: skip
     assert [i.alert.hand for i in queue(floor.store)] == [2]
     (second,) = queue(floor.store)
     assert confirm_problem(second.alert, floor.ingest.summaries["CR-07"]) is None

@@ -8,6 +8,8 @@ import csv
 import io
 import re
 from datetime import UTC, date, datetime
+from fractions import Fraction
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -16,6 +18,7 @@ from hypothesis import strategies as st
 
 from controller.core.config import FireBetRules
 from controller.core.odds import house_edge
+from controller.core.times import to_ms
 from controller.floor.figures import DEFAULT_SHIFTS, SettledHand, figures
 from controller.floor.shiftpage import (
     CSV_HEADER,
@@ -25,10 +28,14 @@ from controller.floor.shiftpage import (
     charts,
     csv_name,
     csv_text,
+    load,
     parse_query,
+    trend_charts,
     when,
 )
+from controller.floor.store import SqliteStore
 from controller.floor.svg import Series, bar_chart, nice_ticks, outliers
+from controller.floor.vocabulary import AlertKind
 
 NY = ZoneInfo("America/New_York")
 NOW = datetime(2026, 12, 2, 17, 0, tzinfo=UTC)  # noon in New York
@@ -168,7 +175,7 @@ def test_a_formula_character_is_neutralised_wherever_it_starts_a_part(text: str,
 
 
 def test_the_charts_carry_every_number() -> None:
-    (caption, hold), (_, money), (_, points) = charts(shown())
+    (caption, hold), (_, money), (_, points), *_ = charts(shown())
     assert caption.startswith("Hold % by table against the pay table's theoretical hold, day")
     assert when(shown()) == "day shift, Wed 2 Dec 2026, 08:00-16:00"
     bars = dict(re.findall(r'data-category="([^"]+)" data-value="([^"]+)"', str(hold)))
@@ -179,6 +186,39 @@ def test_the_charts_carry_every_number() -> None:
     texts = re.findall(r"<title>([^<]+)</title>", str(points))
     assert "4, hands: 1" in texts and "0, expected (exact odds): 1.78" in texts
     assert 'role="img"' in str(points) and 'aria-labelledby="chart-points-title' in str(points)
+
+
+def test_the_trend_draws_each_hour_s_hold_and_alerts_from_the_store(tmp_path: Path) -> None:
+    """The console had no trend over the shift (#32): the figures page draws the hold of
+    each hour's settled hands and the 5th-point alerts raised each hour, from the store."""
+    store = SqliteStore(tmp_path / "floor.db")
+    day = ask("date=2026-12-02&shift=day")  # 08:00-16:00 in New York: 13:00-21:00 UTC
+    with store.transaction():
+        for table, hand, at, wagered, paid in (
+            ("CR-07", 1, "2026-12-02T13:30:00+00:00", 7, 175),  # 08:00: -2,400%
+            ("CR-08", 1, "2026-12-02T15:10:00+00:00", 8, 0),  # 10:00: 100%
+            ("CR-08", 2, "2026-12-02T22:10:00+00:00", 5, 0),  # after the shift
+        ):
+            won = paid - wagered if paid else 0
+            row = (table, hand, to_ms(at), wagered, won, paid)
+            store._w("INSERT INTO settled VALUES (?, ?, 1, ?, 4, ?, ?, ?)", row)
+        for table, at in (
+            ("CR-07", "2026-12-02T13:45:00+00:00"),
+            ("CR-08", "2026-12-02T10:50:00-05:00"),  # a table writing its own zone: 10:00
+            ("CR-08", "2026-12-02T21:00:00+00:00"),  # the shift's end: not in it
+        ):
+            store.raise_alert(table, AlertKind.SURVEILLANCE, at, {}, hand=1, key=at)
+    shown_day = load(store, day)
+    assert [h.clock for h in shown_day.trend] == [f"{h:02d}:00" for h in range(8, 16)]
+    assert [h.hold_pct for h in shown_day.trend[:3]] == [Fraction(-24), None, Fraction(1)]
+    assert [h.alerts for h in shown_day.trend] == [1, 0, 1, 0, 0, 0, 0, 0]
+    hold, alerts = trend_charts(shown_day)
+    bars = dict(re.findall(r'data-category="([^"]+)" data-value="([^"]+)"', str(alerts)))
+    assert bars["08:00"] == "1.0" and bars["10:00"] == "1.0" and bars["09:00"] == "0.0"
+    assert "08:00, hold %: -2,400.00%" in re.findall(r"<title>([^<]+)</title>", str(hold))
+    one = load(store, ask("date=2026-12-02&shift=day&table=CR-08"))
+    assert [h.alerts for h in one.trend][:3] == [0, 0, 1]
+    store.close()
 
 
 def test_a_chart_escapes_its_words_and_draws_negative_bars_below_zero() -> None:
@@ -217,7 +257,7 @@ def test_a_floor_of_many_tables_gets_wide_charts_with_every_bar() -> None:
     names = [f"T{i:03d}" for i in range(250)]
     hands = [SettledHand(t, 1, 10, 0, 0, 5, 0, 0) for t in names]
     tables, floor = figures(hands, {}, names)
-    (_, hold), (_, money), _ = charts(Shown(ask(""), tables, floor))
+    (_, hold), (_, money), *_ = charts(Shown(ask(""), tables, floor))
     assert str(hold).count('data-series="hold %"') == 251  # and the floor's
     assert 'style="min-width: 9136px"' in str(money)
 

@@ -54,7 +54,7 @@ def setup_host(bin_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-ALL = ("mosquitto", "chromium", "chromedriver", "tmux", "pg_ctlcluster")
+ALL = ("mosquitto", "chromium", "chromedriver", "tmux", "pg_ctlcluster", "promtool")
 
 
 def test_nothing_missing_installs_nothing(tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_nothing_missing_installs_nothing(tmp_path: Path) -> None:
 
 
 def test_root_installs_what_is_missing_and_says_so(tmp_path: Path) -> None:
-    bin_dir = fresh_machine(tmp_path, ("tmux", "pg_ctlcluster"), uid=0)
+    bin_dir = fresh_machine(tmp_path, ("tmux", "pg_ctlcluster", "promtool"), uid=0)
     done = setup_host(bin_dir, "python", "test")
     assert done.returncode == 0, done.stderr
     assert "installing mosquitto chromium chromium-driver (apt-get, as root)" in done.stdout
@@ -77,7 +77,7 @@ def test_root_installs_what_is_missing_and_says_so(tmp_path: Path) -> None:
 
 
 def test_a_user_with_sudo_installs_through_it(tmp_path: Path) -> None:
-    have = ("sudo", "mosquitto", "chromium", "chromedriver", "pg_ctlcluster")
+    have = ("sudo", "mosquitto", "chromium", "chromedriver", "pg_ctlcluster", "promtool")
     bin_dir = fresh_machine(tmp_path, have, uid=1000)
     done = setup_host(bin_dir, "test")
     assert done.returncode == 0, done.stderr
@@ -91,7 +91,7 @@ def test_without_root_or_sudo_it_stops_at_once_with_the_command_to_run(tmp_path:
     done = setup_host(bin_dir, "test")
     assert done.returncode == 1
     assert "sudo apt-get update && sudo apt-get install -y --no-install-recommends mosquitto " \
-        "chromium chromium-driver tmux postgresql" in done.stderr  # fmt: skip
+        "chromium chromium-driver tmux postgresql prometheus" in done.stderr  # fmt: skip
     assert not (tmp_path / "calls.log").exists()
 
 
@@ -116,3 +116,16 @@ def test_make_test_and_ci_call_this_same_step() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "make test\n" in ci and "apt-get" not in ci  # no set-up of its own to drift
     assert os.access(SCRIPT, os.X_OK)
+
+
+def test_make_deb_needs_no_debootstrap_only_the_package_test_does(tmp_path: Path) -> None:
+    """#33: `make deb` installed debootstrap, which only `make test-deb` uses."""
+    bin_dir = fresh_machine(tmp_path, (), uid=0)
+    deb = setup_host(bin_dir, "--check", "deb")
+    assert deb.returncode == 1 and "missing: dpkg " in deb.stdout + " "
+    assert "debootstrap" not in deb.stdout
+    test_deb = setup_host(bin_dir, "--check", "deb-test")
+    assert "missing: dpkg debootstrap" in test_deb.stdout
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "deb: $(STAMP)\n\t@$(SETUP) deb\n" in makefile
+    assert "test-deb: $(STAMP)\n\t@$(SETUP) deb-test\n" in makefile
