@@ -40,16 +40,19 @@ screenshots: $(STAMP)
 
 # first the packages the suite needs (mosquitto, chromium, tmux): on a fresh box this installs
 # them (as root or through sudo) or stops at once with the command to run
+# in parallel workers (pytest-xdist; TEST_WORKERS=1 for one process), the slow tests first
+TEST_WORKERS ?= auto
 test: setup-test $(STAMP) lint typecheck
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 setup-test:
 	@PYTHON=$(PYTHON) $(SETUP) python test
 
-# the suite RUNS times while two busy loops keep both cores busy: no test may need luck
+# the suite RUNS times while BUSY (4) busy loops keep every core busy: no test may need luck
 RUNS ?= 10
+BUSY ?= 4
 test-stress: $(STAMP)
-	PYTHON=$(BIN)/python tests/stress.sh $(RUNS) $(PYTEST_ARGS)
+	PYTHON=$(BIN)/python BUSY=$(BUSY) TEST_WORKERS=$(TEST_WORKERS) tests/stress.sh $(RUNS) $(PYTEST_ARGS)
 
 # the JSON Schemas of the floor messages and the CLI's JSON, and the console's OpenAPI
 # document, made from the code (issue 33)

@@ -142,7 +142,7 @@ def firebet() -> Callable[..., subprocess.CompletedProcess[str]]:
 
 @pytest.fixture
 def wait_for() -> Callable[..., None]:
-    """Poll a condition until it holds (30 s deadline by default)."""
+    """Poll a condition until it holds (support.WAIT_DEADLINE_S by default)."""
     return support.wait_for
 
 

@@ -28,6 +28,11 @@ CLI_OUTPUTS: dict[tuple[str, ...], str] = {
     ("journal", "migrate"): "cli-journal-migrate",
     ("clear-halt",): "cli-clear-halt",
     ("sim-reader",): "cli-sim-reader",
+    # a dealer action done (held with no action lists the held rolls: not this shape)
+    **{(op,): "cli-action" for op in ("roll", "void", "correct", "surrender", "bet", "cancel")},
+    **{(op,): "cli-action" for op in ("ack", "diagnostics")},
+    ("held", "apply"): "cli-action",
+    ("held", "discard"): "cli-action",
 }
 
 failures: list[str] = []  # what the message makers' wrappers found (read per test)

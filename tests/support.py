@@ -47,15 +47,27 @@ FENCE_DIR = ROOT / "tests" / "isolation"  # its sitecustomize fences off the hos
 PROCESS_DEADLINE_S = 120.0
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 30.0, what: str = "") -> None:
-    """Poll ``predicate`` until it is true; fail after ``timeout`` seconds (a hang, not luck)."""
+# a condition in this process or one beside it: generous too, since the suite runs its tests
+# in parallel workers on a machine that may have busy loops beside it
+WAIT_DEADLINE_S = 60.0
+
+
+def wait_for(
+    predicate: Callable[[], object], timeout: float = WAIT_DEADLINE_S, what: str = ""
+) -> None:
+    """Poll ``predicate`` until it is true; fail after ``timeout`` seconds (a hang, not luck).
+
+    The first polls come every 10 ms, then further apart (up to 0.1 s): a condition that
+    holds at once costs nothing, and a long wait does not spend a core asking."""
     deadline = time.monotonic() + timeout
+    pause = 0.01
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(
                 f"timed out after {timeout:g} s waiting{' for ' + what if what else ''}"
             )
-        time.sleep(0.01)
+        time.sleep(pause)
+        pause = min(pause * 1.5, 0.1)
 
 
 def run_firebet(

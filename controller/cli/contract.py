@@ -328,6 +328,22 @@ def _clear_halt() -> dict[str, Any]:
     )
 
 
+def _action() -> dict[str, Any]:
+    """A dealer action done under ``--json`` (:func:`controller.cli.dealer._finish`): the
+    words, the request's id, whether it was decided before, the events as the floor gets
+    them (``$defs``, as in floor-event) and the status after it."""
+    return _object(
+        {
+            "ok": {"const": True},
+            "said": _TEXT,
+            "request_id": {"type": ["string", "null"]},
+            "repeated": {"type": ["string", "null"]},  # decided at record N ...; not done again
+            "events": _events_list(),
+            "status": {"anyOf": [_status(), {"type": "null"}]},
+        }
+    )
+
+
 def _sim_reader() -> dict[str, Any]:
     """``sim-reader ACTION --json`` when done (:func:`controller.cli.sim_device.act`'s reply):
     ``said`` always; a throw adds its dice, seq and whether it was ACKed, held or kept."""
@@ -435,8 +451,10 @@ def schemas() -> dict[str, dict[str, Any]]:
         "cli-sim-reader": _doc(
             "cli-sim-reader", "firebet sim-reader ACTION --json (done)", _sim_reader()
         ),
+        "cli-action": _doc("cli-action", "a dealer action's --json when done", _action()),
     }
     made["floor-event"]["$defs"] = event_defs()
+    made["cli-action"]["$defs"] = event_defs()  # the same events, made by the same code
     return made
 
 

@@ -50,16 +50,18 @@ def sweep_seconds(records: int, per_thousand: float = WATCH_SWEEP_S) -> float:
 
 
 def check_whole_journal(
-    journal: Journal, rules: FireBetRules, post: Callable[[Checked], None]
+    journal: Journal, rules: FireBetRules, post: Callable[[Checked], None], clears: int = 0
 ) -> None:
-    """After ready (on a thread of its own): verify every record from genesis.
+    """After ready, and again after each clear-halt (on a thread of its own): verify every
+    record from genesis.
 
     Runs in a process of its own (:func:`controller.service.recall.verify_apart`), on its
     own read-only connection, so the table plays on meanwhile and its engine thread never
-    waits for the walk; what it found goes to the engine thread (``post``).
+    waits for the walk; what it found goes to the engine thread (``post``), with
+    ``clears``, the table's count of clear-halts when it began.
     """
     outcome, record, reason = verify_apart(journal, rules)
-    post(Checked(outcome, record, reason))
+    post(Checked(outcome, record, reason, clears))
 
 
 def self_check(table: Table, state_dir: Path) -> None:

@@ -52,11 +52,14 @@ class Halt:
 @dataclass(frozen=True)
 class Checked:
     """Queue item: what the full journal check after ready found (``ok``, ``error``,
-    ``damage`` at ``record`` for ``reason``)."""
+    ``damage`` at ``record`` for ``reason``); ``clears``: how many clear-halts the table
+    had made when the check began (a check older than the newest clear-halt speaks of a
+    journal that is no longer the table's, and is not acted on)."""
 
     outcome: str
     record: int | None
     reason: str
+    clears: int = 0
 
 
 @dataclass

@@ -99,6 +99,7 @@ class Service:
         self.record_watch: health.RecordWatch | None = None  # screens the records (after ready)
         self.first_record = 0  # the newest record when this start recovered the journal
         self._requests: RequestIndex | None = None  # the socket's thread reads it
+        self._checked_clears = 0  # the table's clear-halts when the newest full check began
 
     def attach(self, parts: Parts) -> None:
         """The parts the composition root made (before :meth:`start`)."""
@@ -190,13 +191,7 @@ class Service:
         table.announce()
         if parts.link is not None:  # after ready: the floor never delays the table
             parts.link.start()
-        table.full_check = "running"
-        threading.Thread(
-            target=health.check_whole_journal,
-            args=(self.journal, self.config.firebet, self.queue.put),
-            name="journal check",
-            daemon=True,
-        ).start()
+        self._check_whole_journal(table)
         self.record_watch = health.RecordWatch(
             self.journal,
             self.config.firebet,
@@ -210,6 +205,18 @@ class Service:
 
             writer = TextfileWriter(self.config.metrics.textfile_dir, self.status, self.stopping)
             threading.Thread(target=writer.run, name="metrics file", daemon=True).start()
+
+    def _check_whole_journal(self, table: Table) -> None:
+        """The full check from genesis, on a thread of its own (after ready, and again
+        after each clear-halt: what the check before it found was set aside)."""
+        table.full_check = "running"
+        self._checked_clears = table.clears
+        threading.Thread(
+            target=health.check_whole_journal,
+            args=(self.journal, self.config.firebet, self.queue.put, table.clears),
+            name="journal check",
+            daemon=True,
+        ).start()
 
     def journaled(self, uid: int, rid: str | int) -> tuple[str, int] | None:
         """On the socket's thread: ``(digest, record)`` of the request ``rid`` of ``uid``
@@ -267,9 +274,11 @@ class Service:
                 if isinstance(item, Halt):
                     table.halt(item.record, item.reason)
                 elif isinstance(item, Checked):
-                    table.journal_checked(item.outcome, item.record, item.reason)
+                    table.journal_checked(item.outcome, item.record, item.reason, item.clears)
                 elif isinstance(item, Job):
                     answers.run_job(self, item)
+                    if table.clears != self._checked_clears:  # a clear-halt: check anew
+                        self._check_whole_journal(table)
                 else:
                     table.handle(item)
             except Exception:  # one bad command must not stop the table

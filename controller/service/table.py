@@ -129,6 +129,7 @@ class Table:
         self.diagnostics = False
         self.storage_fault: str | None = None
         self.full_check: str | None = None  # "running", "ok" or what it found
+        self.clears = 0  # clear-halts made since start (a full check runs again after each)
         self.rules_pending = False  # this start's rules are not journaled yet
         self.rules_shown: dict[str, Any] | None = None  # the rules in force, for status
         self._pending_seen: int | None = None  # a rules record waiting, as last published
@@ -405,6 +406,8 @@ class Table:
             return {"ok": True}
         done = clear_halt(self.journal, self.config.firebet, actor, note=note)
         self.last_roll_record = None  # the game resumes on a state the chain proves
+        self.clears += 1  # a check begun before this speaks of the journal before it
+        self.full_check = None  # until the service's new check begins
         if done is not None:
             self.replay = done[0]
             self.rules_pending = True
@@ -454,8 +457,22 @@ class Table:
             log.error("journal halted: %s", halted.describe())
         self.refresh()
 
-    def journal_checked(self, outcome: str, record: int | None, reason: str) -> None:
-        """What the full check after ready found (``ok``, ``error`` or ``damage``)."""
+    def journal_checked(
+        self, outcome: str, record: int | None, reason: str, clears: int | None = None
+    ) -> None:
+        """What the full check after ready found (``ok``, ``error`` or ``damage``).
+
+        ``clears``: the count of clear-halts when that check began. A check begun before
+        the newest clear-halt found what the technician has since set aside: it neither
+        halts the table again nor stands as the table's check (the check that began with
+        the clear-halt answers instead)."""
+        if clears is not None and clears != self.clears:
+            log.info(
+                "a journal check begun before the clear-halt ended (%s); the one begun "
+                "after it answers for the journal",
+                outcome if record is None else f"record {record}: {reason}",
+            )
+            return
         if outcome == "ok":
             self.full_check = "ok"
         elif outcome == "error":

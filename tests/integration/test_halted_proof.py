@@ -17,7 +17,8 @@ from controller.core.commands import Bet, Roll
 from controller.core.engine import Engine
 from controller.journal import Journal, recover
 from controller.journal.play import decide
-from tests.support import recall_firebet, table_running
+from controller.service.jobs import Checked
+from tests.support import recall_firebet, table_running, wait_for
 from tests.support import run_firebet as firebet
 
 ENGINE = Engine()
@@ -141,3 +142,28 @@ def test_through_the_service_after_a_restart_the_same_marks(tmp_path: Path) -> N
         assert after.returncode == 0, after.stderr
         assert all("verified" not in json.loads(x) for x in after.stdout.splitlines())
         assert t.status()["verified"] is True and t.status()["break"] is None
+
+
+def test_a_check_begun_before_the_clear_halt_does_not_halt_the_table_again(
+    tmp_path: Path,
+) -> None:
+    """The full check after ready runs apart and may end after the technician cleared the
+    halt. What it found (the edited record, now set aside) must not halt the cleared table
+    again, nor stand as the table's check: the check begun with the clear-halt answers.
+    Before, a late answer halted the table a second time on the very break it had cleared
+    (seen under load: ``history`` right after ``clear-halt`` exited 4)."""
+    state = tmp_path / "state"
+    state.mkdir()
+    edited = build(state)
+    with table_running(state, tmp_path / "c.sock") as t:
+        assert t.status()["mode"] == "halted"
+        done = t.ask("clear-halt", note="edited bet")
+        assert done["ok"] is True, done
+        wait_for(lambda: t.status()["journal_check"] == "ok", what="the check after the clear")
+        # the answer of the check begun before the clear arrives late: the edited record
+        t.controller.queue.put(Checked("damage", edited, "does not match its seal", clears=0))
+        # a bet goes through the same queue after it: by its reply the late answer was read
+        assert t.controller.submit(Bet(5, 1, actor="alice"))["ok"] is True
+        status = t.status()
+        assert status["mode"] != "halted" and status["journal_check"] == "ok", status
+        assert status["bets"].get("5") == 1

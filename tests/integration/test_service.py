@@ -27,6 +27,28 @@ def test_rolls_are_acked_and_markers_lit_on_the_pins(running_table: RunningTable
     assert table.pin(20).state == 1  # status lamp steady: reader fine
 
 
+def test_a_dealer_action_s_json_is_valid_by_its_shipped_schema(
+    running_table: RunningTable,
+) -> None:
+    """#33: the done object of a dealer action had no schema (run_firebet checks each
+    line against cli-action.schema.json: the events and the status after it)."""
+    import json
+
+    from tests import schemas
+
+    where = ("--json", "--socket", str(running_table.socket))
+    bet = run_firebet("bet", "2", "5", *where)
+    assert bet.returncode == 0, bet.stderr
+    placed = json.loads(bet.stdout)
+    assert [e["event"] for e in placed["events"]] == ["bet"] and placed["status"]["bets"]
+    running_table.throw(2, 2)
+    void = run_firebet("void", *where)
+    assert void.returncode == 0, void.stderr
+    assert [e["event"] for e in json.loads(void.stdout)["events"]] == ["void"]
+    assert schemas.cli_schema(("void", "--json")) == "cli-action"
+    assert schemas.problem("cli-action", {**placed, "events": [{"event": "bet"}]}) is not None
+
+
 def test_status_carries_the_time_it_was_read(running_table: RunningTable) -> None:
     """#33: a status kept by a script said nothing of when it was true."""
     from datetime import UTC, datetime
