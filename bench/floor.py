@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import math
 import os
 import random
+import resource
 import shutil
 import signal
 import sqlite3
@@ -45,36 +48,35 @@ from controller.core.commands import Bet, Command, Roll  # noqa: E402
 from controller.core.config import FloorConfig  # noqa: E402
 from controller.core.engine import Engine  # noqa: E402
 from controller.journal import Journal, recover  # noqa: E402
+from controller.link.fold import LinkFold  # noqa: E402
 from controller.link.link import FloorLink  # noqa: E402
+from controller.wire.messages import (  # noqa: E402
+    event_message,
+    online_message,
+    parse_command,
+    state_message,
+    topics,
+)
+from controller.wire.mqtt import connect, make_client, no_delay  # noqa: E402
 
 # mosquitto without persistence: a restart loses what it held (the hard case)
+BURST_S = 0.005  # recorded: the publisher sleeps only when this far ahead of its schedule
 BROKER_SETTINGS = "persistence false\nmax_inflight_messages 1000\nmax_queued_messages 0\n"
 
 
-class Table:
-    """One simulated table: a journal, the rules engine and a floor link."""
+class Dealer:
+    """One simulated table's dealer: a journal and the rules engine, fed bets and rolls."""
 
-    def __init__(self, name: str, folder: Path, broker: str, rng: random.Random) -> None:
-        self.name = name
+    def __init__(self, folder: Path, rng: random.Random) -> None:
         folder.mkdir(parents=True)
         self.engine = Engine()
         self.journal = Journal(folder / "journal.db", durable=False)
         self.replay = recover(self.journal, self.engine.rules).replay
         self.rng = rng
-        self.committed: dict[int, float] = {}
         self.lock = threading.Lock()
-        self.link = FloorLink(
-            FloorConfig(broker=broker),
-            name,
-            self.journal.path,
-            folder,
-            status=self.status,
-            post=self.apply,  # a confirm from the floor, as the service would take it
-            program="bench",
-            rules=self.engine.rules,
-        )
 
     def status(self) -> dict[str, Any]:
+        """The table's status as its ``state`` message carries it."""
         s = self.replay.state
         return {"mode": "running", "hand": s.hand, "point": s.point, "points": list(s.points)}
 
@@ -92,11 +94,38 @@ class Table:
         return isinstance(command, Roll)
 
     def apply(self, command: Command) -> None:
+        """Journal one command."""
+        with self.lock:
+            self._journal(command)
+
+    def _journal(self, command: Command) -> None:
+        outcome = self.engine.apply(self.replay.state, command)
+        self.journal.append(command, outcome.state)
+        self.replay.resume(outcome.state)
+
+
+class Table(Dealer):
+    """One simulated table: a dealer and a floor link."""
+
+    def __init__(self, name: str, folder: Path, broker: str, rng: random.Random) -> None:
+        super().__init__(folder, rng)
+        self.name = name
+        self.committed: dict[int, float] = {}
+        self.link = FloorLink(
+            FloorConfig(broker=broker),
+            name,
+            self.journal.path,
+            folder,
+            status=self.status,
+            post=self.apply,  # a confirm from the floor, as the service would take it
+            program="bench",
+            rules=self.engine.rules,
+        )
+
+    def apply(self, command: Command) -> None:
         """Journal one command (from the writer, or the floor's confirm) and wake the link."""
         with self.lock:
-            outcome = self.engine.apply(self.replay.state, command)
-            self.journal.append(command, outcome.state)
-            self.replay.resume(outcome.state)
+            self._journal(command)
             self.committed[self.journal.last_record] = time.time()
         self.link.wake()
         self.link.state_changed()
@@ -231,47 +260,150 @@ def worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--tables", type=int, default=200)
-    ap.add_argument("--per-process", type=int, default=50, help="tables per worker process")
-    ap.add_argument("--realistic-s", type=float, default=20.0)
-    ap.add_argument("--flood-s", type=float, default=20.0)
-    ap.add_argument("--pace", type=float, default=10.0, help="seconds between a table's commands")
-    ap.add_argument("--no-restart", action="store_true", help="do not restart the broker")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    for hidden in ("--names", "--broker", "--work", "--out"):
-        ap.add_argument(hidden, help=argparse.SUPPRESS)
-    ap.add_argument("--start", type=float, help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.worker:
-        return worker(args)
+# --- the recorded publisher: the tables' messages made first, then only published ---------
 
-    work = Path(tempfile.mkdtemp(prefix="floor-bench-"))
-    broker = Broker(work, BROKER_SETTINGS)
-    broker.start()
-    url_broker = broker.url
-    (work / "floor.toml").write_text(
-        f'[floor]\nbroker = "{url_broker}"\nclient_id = "floor-bench"\n'
-        "gap_grace_s = 1.0\nresend_every_s = 5.0\n"
+Recording = dict[str, list[tuple[int, str, str]]]  # table -> (record, event, state after it)
+
+
+def record_tables(names: list[str], records: int, folder: Path, seed: int) -> Recording:
+    """Each table's first ``records`` records as its floor link publishes them: a real
+    journal played by a :class:`Dealer`, read back in order, each record's ``event``
+    message with the events the link's fold derives (``event_message``), and the
+    ``state`` message of the table after it (``state_message``)."""
+    out: Recording = {}
+    logging.getLogger("firebet.journal").setLevel(logging.ERROR)  # "a new table", N times
+    for i, name in enumerate(names):
+        dealer = Dealer(folder / name, random.Random(seed + i))
+        states: dict[int, str] = {}
+        for _ in range(records):
+            dealer.play()
+            states[dealer.journal.last_record] = state_message(dealer.status())
+        reader = Journal(dealer.journal.path, read_only=True)
+        try:
+            reader.attach()
+            fold = LinkFold(dealer.engine.rules)
+            messages: list[tuple[int, str, str]] = []
+            while batch := reader.batch(messages[-1][0] if messages else 0, 1000):
+                for rec in batch:
+                    event = event_message(name, rec, fold.events(reader, rec))
+                    messages.append((rec.record, event, states.get(rec.record, "")))
+        finally:
+            reader.close()
+            dealer.journal.close()
+        out[name] = messages
+    return out
+
+
+def cpu_s(pid: int) -> float:
+    """The CPU seconds (user + system) a running process has used (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def publisher(args: argparse.Namespace) -> int:
+    """Publish a recording (``--publish``) on one MQTT connection: every table's ``online``
+    and first ``state`` at once, then from ``--start`` the records round the tables at
+    ``--rate`` records a second (each with its table's ``state`` after it, as the link sends
+    it), noting when each went out; the report, then connected until SIGTERM."""
+    recording: Recording = {
+        name: [(int(r), e, st) for r, e, st in messages]
+        for name, messages in json.loads(Path(args.publish).read_text()).items()
+    }
+    login = FloorConfig(broker=args.broker)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    resends: list[str] = []
+    client = make_client(login, "bench-publisher")
+    client.on_socket_open = no_delay
+    client.max_inflight_messages_set(1000)
+
+    def heard(c: Any, userdata: Any, message: Any) -> None:  # the floor's resend or confirm
+        try:
+            resends.append(f"{message.topic}: {parse_command(message.payload)!r}")
+        except Exception as exc:  # a command the table would refuse is worth a line too
+            resends.append(f"{message.topic}: {exc}")
+
+    client.on_message = heard
+    connect(client, login, keepalive=15, wait=True)
+    client.loop_start()
+    prefix = login.topic_prefix
+    for name, messages in recording.items():
+        t = topics(prefix, name)
+        client.subscribe(t["command"], qos=1)
+        client.publish(t["online"], online_message("bench", 0), qos=1, retain=True)
+        client.publish(t["state"], messages[0][2], qos=1, retain=True)
+    order: list[tuple[dict[str, str], str, int, str, str]] = []  # round the tables,
+    for j in range(max(len(m) for m in recording.values())):  # each one's records in order
+        for name, messages in recording.items():
+            if j < len(messages):
+                order.append((topics(prefix, name), name, *messages[j]))
+    time.sleep(max(0.0, args.start - time.time()))
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    start = time.time()
+    published: dict[str, dict[int, float]] = {name: {} for name in recording}
+    for k, (t, name, record, event, state) in enumerate(order):
+        wait = start + k / args.rate - time.time()
+        if wait > BURST_S:  # a few ms' worth go out together: fewer wake-ups, less CPU
+            time.sleep(wait)
+        published[name][record] = time.time()
+        client.publish(t["event"], event, qos=1)
+        client.publish(t["state"], state, qos=1, retain=True)
+    end = time.time()
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    report = {
+        "heads": {name: messages[-1][0] for name, messages in recording.items()},
+        "published": published,
+        "span": [start, end],
+        "cpu_s": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime),
+    }
+    out = Path(args.out)
+    partial = out.with_name(out.name + ".part")
+    partial.write_text(json.dumps(report))
+    os.replace(partial, out)
+    stop.wait()
+    Path(args.out + ".commands").write_text("\n".join(resends))
+    client.loop_stop()
+    client.disconnect()
+    return 0
+
+
+def held_all(url: str, heads: dict[str, int], deadline_s: float = 300) -> float:
+    """Wait until the floor holds every table's records up to ``heads`` (or the deadline);
+    when that was."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        held = contiguous(url)
+        behind = sum(max(0, heads[k] - held.get(k, 0)) for k in heads)
+        if behind == 0 or time.monotonic() > deadline:
+            return time.time()
+        time.sleep(0.2)
+
+
+def lost_and_twice(heads: dict[str, int], db: Path) -> tuple[int, int]:
+    """(records a table journaled that the floor lacks, records the floor stored twice)."""
+    counts = floor_counts(db)
+    lost = sum(max(0, heads[k] - counts.get(k, (0, 0))[1]) for k in heads)
+    twice = sum(rows - distinct for rows, distinct in counts.values())
+    return lost, twice
+
+
+def lag_line(values: list[float]) -> str:
+    """p50, p99 and max of some latencies, in ms."""
+    return (
+        f"p50 {percentile(values, 50) * 1000:.0f} ms, p99 {percentile(values, 99) * 1000:.0f} ms, "
+        f"max {max(values, default=float('nan')) * 1000:.0f} ms ({len(values)} records)"
     )
-    floor_log = open(work / "floor.log", "wb")  # noqa: SIM115
-    floor = subprocess.Popen(
-        [sys.executable, "-m", "controller", "floor", "--config", str(work / "floor.toml"),
-         "--state-dir", str(work / "floor"), "--http", "127.0.0.1:0"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=floor_log, text=True,
-    )  # fmt: skip
-    assert floor.stdout is not None
-    line = floor.stdout.readline()
-    url = line.split("console at ")[1].split()[0].rstrip("/")
+
+
+def run_tables(
+    args: argparse.Namespace, work: Path, broker: Broker, url: str, console: Console
+) -> tuple[dict[str, int], list[subprocess.Popen[bytes]]]:
+    """The simulated tables in worker processes: a realistic phase, then a flood (with the
+    broker restarted in its middle); their figures printed. The heads, and the workers
+    (to be ended once the floor holds everything)."""
     names = [f"T{i:03d}" for i in range(args.tables)]
     groups = [names[i : i + args.per_process] for i in range(0, len(names), args.per_process)]
-    print(
-        f"floor bench: {args.tables} tables in {len(groups)} processes, broker {url_broker}, "
-        f"console {url}, work {work}", flush=True,
-    )  # fmt: skip
-    console = Console(url)
+    print(f"  {args.tables} tables in {len(groups)} worker processes", flush=True)
     t0 = time.time() + 5.0 + 0.05 * args.tables  # the links connect and announce themselves
     t1 = t0 + args.realistic_s
     t2 = t1 + args.flood_s
@@ -281,7 +413,7 @@ def main() -> int:
         with open(work / f"worker-{i}.log", "wb") as log:
             workers.append((out, subprocess.Popen(
                 [sys.executable, __file__, "--worker", "--names", ",".join(group),
-                 "--broker", url_broker, "--work", str(work), "--out", str(out),
+                 "--broker", broker.url, "--work", str(work), "--out", str(out),
                  "--start", repr(t0), "--realistic-s", repr(args.realistic_s),
                  "--flood-s", repr(args.flood_s), "--pace", repr(args.pace),
                  "--seed", str(args.seed + i)],
@@ -309,19 +441,7 @@ def main() -> int:
         name: {int(k): v for k, v in r["committed"].items()} for name, r in reports.items()
     }
     in_flood = sum(1 for times in committed.values() for t in times.values() if t1 <= t < t2)
-    deadline = time.monotonic() + 300
-    while True:
-        held = contiguous(url)
-        behind = sum(max(0, heads[k] - held.get(k, 0)) for k in heads)
-        if behind == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    t3 = time.time()
-    rss, hwm = rss_mb(floor.pid)
-    counts = floor_counts(work / "floor" / "floor.db")
-    total = sum(heads.values())
-    lost = sum(max(0, heads[k] - counts.get(k, (0, 0))[1]) for k in heads)
-    twice = sum(rows - distinct for rows, distinct in counts.values())
+    t3 = held_all(url, heads)
     real = latencies(committed, console.seen, t0 + 1, t1)
     flood = latencies(committed, console.seen, t1, t2)
     in_real = sum(1 for times in committed.values() for t in times.values() if t0 <= t < t1)
@@ -336,16 +456,128 @@ def main() -> int:
           f"time until it held them all, {t3 - t2:.1f} s after the last commit)")  # fmt: skip
     print(f"  commit -> console live update: p50 {percentile(flood, 50) * 1000:.0f} ms, "
           f"p99 {percentile(flood, 99) * 1000:.0f} ms ({len(flood)} records)")  # fmt: skip
+    return heads, [proc for _, proc in workers]
+
+
+def run_recorded(
+    args: argparse.Namespace, work: Path, broker: Broker, url: str, console: Console, floor: int
+) -> tuple[dict[str, int], list[subprocess.Popen[bytes]]]:
+    """The flood from a recording (made before the floor started), published by one cheap
+    process at ``--rate``: the floor's own figures, with the tables' CPU out of the way.
+    The heads, and the publisher (to be ended once the floor holds everything)."""
+    recording = work / "recording.json"
+    out = work / "publisher.json"
+    t1 = time.time() + 3.0 + 0.02 * args.tables  # the publisher connects, announces them all
+    with open(work / "publisher.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, __file__, "--publish", str(recording), "--broker", broker.url,
+             "--out", str(out), "--start", repr(t1), "--rate", repr(args.rate)],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    time.sleep(max(0.0, t1 - time.time()))
+    floor_cpu0 = cpu_s(floor)
+    while not out.exists():
+        if proc.poll() is not None:
+            raise SystemExit(f"floor bench: the publisher died: {work / 'publisher.log'}")
+        time.sleep(0.2)
+    report = json.loads(out.read_text())
+    heads = {name: int(head) for name, head in report["heads"].items()}
+    published = {
+        name: {int(k): v for k, v in times.items()} for name, times in report["published"].items()
+    }
+    start, end = report["span"]
+    total = sum(len(times) for times in published.values())
+    t3 = held_all(url, heads)
+    floor_cpu = cpu_s(floor) - floor_cpu0
+    flood = latencies(published, console.seen, start, end + 1.0)
+    print(f"flood (recorded): {total / (end - start):.0f} records/s published for "
+          f"{end - start:.1f} s ({total} records, {len(heads)} tables, one connection; "
+          f"the publisher's CPU {report['cpu_s']:.1f} s)")  # fmt: skip
+    print(f"  floor ingested {total / (t3 - start):.0f} records/s (the flood's records over the "
+          f"time until it held them all, {t3 - end:.1f} s after the last publish)")  # fmt: skip
+    print(f"  publish -> console live update: {lag_line(flood)}")
+    print(f"  floor CPU {floor_cpu:.1f} s over those {t3 - start:.1f} s "
+          f"({floor_cpu / (t3 - start):.0%} of one core)")  # fmt: skip
+    return heads, [proc]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--tables", type=int, default=200)
+    ap.add_argument(
+        "--publisher", choices=("tables", "recorded"), default="tables",
+        help="tables: simulated tables journal and publish (default); recorded: their\n"
+        "messages are made first, then one process publishes them at --rate",
+    )  # fmt: skip
+    ap.add_argument("--rate", type=float, default=430.0, help="recorded: records a second")
+    ap.add_argument("--per-process", type=int, default=50, help="tables per worker process")
+    ap.add_argument("--realistic-s", type=float, default=20.0)
+    ap.add_argument("--flood-s", type=float, default=20.0)
+    ap.add_argument("--pace", type=float, default=10.0, help="seconds between a table's commands")
+    ap.add_argument("--no-restart", action="store_true", help="do not restart the broker")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    for hidden in ("--names", "--broker", "--work", "--out", "--publish"):
+        ap.add_argument(hidden, help=argparse.SUPPRESS)
+    ap.add_argument("--start", type=float, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        return worker(args)
+    if args.publish:
+        return publisher(args)
+    if args.tables < 1 or args.rate <= 0 or args.flood_s <= 0:
+        ap.error("--tables, --rate and --flood-s must be above 0")
+
+    work = Path(tempfile.mkdtemp(prefix="floor-bench-"))
+    print(f"floor bench: {args.publisher}, work {work}, "
+          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)  # fmt: skip
+    if args.publisher == "recorded":
+        names = [f"T{i:03d}" for i in range(args.tables)]
+        each = math.ceil(args.rate * args.flood_s / args.tables)
+        began = time.monotonic()
+        recording = record_tables(names, each, work / "tables", args.seed)
+        (work / "recording.json").write_text(json.dumps(recording))
+        print(f"  recorded {each} records of each of {args.tables} tables (real journals, the "
+              f"link's messages) in {time.monotonic() - began:.1f} s", flush=True)  # fmt: skip
+    broker = Broker(work, BROKER_SETTINGS)
+    broker.start()
+    (work / "floor.toml").write_text(
+        f'[floor]\nbroker = "{broker.url}"\nclient_id = "floor-bench"\n'
+        "gap_grace_s = 1.0\nresend_every_s = 5.0\n"
+    )
+    floor_log = open(work / "floor.log", "wb")  # noqa: SIM115
+    floor = subprocess.Popen(
+        [sys.executable, "-m", "controller", "floor", "--config", str(work / "floor.toml"),
+         "--state-dir", str(work / "floor"), "--http", "127.0.0.1:0"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=floor_log, text=True,
+    )  # fmt: skip
+    assert floor.stdout is not None
+    line = floor.stdout.readline()
+    url = line.split("console at ")[1].split()[0].rstrip("/")
+    print(f"  broker {broker.url}, console {url}", flush=True)
+    console = Console(url)
+    if args.publisher == "recorded":
+        heads, children = run_recorded(args, work, broker, url, console, floor.pid)
+    else:
+        heads, children = run_tables(args, work, broker, url, console)
+    rss, hwm = rss_mb(floor.pid)
+    lost, twice = lost_and_twice(heads, work / "floor" / "floor.db")
     print(f"floor memory: {rss:.0f} MB resident at the end, {hwm:.0f} MB at most")
-    print(f"records lost: {lost}    stored twice: {twice}    (of {total} in {len(heads)} journals)")
+    print(f"records lost: {lost}    stored twice: {twice}    "
+          f"(of {sum(heads.values())} in {len(heads)} journals)")  # fmt: skip
     checked, unchecked, audits = second_opinion(url, work / "floor" / "floor.db")
     print(f"second opinion: {checked} command records came with the table's events; "
           f"not checked: {unchecked}; audit alerts: {audits}")  # fmt: skip
     console.close()
-    for _, proc in workers:
+    for proc in children:
         proc.terminate()
-    for _, proc in workers:
+    for proc in children:
         proc.wait(timeout=60)
+    commands = work / "publisher.json.commands"
+    if commands.exists() and commands.read_text():
+        asked = commands.read_text().splitlines()
+        print(f"the floor sent {len(asked)} commands to the tables, first: {asked[0]}")
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     floor.terminate()
     floor.wait(timeout=30)
     floor_log.close()
