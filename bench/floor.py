@@ -16,11 +16,26 @@ read by a client of ``/events``), the floor's memory, and after the broker resta
 records lost and stored twice (both must be 0), read from the floor's database.
 
     python bench/floor.py [--tables 200] [--realistic-s 20] [--flood-s 20] [--pace 10]
+
+``--publisher recorded`` measures the floor alone in a flood, with the tables' CPU out of
+the way (on one box the simulated tables take the cores the floor needs, and the lag they
+measure is a backlog's age): each table's records are made first (a real journal played
+by the same dealer, read back through the link's fold and message makers, so the floor
+checks them as a table's), then one process publishes them on one MQTT connection at
+``--rate`` records a second, round the tables, each with its ``state`` after it. It
+prints the records per second published and ingested, the lag from publish to the
+console's live update (p50, p99, max), the floor's CPU over the flood, and the same
+records lost, stored twice and second-opinion counts. No realistic phase, no broker
+restart.
+
+    python bench/floor.py --publisher recorded [--tables 200] [--rate 430] [--flood-s 20]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import http.client
 import json
 import logging
 import math
@@ -29,12 +44,14 @@ import random
 import resource
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -42,7 +59,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from broker import Broker  # noqa: E402  (bench/broker.py)
+from broker import Broker, die_with_parent  # noqa: E402  (bench/broker.py)
 
 from controller.core.commands import Bet, Command, Roll  # noqa: E402
 from controller.core.config import FloorConfig  # noqa: E402
@@ -136,7 +153,10 @@ class Console:
 
     def __init__(self, url: str) -> None:
         self.seen: list[tuple[str, int, float]] = []
-        self._stream = urllib.request.urlopen(url + "/events", timeout=600)
+        where = urllib.parse.urlsplit(url)
+        self._http = http.client.HTTPConnection(where.hostname or "", where.port, timeout=600)
+        self._http.request("GET", "/events")
+        self._stream = self._http.getresponse()
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
@@ -153,8 +173,25 @@ class Console:
         except (OSError, ValueError, AttributeError):  # closed under it at the end
             return
 
+    def wait_for(self, heads: dict[str, int], deadline_s: float = 30.0) -> None:
+        """Wait until a live update has shown each table's record ``heads[table]`` (or the
+        deadline)."""
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline:
+            shown: dict[str, int] = {}
+            for name, record, _ in list(self.seen):
+                shown[name] = max(shown.get(name, 0), record)
+            if all(shown.get(name, 0) >= head for name, head in heads.items()):
+                return
+            time.sleep(0.1)
+
     def close(self) -> None:
-        self._stream.close()
+        """End the stream at once (a close alone waits for the reader's next line)."""
+        if self._http.sock is not None:
+            with contextlib.suppress(OSError):
+                self._http.sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(timeout=5)
+        self._http.close()
 
 
 def latencies(
@@ -310,8 +347,9 @@ def publisher(args: argparse.Namespace) -> int:
         for name, messages in json.loads(Path(args.publish).read_text()).items()
     }
     login = FloorConfig(broker=args.broker)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # SIGTERM (from the bench, or its death) is taken by sigwait at the end: blocked here,
+    # before paho's thread starts, so no thread takes it and no handler runs under a lock
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     resends: list[str] = []
     client = make_client(login, "bench-publisher")
     client.on_socket_open = no_delay
@@ -360,10 +398,10 @@ def publisher(args: argparse.Namespace) -> int:
     partial = out.with_name(out.name + ".part")
     partial.write_text(json.dumps(report))
     os.replace(partial, out)
-    stop.wait()
+    signal.sigwait({signal.SIGTERM})  # connected (a resend would reach it) until the end
     Path(args.out + ".commands").write_text("\n".join(resends))
-    client.loop_stop()
     client.disconnect()
+    client.loop_stop()
     return 0
 
 
@@ -467,12 +505,12 @@ def run_recorded(
     The heads, and the publisher (to be ended once the floor holds everything)."""
     recording = work / "recording.json"
     out = work / "publisher.json"
-    t1 = time.time() + 3.0 + 0.02 * args.tables  # the publisher connects, announces them all
+    t1 = time.time() + 2.0 + 0.02 * args.tables  # the publisher connects, announces them all
     with open(work / "publisher.log", "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, __file__, "--publish", str(recording), "--broker", broker.url,
              "--out", str(out), "--start", repr(t1), "--rate", repr(args.rate)],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
         )  # fmt: skip
     time.sleep(max(0.0, t1 - time.time()))
     floor_cpu0 = cpu_s(floor)
@@ -489,6 +527,7 @@ def run_recorded(
     total = sum(len(times) for times in published.values())
     t3 = held_all(url, heads)
     floor_cpu = cpu_s(floor) - floor_cpu0
+    console.wait_for(heads)  # the last frame's updates too, or the worst lags go uncounted
     flood = latencies(published, console.seen, start, end + 1.0)
     print(f"flood (recorded): {total / (end - start):.0f} records/s published for "
           f"{end - start:.1f} s ({total} records, {len(heads)} tables, one connection; "

@@ -38,3 +38,24 @@ def test_the_benchmark_runs_and_prints_its_figures(
     )
     assert done.returncode == 0, f"bench/{args[0]} failed:\n{done.stdout}\n{done.stderr}"
     assert figure in done.stdout, done.stdout
+
+
+def test_the_recorded_flood_reaches_the_floor_whole_and_checked(tmp_path: Path) -> None:
+    """``bench/floor.py --publisher recorded`` (docs/floor.md, "Tests and figures"): its
+    messages are the real tables', so the floor stores every record once, checks each
+    command's events and raises no audit alert (a recording the floor refused would measure
+    refusals, not the console), and it prints the console's lag."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "floor.py"), "--publisher", "recorded",
+         "--tables", "2", "--rate", "40", "--flood-s", "1"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    lines = done.stdout.splitlines()
+    assert "records lost: 0    stored twice: 0    (of 42 in 2 journals)" in lines, done.stdout
+    assert any(
+        line.startswith("second opinion: 40 command records came with the table's events; "
+                        "not checked: 0; audit alerts: 0") for line in lines
+    ), done.stdout  # fmt: skip
+    assert "commands to the tables" not in done.stdout, done.stdout  # no resend was needed
+    assert any(line.startswith("  publish -> console live update: p50 ") for line in lines)
