@@ -134,11 +134,18 @@ NAK_WORDS: dict[NakReason, str] = {
 _DOLLAR = 0x24
 _CR = 0x0D
 _LF = 0x0A
-_HEX = frozenset(b"0123456789ABCDEFabcdef")
+_HEX = b"0123456789ABCDEFabcdef"
+_PRINTABLE = bytes(range(0x20, 0x7F))
+_NAMES: dict[str, FrameName] = {name.value: name for name in FrameName}
 
 
 def _printable(b: int) -> bool:
     return 0x20 <= b <= 0x7E
+
+
+def _all_printable(data: bytes) -> bool:
+    """Whether every byte of ``data`` is printable ASCII (0x20..0x7E): one pass in C."""
+    return not data.translate(None, _PRINTABLE)
 
 
 @dataclass(frozen=True)
@@ -209,7 +216,7 @@ def checksum(body: bytes | str, protocol: int = DEFAULT_PROTOCOL) -> str:
 def encode(body: str, protocol: int = DEFAULT_PROTOCOL) -> bytes:
     """The frame ``$BODY*CK\\r\\n`` for ``body`` (printable ASCII without ``$`` or ``*``)."""
     data = body.encode("ascii", errors="strict")
-    if not all(_printable(b) for b in data) or b"$" in data or b"*" in data:
+    if not _all_printable(data) or b"$" in data or b"*" in data:
         raise ValueError(f"frame body must be printable ASCII without '$' or '*': {body!r}")
     room = MAX_FRAME - 2 - CHECKSUM_DIGITS[check_protocol(protocol)]
     if len(data) > room:
@@ -356,7 +363,7 @@ def sealed(raw: bytes, protocol: int) -> bool:
     if not content.startswith(b"$") or star < 0 or len(content) > MAX_FRAME:
         return False
     region, ck = content[1:star], content[star + 1 :]
-    if len(ck) != CHECKSUM_DIGITS[protocol] or not all(_printable(b) for b in region):
+    if len(ck) != CHECKSUM_DIGITS[protocol] or not _all_printable(region):
         return False
     return ck.decode("ascii", errors="replace").upper() == checksum(region, protocol)
 
@@ -397,7 +404,7 @@ def nak_for(frame: Frame, protocol: int = DEFAULT_PROTOCOL) -> Nak | None:
 
 
 def _number(text: str) -> int | None:
-    if not text or not all(c in "0123456789" for c in text):
+    if not (text.isascii() and text.isdigit()):  # (ASCII digits only; "" is neither)
         return None
     return int(text)
 
@@ -418,15 +425,15 @@ def parse_line(line: bytes, protocol: int = DEFAULT_PROTOCOL) -> Frame:
         return Frame(Verdict.OVERLONG, raw=raw)
     star = content.rfind(b"*")
     region = content[1:star] if star >= 0 else content[1:]
-    if not all(_printable(b) for b in region):
+    if not _all_printable(region):
         return Frame(Verdict.NON_ASCII, raw=raw)
     body = region.decode("ascii")
     fields = tuple(body.split(","))
-    name = FrameName(fields[0]) if fields[0] in FIELD_COUNTS_3 else None
+    name = _NAMES.get(fields[0])
     if star < 0:
         return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
     ck = content[star + 1 :]
-    if len(ck) not in (2, 4) or not all(b in _HEX for b in ck):
+    if len(ck) not in (2, 4) or ck.translate(None, _HEX):
         return Frame(Verdict.BAD_FRAME, name=name, fields=fields, raw=raw)
     if len(ck) != CHECKSUM_DIGITS[protocol] or ck.decode("ascii").upper() != checksum(
         region, protocol
@@ -543,27 +550,62 @@ class FrameDecoder:
         out.append(frame)
 
     def feed(self, data: bytes) -> list[Frame]:
-        """Take the next bytes from the line; return the frames they completed."""
+        """Take the next bytes from the line; return the frames they completed.
+
+        The bytes are cut at each ``$`` and line end with ``bytes.find`` (no Python work a
+        byte): a frame's middle is copied whole while it fits in :data:`MAX_FRAME`, and only
+        a run that would overflow it is walked byte by byte (:meth:`_overflow`).
+        """
         out: list[Frame] = []
         buf = self._buf
-        for b in data:
-            if b == _DOLLAR:
-                if self._in_frame:  # a frame cut short by the next one: resync here
-                    self._emit(_cut_short(bytes(buf), self.protocol), out)
-                buf.clear()
-                buf.append(b)
-                self._in_frame = True
-                continue
+        at, end = 0, len(data)
+        while at < end:
             if not self._in_frame:
-                self.skipped += 1
+                start = data.find(b"$", at)
+                if start < 0:
+                    self.skipped += end - at
+                    break
+                self.skipped += start - at
+                buf.clear()
+                buf.append(_DOLLAR)
+                self._in_frame = True
+                at = start + 1
                 continue
-            buf.append(b)
-            if b == _LF:
+            dollar, lf = data.find(b"$", at), data.find(b"\n", at)
+            stop = min(dollar if dollar >= 0 else end, lf if lf >= 0 else end)
+            size = len(buf) + stop - at
+            if size <= MAX_FRAME or (size == MAX_FRAME + 1 and data[stop - 1] == _CR):
+                buf += data[at:stop]
+            else:  # an overlong run: judged a byte at a time, as it always was
+                self._overflow(data, at, stop, out)
+                at = stop
+                continue
+            if stop == end:
+                break
+            if data[stop] == _DOLLAR:  # a frame cut short by the next one: resync here
+                self._emit(_cut_short(bytes(buf), self.protocol), out)
+                buf.clear()
+                buf.append(_DOLLAR)
+            else:
+                buf.append(_LF)
                 self._emit(parse_line(bytes(buf), self.protocol), out)
                 buf.clear()
                 self._in_frame = False
-            elif len(buf) > MAX_FRAME and not (len(buf) == MAX_FRAME + 1 and b == _CR):
+            at = stop + 1
+        return out
+
+    def _overflow(self, data: bytes, at: int, stop: int, out: list[Frame]) -> None:
+        """Bytes ``data[at:stop]`` (no ``$``, no line end) inside a frame that they make too
+        long: ``overlong`` at the byte past :data:`MAX_FRAME` (a ``\\r`` may stand there),
+        the rest skipped until the next ``$``."""
+        buf = self._buf
+        for i in range(at, stop):
+            b = data[i]
+            if not self._in_frame:
+                self.skipped += stop - i
+                return
+            buf.append(b)
+            if len(buf) > MAX_FRAME and not (len(buf) == MAX_FRAME + 1 and b == _CR):
                 self._emit(Frame(Verdict.OVERLONG, raw=bytes(buf)), out)
                 buf.clear()
                 self._in_frame = False
-        return out

@@ -8,8 +8,10 @@ thread instead. :meth:`EffectPlayer.play` and :meth:`EffectPlayer.hold` only wri
 the lamp's first value and note the pattern, so the lamp shows its new effect
 before the ACK goes out and the engine thread never starts or joins a thread.
 
-A pattern is gpiozero's: a cycle of ``(value, seconds)`` steps, with the same values
-at the same times (a pulse is a fade in and a fade out at 25 frames a second).
+A pattern is gpiozero's: a cycle of ``(value, seconds)`` steps; a blink has the same
+values at the same times, a pulse the same fade in and out at :data:`FPS` frames a second
+(gpiozero's 25 woke the thread 25 times a second while a marker pulsed, most of an idle
+table's CPU: SPEC section 7).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-FPS = 25  # frames a second of a fade, as gpiozero's
+FPS = 10  # frames a second of a fade (gpiozero's 25: each frame is a wake-up, SPEC section 7)
 
 
 def blink_steps(on_s: float, off_s: float) -> list[tuple[float, float]]:
@@ -60,7 +62,13 @@ class EffectPlayer:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._lock = threading.Condition()
+        self._lock = threading.Lock()  # guards the patterns and the flags below
+        # the thread's one wait: a lock released to make it look again (a timed acquire of a
+        # bare lock is the cheapest wake-up Python has; a Condition's costs half as much
+        # again, and a pulsing marker wakes the thread every frame: SPEC section 7)
+        self._kick = threading.Lock()
+        self._kick.acquire()
+        self._kicked = False
         self._playing: dict[int, _Playing] = {}
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -77,7 +85,7 @@ class EffectPlayer:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="lamp effects", daemon=True)
                 self._thread.start()
-            self._lock.notify()
+            self._poke()
 
     def hold(self, lamp: Any, value: float | bool) -> None:
         """Stop any pattern on ``lamp`` and hold it at ``value`` (on, off)."""
@@ -90,10 +98,16 @@ class EffectPlayer:
         with self._lock:
             self._stopping = True
             self._playing.clear()
-            self._lock.notify()
+            self._poke()
             thread = self._thread
         if thread is not None:
             thread.join(timeout=5)
+
+    def _poke(self) -> None:
+        """Make the thread look again (the caller holds the lock)."""
+        if not self._kicked:
+            self._kicked = True
+            self._kick.release()
 
     def _advance(self, playing: _Playing, now: float) -> None:
         """Write the step ``now`` falls in (skipping steps a late wake-up missed)."""
@@ -110,14 +124,18 @@ class EffectPlayer:
             playing.lamp.value = value
 
     def _run(self) -> None:
-        with self._lock:
-            while not self._stopping:
+        while True:
+            with self._lock:
+                if self._stopping:
+                    return
                 now = self._clock()
                 for playing in list(self._playing.values()):
                     if playing.due <= now:
                         self._advance(playing, now)
+                wait = None
                 if self._playing:
-                    wait = min(p.due for p in self._playing.values()) - self._clock()
-                    self._lock.wait(max(wait, 0.0))
-                else:
-                    self._lock.wait()
+                    wait = max(min(p.due for p in self._playing.values()) - self._clock(), 0.0)
+            kicked = self._kick.acquire() if wait is None else self._kick.acquire(timeout=wait)
+            if kicked:
+                with self._lock:
+                    self._kicked = False

@@ -43,7 +43,9 @@ log = logging.getLogger(__name__)
 
 OpenPort = Callable[..., Any]
 READ_CHUNK = 4096  # bytes taken from a device port at once
-IDLE_WAIT_S = 0.5  # the longest the reader thread sleeps on a silent device (stop waits this)
+# the longest the reader thread sleeps on a silent device with no heartbeat to time (a
+# fault in force): stop() wakes it at once through a pipe (SPEC section 7: the idle budget)
+IDLE_WAIT_S = 10.0
 __all__ = [
     "NAK_PER_S",
     "SerialDiceReader",
@@ -191,6 +193,7 @@ class SerialDiceReader(DiceReader):
         self._fd: int | None = None  # the port's descriptor when it is a device (device_fd)
         self.terminal: Terminal | None = None  # the pseudo-terminal opened last, if one
         self._stopping = threading.Event()
+        self._wakes: tuple[int, int] | None = None  # a pipe: stop() wakes the device's wait
         self._thread: threading.Thread | None = None
         self._post: Post | None = None
         self.acks_sent = 0
@@ -210,6 +213,7 @@ class SerialDiceReader(DiceReader):
         if self._thread is not None:
             raise RuntimeError("the dice reader is already started")
         self._post = post
+        self._wakes = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         with self._lock:
             self.session.tick(time.monotonic())  # the heartbeat timer starts now
         self._thread = threading.Thread(
@@ -249,10 +253,18 @@ class SerialDiceReader(DiceReader):
     def stop(self) -> None:
         """Stop the thread and close the port."""
         self._stopping.set()
+        wakes = self._wakes
+        if wakes is not None:
+            with contextlib.suppress(OSError):  # full: a wake-up is already waiting
+                os.write(wakes[1], b"!")
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5.0)
         self._close()
+        if wakes is not None and (thread is None or not thread.is_alive()):
+            self._wakes = None
+            for end in wakes:
+                os.close(end)
 
     def status(self) -> ReaderStatus:
         """Connected, the fault in force, counters per verdict, the port."""
@@ -388,9 +400,9 @@ class SerialDiceReader(DiceReader):
             )
 
     def _wait_s(self) -> float:
-        """How long the device may stay silent before this thread looks again: long while
-        the heartbeat's deadline is far (an idle table's reader thread wakes a few times a
-        second, not twenty: SPEC section 7's idle budget), then up to it."""
+        """How long the device may stay silent before this thread looks again: until the
+        heartbeat's deadline (a reader's heartbeats wake it, a timer only when they stop:
+        SPEC section 7's idle budget), at most :data:`IDLE_WAIT_S`."""
         with self._lock:
             left = self.session.quiet_left(time.monotonic())
         if left > IDLE_WAIT_S:
@@ -424,7 +436,7 @@ class SerialDiceReader(DiceReader):
         while not self._stopping.is_set():
             data: bytes
             if fd is not None:
-                data = _read_device(fd, self._wait_s())
+                data = _read_device(fd, self._wait_s(), self._wakes)
             else:
                 data = port.read(1)
                 if data:
@@ -437,14 +449,16 @@ class SerialDiceReader(DiceReader):
             self._do(step)
 
 
-def _read_device(fd: int, timeout_s: float) -> bytes:
-    """What a device port holds, waiting up to ``timeout_s`` for a first byte (b"": none).
+def _read_device(fd: int, timeout_s: float, wakes: tuple[int, int] | None = None) -> bytes:
+    """What a device port holds, waiting up to ``timeout_s`` for a first byte (b"": none,
+    or a wake-up on the pipe ``wakes``: the reader is stopping).
 
     A port that says it is readable but gives nothing was unplugged (pyserial's own
     test, and its words); a read that fails (``EIO``) is an OSError: both end the session.
     """
-    ready, _, _ = select.select([fd], [], [], timeout_s)
-    if not ready:
+    watched = [fd] if wakes is None else [fd, wakes[0]]
+    ready, _, _ = select.select(watched, [], [], timeout_s)
+    if fd not in ready:
         return b""
     try:
         data = os.read(fd, READ_CHUNK)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import math
 import os
 import selectors
 import socket
@@ -193,7 +194,7 @@ class ControlServer:
         tick = max(0.01, min(0.5, self.idle_timeout / 4))
         next_sweep = 0.0
         try:
-            wait = tick
+            wait: float | None = None  # no client yet: nothing to time
             while not self._stopping.is_set():
                 for key, mask in sel.select(wait):
                     if key.data is _LISTEN:
@@ -208,7 +209,14 @@ class ControlServer:
                             self._read(conn)
                 self.desk.deliver()
                 now = time.monotonic()
-                wait = min(tick, self.desk.release_paced(now))
+                paced = self.desk.release_paced(now)
+                # the sweep's tick only while it has work (a connection to time out, the
+                # listener paused): an idle socket sleeps until a client or a wake-up comes
+                # (SPEC section 7: the idle CPU budget)
+                timed = self._conns or not self._listening
+                wait = min(tick, paced) if timed else paced
+                if wait == math.inf:
+                    wait = None
                 if now >= next_sweep:
                     self._sweep(now)
                     next_sweep = now + tick

@@ -27,12 +27,26 @@ def _day(days: int) -> str:
     return datetime.fromtimestamp(days * 86_400, UTC).strftime("%Y-%m-%d")
 
 
+_last: tuple[int, str] = (-1, "")  # the time written last (a roll's is written four times)
+
+
 def iso(ms: int) -> str:
     """The ISO 8601 text of ``ms`` (UTC, milliseconds), as the service writes times.
 
     The date is the day's text, kept for the few days a walk meets (strftime a record
     was most of a journal check's time, and a cache by the second grew without end);
-    the time of day is arithmetic."""
+    the time of day is arithmetic. The last time written is kept: a record's time is
+    written for its command, its seal and its record."""
+    global _last
+    last = _last
+    if last[0] == ms:
+        return last[1]
+    text = _iso(ms)
+    _last = (ms, text)
+    return text
+
+
+def _iso(ms: int) -> str:
     seconds, rest = divmod(ms, 1000)
     days, second = divmod(seconds, 86_400)
     return "%sT%02d:%02d:%02d.%03d+00:00" % (  # noqa: UP031 - faster than f"{x:02d}"

@@ -485,10 +485,14 @@ class Journal:
 
     def settle(self) -> None:
         """The outputs of the last append are out (the ACK is sent): let the head file's
-        sync run now, off the roll path (:class:`~controller.journal.files.HeadWriter`)."""
+        sync run now, off the roll path (:class:`~controller.journal.files.HeadWriter`),
+        and the checkpoint's quiet be timed from now (:class:`store.Checkpointer`)."""
         head = self._head
         if head is not None:
             head.settle()
+        checkpointer = self._checkpointer
+        if checkpointer is not None:
+            checkpointer.settle()
 
     def _head_write(self, number: int, mac: bytes) -> None:
         if self._head is None:

@@ -132,9 +132,23 @@ def roll_key(command: Command) -> tuple[Any, ...]:
     return (command.name,)
 
 
+_READER_LOGGED = (SeqConflict, RollHeld, DuplicateRoll, ReaderRestarted, ReaderFaultHolds)
+_GAME_LOGGED = (
+    SurveillanceAlert,
+    Settlement,
+    RollVoided,
+    CorrectionArmed,
+    RollCorrected,
+    Surrendered,
+    Acknowledged,
+)
+
+
 def log_reader_events(logger: logging.Logger, events: Sequence[Event]) -> None:
     """Log what the table must hear about a reader's roll: a SEQ_CONFLICT, a roll held."""
     for event in events:
+        if not isinstance(event, _READER_LOGGED):  # most rolls: one test, no line
+            continue
         if isinstance(event, SeqConflict):
             logger.error(
                 "dice reader SEQ_CONFLICT: ROLL seq %d came again with %d %d, recorded as "
@@ -207,6 +221,8 @@ def log_game_events(logger: logging.Logger, events: Sequence[Event]) -> None:
     a surrender, an acknowledgement. Called after the outputs and the ACK, never between
     a roll's commit and its ACK."""
     for e in events:
+        if not isinstance(e, _GAME_LOGGED):  # most rolls: one test, no line
+            continue
         if isinstance(e, SurveillanceAlert):
             logger.warning(
                 "SURVEILLANCE ALERT: hand %d made its %d different points; surveillance "

@@ -238,3 +238,66 @@ def test_garbage_without_dollar_is_only_skipped(garbage: bytes, frame: bytes) ->
     frames = decoder.feed(garbage + frame)
     assert [f.raw for f in frames] == [frame]
     assert decoder.skipped == len(garbage)
+
+
+def byte_at_a_time(decoder: FrameDecoder, data: bytes) -> list[Frame]:
+    """The decoder's rule as written before it cut whole runs (#31): one byte at a time."""
+    out: list[Frame] = []
+    buf = decoder._buf
+    for b in data:
+        if b == ord("$"):
+            if decoder._in_frame:
+                out.append(codec._cut_short(bytes(buf), decoder.protocol))
+            buf[:] = b"$"
+            decoder._in_frame = True
+        elif not decoder._in_frame:
+            decoder.skipped += 1
+        else:
+            buf.append(b)
+            if b == ord("\n"):
+                out.append(codec.parse_line(bytes(buf), decoder.protocol))
+                buf.clear()
+                decoder._in_frame = False
+            elif len(buf) > MAX_FRAME and not (len(buf) == MAX_FRAME + 1 and b == ord("\r")):
+                out.append(Frame(codec.Verdict.OVERLONG, raw=bytes(buf)))
+                buf.clear()
+                decoder._in_frame = False
+    for frame in out:
+        decoder.counters[frame.verdict] += 1
+    return out
+
+
+# frames at the edge of MAX_FRAME: bodies that end a byte before, at and after it, with
+# and without the \r the limit leaves room for, and bytes that are not printable
+edges = st.builds(
+    lambda n, junk, end: b"$" + b"A" * n + junk + end,
+    st.integers(MAX_FRAME - 4, MAX_FRAME + 3),
+    st.sampled_from([b"", b"\x00", b"\x80", b"*1F"]),
+    st.sampled_from([b"", b"\r", b"\n", b"\r\n"]),
+)
+
+
+@given(
+    st.lists(valid_frames | edges | st.binary(max_size=40), max_size=12),
+    st.data(),
+    st.sampled_from(codec.PROTOCOLS),
+)
+@settings(max_examples=400)
+def test_runs_cut_as_the_byte_rule_cuts(
+    chunks: list[bytes], data: st.DataObject, protocol: int
+) -> None:
+    """feed() finds each $ and line end with bytes.find (no Python work a byte, #31): it
+    gives the frames, counters, skipped bytes and held bytes the byte-by-byte rule gives,
+    however the stream is cut into reads."""
+    stream = b"".join(chunks)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=8)))
+    reference = FrameDecoder(protocol=protocol)
+    expected = byte_at_a_time(reference, stream)
+    decoder = FrameDecoder(protocol=protocol)
+    got: list[Frame] = []
+    for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=True):
+        got.extend(decoder.feed(stream[start:end]))
+    assert got == expected
+    assert decoder.counters == reference.counters
+    assert decoder.skipped == reference.skipped
+    assert decoder.buffered == reference.buffered

@@ -91,3 +91,39 @@ def test_a_time_is_written_as_datetime_writes_it(ms: int) -> None:
     assert iso(ms) == f"{text}.{rest:03d}+00:00"
     if ms >= -30_610_224_000_000:  # from the year 1000 (strftime writes 999 unpadded)
         assert to_ms(iso(ms)) == ms
+
+
+@given(
+    st.integers(-1, 7),
+    st.integers(-1, 7),
+    st.sampled_from(["reader", "manual", "sim"]),
+    st.none() | st.integers(-2, 70000),
+    st.sampled_from(["", "1001:0123456789abcdef:7"]),
+    st.sampled_from(["same", "other", ""]),
+)
+def test_a_roll_s_body_is_the_canonical_json_of_its_fields(
+    d1: int, d2: int, source: str, seq: int | None, request: str, when: str
+) -> None:
+    """The reader roll's body written without the JSON encoder (#31) is the text the
+    encoder writes, and any other roll still goes through it: the fields that differ from
+    their defaults, sorted, with ``at`` when it is not the record's own time."""
+    at = {"same": iso(AT), "other": iso(AT + 1), "": ""}[when]
+    roll = Roll(d1, d2, source, seq, actor="reader", at=at, request=request)
+    fields: dict[str, object] = {"command": "roll", "d1": d1, "d2": d2}
+    if source != "reader":
+        fields["source"] = source
+    if seq is not None:
+        fields["seq"] = seq
+    if request:
+        fields["request"] = request
+    if at != iso(AT):
+        fields["at"] = at
+    expected = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    assert encode_command(roll, AT) == expected
+
+
+def test_iso_keeps_the_last_time_and_writes_any_other() -> None:
+    assert iso(AT) == "2026-11-30T08:15:00.123+00:00"
+    assert iso(AT) == "2026-11-30T08:15:00.123+00:00"  # the kept text
+    assert iso(AT + 1) == "2026-11-30T08:15:00.124+00:00"
+    assert iso(AT) == "2026-11-30T08:15:00.123+00:00"

@@ -145,7 +145,7 @@ def test_steady_markers_on_their_pins(
 def test_pulse_and_blink_move_the_pins(
     lights: MarkerLights, factory: Any, config: LightsConfig
 ) -> None:
-    lights.timing = replace(FAST, pulse_s=0.2)
+    lights.timing = replace(FAST, pulse_s=0.4)  # four frames a fade at 10 a second
     lights.show(LightsView(markers={5: 1}, newest=5, mode="reader_fault"))
     marker = factory.pin(config.markers[5])
     status = factory.pin(config.status)
@@ -262,10 +262,15 @@ def test_a_held_lamp_stays_put_while_others_blink(
 
 
 def test_patterns_are_gpiozero_s() -> None:
-    """The same values at the same times as gpiozero's blink() and pulse()."""
+    """The same values at the same times as gpiozero's blink(); pulse() as gpiozero's fade
+    in and out at 10 frames a second, not 25 (each frame wakes the lamps' thread: #31)."""
     assert blink_steps(0.5, 0.25) == [(1.0, 0.5), (0.0, 0.25)]
     steps = pulse_steps(0.6, 0.6)
-    rising = [v for v, _ in steps[:15]]
-    assert rising == sorted(rising) and rising[0] == 0 and len(steps) == 32
-    assert steps[15] == (1.0, 0.0) and steps[-1] == (0.0, 0.0)
-    assert all(d == pytest.approx(0.04) for _, d in steps[:15] + steps[16:31])
+    rising = [v for v, _ in steps[:6]]
+    assert rising == sorted(rising) and rising[0] == 0 and len(steps) == 14
+    assert steps[6] == (1.0, 0.0) and steps[-1] == (0.0, 0.0)
+    falling = [v for v, _ in steps[7:13]]
+    assert falling == sorted(falling, reverse=True) and falling[0] == 1.0
+    assert all(d == pytest.approx(0.1) for _, d in steps[:6] + steps[7:13])
+    frames = sum(1 for _, d in steps if d > 0) / sum(d for _, d in steps)
+    assert frames <= 10.0 + 1e-9  # lamp frames a second while a marker pulses
