@@ -260,6 +260,21 @@ def last_row(db: sqlite3.Connection) -> Row | None:
     return Row(*found) if found else None
 
 
+def last_hello(db: sqlite3.Connection, model: str, firmware: str) -> int | None:
+    """The newest ``reader_hello`` record naming ``model`` and ``firmware`` (None: none).
+    Read backwards from the newest record, once at a start: the reader's last HELLO."""
+    found = db.execute(
+        "SELECT record FROM records WHERE kind = 'command'"
+        " AND instr(body, '\"reader_hello\"') > 0"
+        " AND json_extract(body, '$.command') = 'reader_hello'"
+        " AND ifnull(json_extract(body, '$.model'), '') = ?"
+        " AND ifnull(json_extract(body, '$.firmware'), '') = ?"
+        " ORDER BY record DESC LIMIT 1",
+        (model, firmware),
+    ).fetchone()
+    return int(found[0]) if found else None
+
+
 def snapshot(db: sqlite3.Connection, number: int) -> str | None:
     """The state text of the snapshot at record ``number``."""
     found = db.execute("SELECT state FROM snapshots WHERE record = ?", (number,)).fetchone()

@@ -33,6 +33,27 @@ class Published:
     last_settlement: dict[str, Any] | None
     rules: dict[str, Any] | None = None  # the rules record in force: when, what changed
     proof: dict[str, Any] | None = None  # halted: what the shown figures rest on (below)
+    # the record of the HELLO that named the reader's model and firmware, and whether the
+    # service heard it since this start (:func:`reader_identity`)
+    hello_record: int | None = None
+    hello_heard: bool = False
+
+
+def reader_identity(p: Published) -> dict[str, Any]:
+    """``status --json`` ``reader.model``, ``firmware``, ``firmware_seen``, ``firmware_record``:
+    what the reader's last journaled HELLO said, and whether the service heard that HELLO
+    since this start (``"this_run"``) or carries it from the journal (``"journal"``: the
+    reader may have restarted unheard since, under protocols 1 and 2 with other firmware;
+    ``docs/reader-protocol.md``, "HELLO: model and firmware"). None when no HELLO named them.
+    """
+    s = p.state
+    named = bool(s.reader_model or s.reader_firmware)
+    return {
+        "model": s.reader_model or None,
+        "firmware": s.reader_firmware or None,
+        "firmware_seen": ("this_run" if p.hello_heard else "journal") if named else None,
+        "firmware_record": p.hello_record if named else None,
+    }
 
 
 def verified_state(state: TableState, record: int) -> dict[str, Any]:
@@ -127,7 +148,7 @@ def status_report(
         "correction_pending": list(s.correcting) if s.correcting is not None else None,
         "holding_reader_rolls": s.hold_reader or s.reader_faulted,
         "markers": marker_report(p.view, p.outputs),
-        "reader": reader,
+        "reader": reader | reader_identity(p),
         "meters": s.meters.to_dict(s.rolls),
         "halted": p.halted,
         "storage_fault": p.storage_fault,
