@@ -154,9 +154,11 @@ def _reader() -> dict[str, Any]:
         "properties": {
             "model": text,
             "firmware": text,
-            # whether the HELLO naming them was heard since this start, or carried from
-            # the journal (the reader may have restarted unheard since); null: none named
-            "firmware_seen": {"enum": ["this_run", "journal", None]},
+            # how the service knows them now: their HELLO heard since this start, its
+            # session's frames since this start (protocol 3), or only the journal's word
+            # (the reader may have restarted unheard since); null: none named
+            "firmware_seen": {"enum": ["this_run", "session", "journal", None]},
+            "session_heard": {"type": "boolean"},
             "firmware_record": {"type": ["integer", "null"], "minimum": 1},
         },
         "required": ["model", "firmware", "firmware_seen", "firmware_record"],

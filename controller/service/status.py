@@ -39,20 +39,29 @@ class Published:
     hello_heard: bool = False
 
 
-def reader_identity(p: Published) -> dict[str, Any]:
+def reader_identity(
+    s: TableState, reader: dict[str, Any], *, record: int | None, heard: bool
+) -> dict[str, Any]:
     """``status --json`` ``reader.model``, ``firmware``, ``firmware_seen``, ``firmware_record``:
-    what the reader's last journaled HELLO said, and whether the service heard that HELLO
-    since this start (``"this_run"``) or carries it from the journal (``"journal"``: the
-    reader may have restarted unheard since, under protocols 1 and 2 with other firmware;
-    ``docs/reader-protocol.md``, "HELLO: model and firmware"). None when no HELLO named them.
-    """
-    s = p.state
-    named = bool(s.reader_model or s.reader_firmware)
+    what the reader's last journaled HELLO said (in ``s``; ``record``: that HELLO's record)
+    and how the service knows it is the reader's now (``docs/reader-protocol.md``, "HELLO:
+    model and firmware"): ``"this_run"`` it heard that HELLO since this start (``heard``);
+    ``"session"`` (protocol 3) frames of the session that HELLO opened came since this start
+    (``reader`` says so), so the reader has not restarted since; ``"journal"`` neither: only
+    the journal's word, the reader may have restarted unheard since (protocols 1 and 2)
+    with other firmware. None: no HELLO named them."""
+    seen: str | None = None
+    if s.reader_model or s.reader_firmware:
+        seen = "journal"
+        if heard:
+            seen = "this_run"
+        elif s.reader_session and reader.get("session") == s.reader_session:
+            seen = "session" if reader.get("session_heard") else seen
     return {
         "model": s.reader_model or None,
         "firmware": s.reader_firmware or None,
-        "firmware_seen": ("this_run" if p.hello_heard else "journal") if named else None,
-        "firmware_record": p.hello_record if named else None,
+        "firmware_seen": seen,
+        "firmware_record": record if seen else None,
     }
 
 
@@ -148,7 +157,7 @@ def status_report(
         "correction_pending": list(s.correcting) if s.correcting is not None else None,
         "holding_reader_rolls": s.hold_reader or s.reader_faulted,
         "markers": marker_report(p.view, p.outputs),
-        "reader": reader | reader_identity(p),
+        "reader": reader | reader_identity(s, reader, record=p.hello_record, heard=p.hello_heard),
         "meters": s.meters.to_dict(s.rolls),
         "halted": p.halted,
         "storage_fault": p.storage_fault,

@@ -260,6 +260,8 @@ def test_a_reader_restarted_while_the_service_was_down_plays_on(tmp_path: Path) 
         assert s["rolls"] == 7 and s["reader"]["copies"]["stale"] == 0 and s["mode"] == "running"
         assert s["reader"]["session"] == t.device.session
         assert len(events_of(t, "reader_restarted")) == 2  # one a session, each journaled
+        # its repeated HELLO was heard: the model and firmware shown are the reader's now
+        assert (s["reader"]["firmware_seen"], s["reader"]["session_heard"]) == ("this_run", True)
 
 
 def test_an_idle_table_s_next_roll_counts_after_hours_of_heartbeats(tmp_path: Path) -> None:
