@@ -6,8 +6,13 @@ the journal's firmware. The service on a pty: tests/integration/test_reader_cont
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
+from controller.core.commands import ReaderHello, Roll
+from controller.core.engine import Engine
 from controller.core.state import TableState
+from controller.journal import Journal, recover, store
+from controller.journal.play import decide
 from controller.service.status import reader_identity
 from drivers.codec import encode_hb
 from drivers.session import ReaderSession
@@ -59,3 +64,21 @@ def test_the_session_is_heard_only_from_a_frame_of_it() -> None:
     assert session.counters()["session_heard"] is True
     session.resume(OTHER)  # a new start holds nothing heard yet
     assert session.counters()["session_heard"] is False
+
+
+def test_a_start_reads_back_a_bounded_stretch_for_the_last_hello(tmp_path: Path) -> None:
+    """The HELLO's record is looked for among the newest records only (a start's cost must
+    not grow with a journal whose reader has not restarted for months): beyond the bound,
+    none is named (status then says "as of the journal")."""
+    engine = Engine()
+    with Journal(tmp_path / "journal.db") as journal:
+        replayed = recover(journal, engine.rules).replay
+        decide(journal, replayed, ReaderHello(seq=0, model="DR-7", firmware="2.1.0"))
+        hello = journal.last_record
+        for n in range(6):
+            decide(journal, replayed, Roll(1 + n % 6, 2, seq=n + 1, actor="reader"))
+        with journal.view() as db:
+            assert store.last_hello(db, "DR-7", "2.1.0", within=7) == hello
+            assert store.last_hello(db, "DR-7", "2.1.0", within=6) is None
+            assert store.last_hello(db, "DR-7", "9.9.9", within=7) is None
+        assert journal.last_hello("DR-7", "2.1.0") == hello  # the default bound: far enough
