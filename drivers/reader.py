@@ -77,6 +77,8 @@ class ReaderStatus:
     there is more to say than its code (the exception, the port's problem). ``naks``:
     NAK frames sent, by reason; ``last_nak``: the last in words, with the frame it answered.
     ``session``: protocol 3, the session whose frames count (None before protocol 3).
+    ``session_heard``: protocol 3, a good frame of ``session`` came since the driver started
+    (the reader has not restarted since the HELLO that opened it).
     """
 
     connected: bool
@@ -87,6 +89,7 @@ class ReaderStatus:
     naks: Mapping[str, int] = field(default_factory=dict)
     last_nak: str | None = None
     session: str | None = None
+    session_heard: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, for ``status --json`` (``reader``)."""
@@ -98,7 +101,11 @@ class ReaderStatus:
             "reason": self.reason,
             "naks": dict(self.naks),
             "last_nak": self.last_nak,
-            **({"session": self.session} if self.session is not None else {}),
+            **(
+                {"session": self.session, "session_heard": self.session_heard}
+                if self.session is not None
+                else {}
+            ),
         }
 
 

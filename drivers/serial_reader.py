@@ -279,6 +279,7 @@ class SerialDiceReader(DiceReader):
                 naks=said["naks"],
                 last_nak=said["last_nak"],
                 session=said["session"],
+                session_heard=said["session_heard"],
             )
 
     # -- the transport ----------------------------------------------------------------

@@ -118,6 +118,9 @@ class ReaderSession:
         self.reason: str | None = None  # what the fault in force means, in words
         self.session: str | None = None  # protocol 3: the session the table holds
         self.opening: str | None = None  # a HELLO's session posted, not yet answered
+        # a good frame of ``session`` came since this start (or its WELCOME was sent): the
+        # reader has not restarted since the HELLO that opened it
+        self.session_heard = False
         self.naks: dict[str, int] = dict.fromkeys(NakReason, 0)
         self.naks_withheld = 0
         self.last_nak: str | None = None
@@ -187,12 +190,13 @@ class ReaderSession:
     def resume(self, session: str | None) -> None:
         """The session the table's journal holds (at start, before any frame is read)."""
         self.session = session or None
+        self.session_heard = False
 
     def welcome(self, session: str, applied: int) -> bytes:
         """The table journaled (or already held) the HELLO of ``session``: from now on its
         frames count; the WELCOME to send (``applied``: the last roll applied of the
         session the HELLO carried a roll over from)."""
-        self.session = session
+        self.session, self.session_heard = session, True
         if self.opening == session:
             self.opening = None
         self.welcomes += 1
@@ -221,12 +225,14 @@ class ReaderSession:
     # -- what it says of itself --------------------------------------------------------------
 
     def counters(self) -> dict[str, Any]:
-        """Frames per verdict, NAKs per reason (``withheld`` beside), the session."""
+        """Frames per verdict, NAKs per reason (``withheld`` beside), the session and
+        whether a frame of it came since this start."""
         return {
             "counters": dict(self.decoder.counters),
             "naks": dict(self.naks) | {"withheld": self.naks_withheld},
             "last_nak": self.last_nak,
             "session": self.session,
+            "session_heard": self.session_heard,
             "foreign": self.foreign,
         }
 
@@ -324,6 +330,7 @@ class ReaderSession:
                 self.opening = frame.session
             return True
         if frame.session == self.session and self.opening is None:
+            self.session_heard = self.session is not None
             return True
         self.foreign += 1
         if frame.session not in (self.opening, self.session):

@@ -145,6 +145,26 @@ def _doc(name: str, title: str, body: dict[str, Any], **defs: Any) -> dict[str, 
     return schema
 
 
+def _reader() -> dict[str, Any]:
+    """``status`` ``reader``: the keys of the reader's identity (docs/reader-protocol.md,
+    "HELLO: model and firmware"); its counters and fault beside them are open."""
+    text = {"type": ["string", "null"]}
+    return {
+        "type": "object",
+        "properties": {
+            "model": text,
+            "firmware": text,
+            # how the service knows them now: their HELLO heard since this start, its
+            # session's frames since this start (protocol 3), or only the journal's word
+            # (the reader may have restarted unheard since); null: none named
+            "firmware_seen": {"enum": ["this_run", "session", "journal", None]},
+            "session_heard": {"type": "boolean"},
+            "firmware_record": {"type": ["integer", "null"], "minimum": 1},
+        },
+        "required": ["model", "firmware", "firmware_seen", "firmware_record"],
+    }
+
+
 def _status() -> dict[str, Any]:
     """``status --json`` (and the floor's ``state`` message without ``"v"``)."""
     anything: dict[str, Any] = {}
@@ -177,7 +197,7 @@ def _status() -> dict[str, Any]:
             "correction_pending": {"type": ["array", "null"], "items": _WHOLE},
             "holding_reader_rolls": {"type": "boolean"},
             "markers": {"type": "object"},
-            "reader": {"type": "object"},
+            "reader": _reader(),
             "meters": {"type": "object"},
             "halted": {"type": ["string", "null"]},
             "storage_fault": {"type": ["string", "null"]},

@@ -149,10 +149,16 @@ def betting_window(status: dict[str, Any]) -> str:
 
 
 def reader_identity(reader: dict[str, Any]) -> str:
-    """`` (DR-7, firmware 2.1.0)``: what the reader's last HELLO said, when it said it."""
+    """`` (DR-7, firmware 2.1.0)``: what the reader's last HELLO said; when that HELLO was
+    not heard since the service started, ``as of record 812, before this start``: the
+    reader may have restarted unheard since, with other firmware."""
     if not reader.get("model") and not reader.get("firmware"):
         return ""
-    return f" ({reader.get('model') or '?'}, firmware {reader.get('firmware') or '?'})"
+    said = f"{reader.get('model') or '?'}, firmware {reader.get('firmware') or '?'}"
+    if reader.get("firmware_seen") == "journal":
+        record = reader.get("firmware_record")
+        said += f", as of {f'record {record}' if record else 'the journal'}, before this start"
+    return f" ({said})"
 
 
 def reader_answers(reader: dict[str, Any]) -> str:

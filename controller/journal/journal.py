@@ -654,6 +654,14 @@ class Journal:
         with self._mutex:
             yield self._require_db()
 
+    def last_hello(self, model: str, firmware: str) -> int | None:
+        """The record of the newest HELLO naming ``model`` and ``firmware`` (None when
+        neither is named, or no such record is kept)."""
+        if not model and not firmware:
+            return None
+        with self._mutex:
+            return store.last_hello(self._require_db(), model, firmware)
+
     def last(self) -> Record | None:
         """The newest record (None in an empty file)."""
         with self._mutex:

@@ -260,6 +260,29 @@ def last_row(db: sqlite3.Connection) -> Row | None:
     return Row(*found) if found else None
 
 
+HELLO_LOOK_BACK = 50_000  # records a start reads back for the reader's last HELLO
+
+
+def last_hello(
+    db: sqlite3.Connection, model: str, firmware: str, within: int = HELLO_LOOK_BACK
+) -> int | None:
+    """The newest ``reader_hello`` record naming ``model`` and ``firmware`` among the
+    newest ``within`` records (None: none there). Read backwards from the newest record,
+    once at a start: the reader's last HELLO. Bounded, so a start's cost does not grow
+    with a journal whose reader has not restarted for months (about 25 ms here)."""
+    found = db.execute(
+        "SELECT record FROM records WHERE kind = 'command'"
+        " AND record > (SELECT ifnull(max(record), 0) FROM records) - ?"
+        " AND instr(body, '\"reader_hello\"') > 0"
+        " AND json_extract(body, '$.command') = 'reader_hello'"
+        " AND ifnull(json_extract(body, '$.model'), '') = ?"
+        " AND ifnull(json_extract(body, '$.firmware'), '') = ?"
+        " ORDER BY record DESC LIMIT 1",
+        (within, model, firmware),
+    ).fetchone()
+    return int(found[0]) if found else None
+
+
 def snapshot(db: sqlite3.Connection, number: int) -> str | None:
     """The state text of the snapshot at record ``number``."""
     found = db.execute("SELECT state FROM snapshots WHERE record = ?", (number,)).fetchone()

@@ -328,8 +328,6 @@ class Service:
             }
         )
         reader["copies"] = dict(table.copies)
-        reader["model"] = p.state.reader_model or None  # as its last HELLO said (journaled)
-        reader["firmware"] = p.state.reader_firmware or None
         link = self.parts.link
         report = status_report(
             p,

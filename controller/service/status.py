@@ -33,6 +33,36 @@ class Published:
     last_settlement: dict[str, Any] | None
     rules: dict[str, Any] | None = None  # the rules record in force: when, what changed
     proof: dict[str, Any] | None = None  # halted: what the shown figures rest on (below)
+    # the record of the HELLO that named the reader's model and firmware, and whether the
+    # service heard it since this start (:func:`reader_identity`)
+    hello_record: int | None = None
+    hello_heard: bool = False
+
+
+def reader_identity(
+    s: TableState, reader: dict[str, Any], *, record: int | None, heard: bool
+) -> dict[str, Any]:
+    """``status --json`` ``reader.model``, ``firmware``, ``firmware_seen``, ``firmware_record``:
+    what the reader's last journaled HELLO said (in ``s``; ``record``: that HELLO's record)
+    and how the service knows it is the reader's now (``docs/reader-protocol.md``, "HELLO:
+    model and firmware"): ``"this_run"`` it heard that HELLO since this start (``heard``);
+    ``"session"`` (protocol 3) frames of the session that HELLO opened came since this start
+    (``reader`` says so), so the reader has not restarted since; ``"journal"`` neither: only
+    the journal's word, the reader may have restarted unheard since (protocols 1 and 2)
+    with other firmware. None: no HELLO named them."""
+    seen: str | None = None
+    if s.reader_model or s.reader_firmware:
+        seen = "journal"
+        if heard:
+            seen = "this_run"
+        elif s.reader_session and reader.get("session") == s.reader_session:
+            seen = "session" if reader.get("session_heard") else seen
+    return {
+        "model": s.reader_model or None,
+        "firmware": s.reader_firmware or None,
+        "firmware_seen": seen,
+        "firmware_record": record if seen else None,
+    }
 
 
 def verified_state(state: TableState, record: int) -> dict[str, Any]:
@@ -127,7 +157,7 @@ def status_report(
         "correction_pending": list(s.correcting) if s.correcting is not None else None,
         "holding_reader_rolls": s.hold_reader or s.reader_faulted,
         "markers": marker_report(p.view, p.outputs),
-        "reader": reader,
+        "reader": reader | reader_identity(s, reader, record=p.hello_record, heard=p.hello_heard),
         "meters": s.meters.to_dict(s.rolls),
         "halted": p.halted,
         "storage_fault": p.storage_fault,

@@ -46,6 +46,7 @@ from controller.core.engine import Outcome
 from controller.core.errors import FirebetError, JournalIntegrityError, Refusal, TableHalted
 from controller.core.events import (
     DuplicateRoll,
+    ReaderRestarted,
     RollAccepted,
     RollHeld,
     RollVoided,
@@ -135,6 +136,10 @@ class Table:
         self._pending_seen: int | None = None  # a rules record waiting, as last published
         self.settlements = ShownSettlement()
         self.last_roll_record: int | None = None  # the record of the last roll accepted here
+        # the record of the HELLO that named the reader's model and firmware (from the
+        # journal at start), and whether that HELLO was heard since this start
+        self.hello_record: int | None = None
+        self.hello_heard = False
         self.published: Published | None = None  # the engine thread's last snapshot
         self.refusals = RepeatedRefusals(log)
         # the reader's copies ACKed and not applied since this start: of the last roll
@@ -186,6 +191,9 @@ class Table:
         system is a storage fault."""
         recovered = recover(self.journal, self.config.firebet)
         self.replay = recovered.replay
+        if not self.hello_heard:  # (a HELLO heard since this start is newer than any)
+            state = self.replay.state
+            self.hello_record = self.journal.last_hello(state.reader_model, state.reader_firmware)
         if recovered.halted is not None:
             log.error("journal halted: %s", recovered.halted.describe())
         elif self.journal.read_only is ReadOnly.FILE_SYSTEM:
@@ -358,8 +366,11 @@ class Table:
                 "free disk space in the state directory, then try again"
             ) from exc
         outcome = decided.outcome
+        events = outcome.events
         if decided.record is not None:
             outcome = self._name_rolls(outcome, decided.record.record)
+            if any(isinstance(e, ReaderRestarted) and (e.model or e.firmware) for e in events):
+                self.hello_record, self.hello_heard = decided.record.record, True
         self.storage_fault = None
         self.settlements.note(outcome.events)
         return outcome
@@ -550,6 +561,8 @@ class Table:
             self.settlements.last,
             self._rules_status(state),
             proof=self._proof(halted),
+            hello_record=self.hello_record,
+            hello_heard=self.hello_heard,
         )
         if self.state_changed is not None:
             self.state_changed()  # a flag only: the link wakes after the outputs

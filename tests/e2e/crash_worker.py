@@ -2,6 +2,9 @@
 
 ``python tests/crash_worker.py STATE_DIR SEED COUNT START`` prints ``READY`` after
 recovery, ``ACK <i>`` after command ``i`` is durably journaled, ``DONE`` at the end.
+Paced by the test: before each command it reads one line from standard input; at the
+end of its input it runs the rest freely (so a kill finds at most one command in flight,
+however busy the machine, and the test's count of kills never depends on timing).
 On a restart the test passes the first un-ACKed index as START: that command is
 sent again, like a reader retransmitting a ROLL (same seq: the engine sees a
 duplicate) or a client repeating a request (recognised by the last record).
@@ -61,7 +64,10 @@ def main(argv: list[str]) -> int:
             print(f"HALTED {recovered.halted.describe()}", flush=True)
             return 3
         print("READY", flush=True)
+        paced = True
         for i in range(start, count):
+            if paced and not sys.stdin.readline():
+                paced = False  # the test closed our input: the rest at full speed
             command = commands[i]
             if i == start and not isinstance(command, Roll):
                 last = journal.last()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import subprocess
 import sys
@@ -21,6 +22,15 @@ WORKER = Path(__file__).with_name("crash_worker.py")
 SEED = 4
 COUNT = 500
 KILLS = 40
+MOST_BEFORE_A_KILL = 10  # commands ACKed before a kill: 40 kills x (10 + 1) < 500
+
+
+def go(proc: subprocess.Popen[str]) -> None:
+    """Let the worker take its next command (nothing, once it is dead)."""
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
 
 
 def _command_records(journal: Journal) -> int:
@@ -40,13 +50,19 @@ def test_sigkill_loses_no_acked_command_and_applies_none_twice(tmp_path: Path) -
         start = acked + 1
         proc = subprocess.Popen(
             [sys.executable, str(WORKER), str(tmp_path), str(SEED), str(COUNT), str(start)],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
-        assert proc.stdout is not None
+        assert proc.stdin is not None and proc.stdout is not None
         assert proc.stdout.readline().strip() == "READY"
-        budget = rng.randint(0, 25) if kills < KILLS else None
-        if budget == 0:  # kill at a random instant, not just after an ACK
+        # the worker takes a command each time it is told (go): at most one is in flight at
+        # a kill, so the 40 kills (at most 11 commands each) always fit in the 500
+        budget = rng.randint(0, MOST_BEFORE_A_KILL) if kills < KILLS else None
+        go(proc)
+        if budget is None:
+            proc.stdin.close()  # no more kills: the rest of the script at full speed
+        elif budget == 0:  # kill at a random instant, not just after an ACK
             time.sleep(rng.uniform(0, 0.01))
             proc.kill()
             kills += 1
@@ -58,7 +74,11 @@ def test_sigkill_loses_no_acked_command_and_applies_none_twice(tmp_path: Path) -
             assert word == "ACK", line
             assert int(arg) == acked + 1, f"ACK {arg} out of order after {acked}"
             acked = int(arg)
-            if budget and seen >= budget:
+            if not budget:  # running free, or killed already (the ACKs on the wire)
+                continue
+            go(proc)  # the next command is in flight now
+            if seen >= budget:
+                time.sleep(rng.uniform(0, 0.002))  # somewhere in its journaling, or after
                 proc.kill()
                 kills += 1
                 break
@@ -71,6 +91,9 @@ def test_sigkill_loses_no_acked_command_and_applies_none_twice(tmp_path: Path) -
                 done = True
         proc.stdout.close()
         proc.wait()
+        if not proc.stdin.closed:
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.close()
         with Journal(tmp_path / "journal.db", read_only=True) as journal:
             state = recover(journal, engine.rules).state
             applied = _command_records(journal)

@@ -21,7 +21,7 @@ from controller.control.protocol import (
 from controller.control.server import ControlServer
 from controller.core.errors import FirebetError, ServiceUnreachable
 from tests.control_support import SERVICE_UID, Recorder, fake_identity, raw_exchange
-from tests.support import DEALERS, TECHS
+from tests.support import DEALERS, PROCESS_DEADLINE_S, TECHS
 
 # request / reply ----------------------------------------------------------------------
 
@@ -160,17 +160,21 @@ def test_concurrent_clients(make_server: Any, sock_path: Path) -> None:
     errors: list[str] = []
 
     def worker(n: int) -> None:
-        with ControlClient(sock_path) as client:
-            for i in range(20):
-                reply = client.request("status", worker=n, i=i)
-                if reply["args"] != {"worker": n, "i": i}:
-                    errors.append(f"worker {n} got {reply}")
+        try:  # a deadline as generous as a real process's: this judges answers, not speed
+            with ControlClient(sock_path, timeout=60) as client:  # the longest deadline
+                for i in range(20):
+                    reply = client.request("status", worker=n, i=i)
+                    if reply["args"] != {"worker": n, "i": i}:
+                        errors.append(f"worker {n} got {reply}")
+        except Exception as exc:  # a thread's failure is the test's, by name
+            errors.append(f"worker {n}: {exc!r}")
 
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(16)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(10)
+        t.join(PROCESS_DEADLINE_S)
+    assert not any(t.is_alive() for t in threads), "a client thread did not finish"
     assert not errors
     assert len(rec.requests) == 16 * 20
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.core.errors import FirebetError
 from tests.support import PROCESS_DEADLINE_S, start_table, table_running, wait_for
 
 
@@ -18,10 +19,12 @@ def _started_since(before: set[threading.Thread]) -> list[str]:
 
 def test_a_table_that_fails_to_start_stops_every_thread_it_started(tmp_path: Path) -> None:
     before = set(threading.enumerate())
-    # the control socket cannot be bound (its folder is missing): start() fails after the
-    # simulated reader, the pins and the journal are up
-    with pytest.raises(FileNotFoundError):  # its own error, at once: not a timeout
-        start_table(tmp_path / "state", tmp_path / "no-such-folder" / "control.sock")
+    # the control socket cannot be bound (where its folder should be is a file, which a
+    # start cannot make a folder of): start() fails after the simulated reader, the pins
+    # and the journal are up
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(FirebetError, match="cannot make the control socket's folder"):
+        start_table(tmp_path / "state", tmp_path / "a-file" / "control.sock")  # at once
     left = _started_since(before)
     assert left == [], f"threads left running by a failed start_table: {left}"
 

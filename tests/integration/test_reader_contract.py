@@ -15,10 +15,13 @@ from pathlib import Path
 
 import pytest
 import serial
+from rich.console import Console
 
 from controller.cli.diag.reader import monitor_reader
+from controller.cli.display import render_status
 from controller.cli.doctor import Doctor
 from drivers.codec import encode, encode_hello
+from tests import schemas
 from tests.integration.test_reader_rolls_service import events_of, records
 from tests.support import RunningTable, table_config, table_running, wait_for
 
@@ -97,6 +100,57 @@ def test_hello_model_and_firmware_are_journaled_and_shown(running_table: Running
     said = [r for r in records(t) if r.get("command") == "reader_hello"]
     assert said and (said[-1]["model"], said[-1]["firmware"]) == ("DR-7", "2.1.0")
     assert json.dumps(reader)  # JSON-ready
+
+
+def hellos(t: RunningTable) -> list[tuple[int, str]]:
+    """The journal's ``reader_hello`` records: (record, firmware)."""
+    assert t.controller.journal is not None
+    return [
+        (r.record, json.loads(r.payload).get("firmware", ""))
+        for r in t.controller.journal.records()
+        if r.kind == "command" and json.loads(r.payload).get("command") == "reader_hello"
+    ]
+
+
+def status_text(status: dict) -> str:  # type: ignore[type-arg]
+    """What ``firebet status`` shows for ``status`` (the reader's line among it)."""
+    console = Console(width=200, record=True, color_system=None)
+    console.print(render_status(status))
+    return console.export_text()
+
+
+def test_firmware_carried_from_the_journal_is_not_claimed_current(tmp_path: Path) -> None:
+    # issue 33: the reader restarted with other firmware while the service was down; under
+    # protocol 2 its HELLO is sent once, unread: status must not claim the old firmware
+    state, sock = tmp_path / "state", tmp_path / "control.sock"
+    with table_running(state, sock, protocol=2) as t:
+        t.device.model, t.device.firmware = "DR-7", "2.1.0"
+        hello(t)
+        reader = t.status()["reader"]
+        assert (reader["firmware"], reader["firmware_seen"]) == ("2.1.0", "this_run")
+        ((said, _),) = hellos(t)
+        assert reader["firmware_record"] == said
+        assert "(DR-7, firmware 2.1.0)" in status_text(t.status())
+    # a new start: the simulated reader powers up anew with firmware 1.0 (SIMREADER), its
+    # one HELLO sent before the service's port was open (opening drops what came before)
+    with table_running(state, sock, protocol=2) as t:
+        assert hellos(t) == [(said, "2.1.0")], "the new HELLO was heard: this test needs it unheard"
+        status = t.status()
+        reader = status["reader"]
+        assert (reader["model"], reader["firmware"]) == ("DR-7", "2.1.0")  # the journal's
+        assert (reader["firmware_seen"], reader["firmware_record"]) == ("journal", said)
+        schemas.check("cli-status", status)
+        line = next(x for x in status_text(status).splitlines() if "firmware" in x)
+        assert f"(DR-7, firmware 2.1.0, as of record {said}, before this start)" in line
+        t.device.hello()  # the reader's next HELLO: heard, and shown at once
+        wait_for(lambda: t.status()["reader"]["firmware"] == "1.0", what="the new HELLO")
+        status = t.status()
+        reader = status["reader"]
+        assert (reader["model"], reader["firmware_seen"]) == ("SIMREADER", "this_run")
+        assert reader["firmware_record"] > said
+        schemas.check("cli-status", status)
+        assert "(SIMREADER, firmware 1.0)" in status_text(status)
+        assert "before this start" not in status_text(status)
 
 
 def test_the_readers_own_fault_holds_its_rolls_across_a_restart(tmp_path: Path) -> None:
@@ -206,6 +260,8 @@ def test_a_reader_restarted_while_the_service_was_down_plays_on(tmp_path: Path) 
         assert s["rolls"] == 7 and s["reader"]["copies"]["stale"] == 0 and s["mode"] == "running"
         assert s["reader"]["session"] == t.device.session
         assert len(events_of(t, "reader_restarted")) == 2  # one a session, each journaled
+        # its repeated HELLO was heard: the model and firmware shown are the reader's now
+        assert (s["reader"]["firmware_seen"], s["reader"]["session_heard"]) == ("this_run", True)
 
 
 def test_an_idle_table_s_next_roll_counts_after_hours_of_heartbeats(tmp_path: Path) -> None:
