@@ -54,6 +54,10 @@ def _env(zone: tzinfo) -> Environment:
         autoescape=select_autoescape(["html"]),
         trim_blocks=True,
         lstrip_blocks=True,
+        # the templates are the installed package's: they change only with a new install,
+        # which restarts the service; checking each tile's file before each render took a
+        # sixth of the live stream's time in a flood (bench/floor.py --publisher recorded)
+        auto_reload=False,
     )
     env.filters["money"] = money
     env.filters["ordinal"] = ordinal
@@ -265,6 +269,7 @@ class Console:
         while not self.closing:
             self._frame_due.wait(timeout=1.0)
             self._frame_due.clear()
+            began = time.monotonic()
             with self._frame_lock:
                 changes, self._pending = self._pending, Changes()
             if changes and not self.closing:
@@ -272,7 +277,8 @@ class Console:
                     self.render(changes)
                 except Exception:  # the next frame tries again with what changes then
                     log.exception("the console could not render a live update")
-            time.sleep(FRAME_S)
+            # a frame a FRAME_S from the start of the last, not a FRAME_S after its render
+            time.sleep(max(0.0, FRAME_S - (time.monotonic() - began)))
 
     def render(self, changes: Changes) -> None:
         """Render one frame and fan it out, to each table's page only what is of that
