@@ -518,5 +518,10 @@ class SimulatedReader:
                 self._pending = None
                 self._next_auto = time.monotonic() + (self.interval_s or 0.0)
                 if self.protocol >= 3 and self._seq >= codec.MAX_SEQ:
-                    self._open_session()  # the session's numbers are spent: a new one
+                    self._numbers_spent()
             self._acked_cv.notify_all()
+
+    def _numbers_spent(self) -> None:
+        """Protocol 3, the session's last number ACKed: a new session (rule of the wrap;
+        under the ACK lock)."""
+        self._open_session()

@@ -130,15 +130,8 @@ def test_the_wrap_run_passes_the_simulated_reader() -> None:
 class RunOnReader(SimulatedReader):
     """A reader that wraps its numbering to 0 in the same session (modulo, as protocol 2)."""
 
-    def _on_ack(self, seq: int) -> None:
-        with self._acked_cv:
-            self.acked.append(seq)
-            self.acks.append((self.session, seq))
-            if self._pending is not None and self._pending.seq == seq:
-                self._pending = None
-                if self._seq >= codec.MAX_SEQ:
-                    self._seq = -1  # the next roll is 0, of the same session
-            self._acked_cv.notify_all()
+    def _numbers_spent(self) -> None:
+        self._seq = -1  # the next roll is 0, of the same session
 
 
 def test_a_reader_that_numbers_past_the_wrap_point_fails_it() -> None:
