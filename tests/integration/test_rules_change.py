@@ -7,8 +7,6 @@ for what comes next."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ import pytest
 
 from controller.core.config import load_config
 from controller.journal.history import history
-from tests.support import DICE, ROOT, RunningTable, table_running, wait_for
+from tests.support import DICE, RunningTable, run_firebet, table_running, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -125,15 +123,9 @@ def test_a_rules_change_at_start_keeps_every_record_s_meaning(tmp_path: Path, ke
         first = recall(table, 1000)[0]
         assert (first["odds_to_one"], first["payouts"]) == (24, {"3": 120})
     if key == "firebet.pays":  # an export gives each record the rules it was decided under
-        done = subprocess.run(
-            [
-                *(sys.executable, "-m", "controller", "export", "--format", "jsonl"),
-                *("--state-dir", str(state), "--config", str(tmp_path / "after.toml")),
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
+        done = run_firebet(
+            *("export", "--format", "jsonl"),
+            *("--state-dir", str(state), "--config", str(tmp_path / "after.toml")),
         )
         assert done.returncode == 0, done.stderr
         exported = [json.loads(line) for line in done.stdout.splitlines()]

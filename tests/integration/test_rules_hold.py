@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ import pytest
 from controller.cli.doctor import Doctor
 from controller.core.config import load_config
 from tests.integration.test_rules_change import config_file, recall
-from tests.support import DICE, ROOT, RunningTable, table_running, wait_for
+from tests.support import DICE, RunningTable, run_firebet, table_running, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -92,15 +90,9 @@ def test_a_bet_taken_at_999_to_1_is_paid_at_999_to_1_after_a_restart_on_99999(
         assert hands[1]["decided_under"] is not None and hands[1]["decided_under"] < new
         assert hands[2]["decided_under"] == new
     # the export gives each record the rules record it was decided under
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "controller", "export", "--format", "jsonl"),
-            *("--state-dir", str(state), "--config", str(tmp_path / "after.toml")),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = run_firebet(
+        *("export", "--format", "jsonl"),
+        *("--state-dir", str(state), "--config", str(tmp_path / "after.toml")),
     )
     assert done.returncode == 0, done.stderr
     exported = [json.loads(line) for line in done.stdout.splitlines()]
