@@ -51,12 +51,10 @@ def test_a_lost_wager_is_logged_with_what_was_lost() -> None:
     assert settlement_text(lost) == "hand 1 settled: 1 different point (4), lose; #3 lost $5"
 
 
-@pytest.mark.slow
-def test_a_service_that_starts_halted_says_halted_not_ready(tmp_path: Path) -> None:
-    state = tmp_path / "state"
-    state.mkdir()
-    (state / "journal.db").write_bytes(b"this is not a database" * 100)
-    log = tmp_path / "service.log"
+def start_up_log(state: Path, log: Path) -> str:
+    """``firebet run`` (simulated reader, mock pins) on ``state`` as a real process: its log
+    once the start-up line ("ready in ..." or "HALTED in ...: table ...") is written; the
+    service is then stopped."""
     with log.open("w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "controller", "run", "--simulated-reader",
@@ -65,12 +63,20 @@ def test_a_service_that_starts_halted_says_halted_not_ready(tmp_path: Path) -> N
         )  # fmt: skip
     try:
         wait_for(lambda: "s: table " in log.read_text(), what="the start-up line")
-        text = log.read_text()
-        assert "ERROR firebet: HALTED in" in text
-        assert "ready in" not in text and "firebet clear-halt" in text
+        return log.read_text()
     finally:
         proc.terminate()
         proc.wait(timeout=PROCESS_DEADLINE_S)
+
+
+@pytest.mark.slow
+def test_a_service_that_starts_halted_says_halted_not_ready(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "journal.db").write_bytes(b"this is not a database" * 100)
+    text = start_up_log(state, tmp_path / "service.log")
+    assert "ERROR firebet: HALTED in" in text
+    assert "ready in" not in text and "firebet clear-halt" in text
 
 
 @pytest.mark.slow
@@ -91,17 +97,6 @@ def test_the_ready_line_says_the_record_and_hand_the_table_resumed_at(tmp_path: 
         assert (replayed.state.hand, replayed.state.point) == (1, 6)
         last = journal.last_record
     assert resumed_at(0, replayed.state).startswith("a new journal")
-    log = tmp_path / "service.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "controller", "run", "--simulated-reader",
-             "--pin-factory", "mock", "--state-dir", str(state)],
-            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-    try:
-        wait_for(lambda: "s: table " in log.read_text(), what="the start-up line")
-        (line,) = [x for x in log.read_text().splitlines() if "s: table " in x]
-        assert "ready in " in line and f"resumed at record {last}, hand 1, point 6," in line
-    finally:
-        proc.terminate()
-        proc.wait(timeout=PROCESS_DEADLINE_S)
+    (line,) = [x for x in start_up_log(state, tmp_path / "service.log").splitlines()
+               if "s: table " in x]  # fmt: skip
+    assert "ready in " in line and f"resumed at record {last}, hand 1, point 6," in line
