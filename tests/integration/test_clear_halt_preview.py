@@ -28,11 +28,16 @@ def build(state: Path) -> Path:
         decide(journal, replayed, Bet(3, 5, actor="alice"))
         for d1, d2 in [*SIX_POINTS, (5, 5), (5, 5), (2, 2), (3, 4)]:
             decide(journal, replayed, Roll(d1, d2, actor="alice"))
+    edit_the_5_bet(path)
+    return path
+
+
+def edit_the_5_bet(path: Path) -> None:
+    """The journal's (first) $5 bet edited to $4 in the file: its seal breaks."""
     data = bytearray(path.read_bytes())
     at = data.index(b'"amount":5')
-    data[at + len(b'"amount":')] = ord("4")  # the $5 bet edited to $4: its seal breaks
+    data[at + len(b'"amount":')] = ord("4")
     path.write_bytes(bytes(data))
-    return path
 
 
 def test_clear_halt_shows_the_hands_wagers_and_payouts_it_sets_aside(tmp_path: Path) -> None:

@@ -18,11 +18,11 @@ from controller.core.engine import Engine
 from controller.journal import Journal, recover
 from controller.journal.play import decide
 from controller.service.jobs import Checked
+from tests.integration.test_clear_halt_preview import SIX_POINTS, edit_the_5_bet
 from tests.support import recall_firebet, table_running, wait_for
 from tests.support import run_firebet as firebet
 
 ENGINE = Engine()
-SIX_POINTS = [(2, 2), (2, 2), (2, 3), (2, 3), (3, 3), (3, 3), (4, 4), (4, 4), (4, 5), (4, 5)]
 EDITED = "$3,996"  # what the edited $4 would win at 999 to 1; the table paid $4,995
 
 
@@ -41,10 +41,7 @@ def build(state: Path) -> int:
         edited = journal.last_record
         for d1, d2 in [*SIX_POINTS, (5, 5), (5, 5), (2, 2), (3, 4)]:
             decide(journal, replayed, Roll(d1, d2, actor="alice"))
-    data = bytearray(path.read_bytes())
-    at = data.index(b'"amount":5')
-    data[at + len(b'"amount":')] = ord("4")  # the $5 bet edited to $4: its seal breaks
-    path.write_bytes(bytes(data))
+    edit_the_5_bet(path)
     return edited
 
 
