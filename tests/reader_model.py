@@ -17,6 +17,7 @@ quiet, every throw is applied. ``tests/unit/test_reader_model.py`` runs it short
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
@@ -35,6 +36,41 @@ FATES = ("deliver", "deliver", "drop", "duplicate", "delay", "corrupt")
 
 FIGURES: Counter[str] = Counter()
 """What every run of the machine survived, summed (the soak prints it)."""
+
+
+def delivered(
+    frames: list[bytes],
+    fates: list[str],
+    late: list[bytes],
+    corrupt: Callable[[bytes, int], bytes],
+    counted: str = "",
+) -> list[bytes]:
+    """The frames as the channel delivers them, each by its fate (one not named is
+    delivered): dropped, duplicated, delayed (appended to ``late``, to come behind the next
+    ones) or corrupted (``corrupt(frame, its index)``). Each fault is counted in
+    :data:`FIGURES` under ``counted`` ("" for this model, "service." for the service's)."""
+    out: list[bytes] = []
+    for i, frame in enumerate(frames):
+        fate = fates[i] if i < len(fates) else "deliver"
+        if fate == "corrupt":
+            frame = corrupt(frame, i)
+        if fate == "delay":
+            late.append(frame)
+        elif fate != "drop":
+            out.append(frame)
+        if fate == "duplicate":
+            out.append(frame)
+        if fate != "deliver":
+            FIGURES[f"{counted}faults"] += 1
+            FIGURES[f"{counted}fault.{fate}"] += 1
+    return out
+
+
+def flip(frame: bytes, bit: int) -> bytes:
+    """The frame with bit ``bit % 8`` of byte ``bit % len`` flipped."""
+    flipped = bytearray(frame)
+    flipped[bit % len(flipped)] ^= 1 << (bit % 8)
+    return bytes(flipped)
 
 
 @dataclass
@@ -298,21 +334,8 @@ class HostileChannel(RuleBasedStateMachine):
         for fates, line, to in ((up, self.up, self.table), (down, self.down, self.reader)):
             frames, line[:] = list(line), []
             late: list[bytes] = []
-            for i, frame in enumerate(frames):
-                fate = fates[i] if i < len(fates) else "deliver"
-                if fate == "corrupt":
-                    flipped = bytearray(frame)
-                    flipped[bit % len(flipped)] ^= 1 << (bit % 8)
-                    frame = bytes(flipped)
-                if fate == "delay":
-                    late.append(frame)
-                elif fate != "drop":
-                    to.receive(frame)
-                if fate == "duplicate":
-                    to.receive(frame)
-                if fate != "deliver":
-                    FIGURES["faults"] += 1
-                    FIGURES[f"fault.{fate}"] += 1
+            for frame in delivered(frames, fates, late, lambda f, _: flip(f, bit)):
+                to.receive(frame)
             self._collect()
             line += late
         self._step()

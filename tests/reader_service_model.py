@@ -51,7 +51,7 @@ from controller.core.table import TableState
 from controller.journal import Journal, recover
 from drivers import codec
 from drivers.sim_link import PtyLink
-from tests.reader_model import FATES, FIGURES, ModelReader, SeqReader, Throw
+from tests.reader_model import FATES, FIGURES, ModelReader, SeqReader, Throw, delivered
 
 DEADLINE_S = 60.0
 """How long any one condition may take on a busy machine before the step fails."""
@@ -296,23 +296,12 @@ class ServiceChannel(RuleBasedStateMachine):
         self, frames: list[bytes], fates: list[str], bit: int, late: list[bytes]
     ) -> list[bytes]:
         """The frames as the channel delivers them; the delayed ones appended to ``late``."""
-        out = []
-        for i, frame in enumerate(frames):
-            fate = fates[i] if i < len(fates) else "deliver"
-            if fate == "delay" and self.PROTOCOL < 3 and frame.startswith(b"$HELLO"):
-                fate = "deliver"  # a late HELLO restarts protocol 2's numbering: its limit
-            if fate == "corrupt":
-                frame = self._corrupt(frame, bit + i)
-            if fate == "delay":
-                late.append(frame)
-            elif fate != "drop":
-                out.append(frame)
-            if fate == "duplicate":
-                out.append(frame)
-            if fate != "deliver":
-                FIGURES["service.faults"] += 1
-                FIGURES[f"service.fault.{fate}"] += 1
-        return out
+        if self.PROTOCOL < 3:  # a late HELLO restarts protocol 2's numbering: its limit
+            fates = [
+                "deliver" if fate == "delay" and frame.startswith(b"$HELLO") else fate
+                for frame, fate in zip(frames, fates, strict=False)
+            ]
+        return delivered(frames, fates, late, lambda f, i: self._corrupt(f, bit + i), "service.")
 
     def _exchange(self, up: list[str] = [], down: list[str] = [], bit: int = 0) -> None:  # noqa: B006
         """What the reader has to send goes up through the channel, then the barrier, then
