@@ -33,7 +33,7 @@ from controller.core.engine import Engine  # noqa: E402
 from controller.journal import Journal, canonical, now_ms, recover  # noqa: E402
 from controller.journal.files import write_head_new  # noqa: E402
 from controller.journal.key import read_key  # noqa: E402
-from controller.journal.recipe import encode_command, iso, seal  # noqa: E402
+from controller.journal.recipe import encode_command, iso, pack_body, seal  # noqa: E402
 
 SNAPSHOT_EVERY = 1000
 
@@ -106,7 +106,8 @@ def build(path: Path, size: int, seed: int = 1) -> float:
         body = encode_command(command, at)
         text = canonical(state.to_dict()) if number % SNAPSHOT_EVERY == 0 else None
         mac = seal(key, prev, number, at, "reader", "command", body, text)
-        rows.append((number, at, "reader", "command", body, int(text is not None), mac))
+        stored = pack_body(body)  # as the journal stores it (format 3)
+        rows.append((number, at, "reader", "command", stored, int(text is not None), mac))
         if text is not None:
             snaps.append((number, state.hand, text))
         prev = mac

@@ -70,7 +70,7 @@ def run_init(args: argparse.Namespace) -> int:
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    """Move a format-1 journal to the keyed format 2 (the old files are kept aside)."""
+    """Move a format-1 or format-2 journal to format 3 (the old files are kept aside)."""
     where = paths.locate(args)
     config = where.config
     _require_technician(config.control.technician_group)
@@ -96,6 +96,13 @@ def run_migrate(args: argparse.Namespace) -> int:
             )
         )
         return 0
+    if done.from_format == 2:
+        print(
+            f"migrated {done.records} records to format 3 (the same records and chain, a "
+            f"reader roll's body stored packed; chain head {done.old_head[:16]}); the "
+            f"format-2 files are in {done.aside}"
+        )
+        return 0
     print(
         f"migrated {done.records} records to the keyed format (old chain head "
         f"{done.old_head[:16]}); the format-1 files are in {done.aside}"
@@ -113,7 +120,7 @@ def register(tools: Any, common: Callable[[argparse.ArgumentParser], None]) -> N
     common(init)
     init.set_defaults(func=run_init, _json_refusal=True)
     move = tools.add_parser(
-        "migrate", help="technician: move a format-1 journal to the keyed format"
+        "migrate", help="technician: move a format-1 or format-2 journal to format 3"
     )
     _json_flag(move, "one JSON object: the records moved, the old chain head, the old files")
     common(move)

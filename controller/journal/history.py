@@ -43,7 +43,7 @@ from controller.core.state import TableState
 from controller.journal import store
 from controller.journal.handlog import Hand, HandLog, history_line
 from controller.journal.proof import Break, mark
-from controller.journal.recipe import RecordKind
+from controller.journal.recipe import BODY_SQL, RecordKind
 from controller.journal.replay import RecordError, Replay
 from controller.journal.walk import replay_at
 
@@ -159,7 +159,7 @@ class Recall:
         return replay
 
     def _rows(self, db: sqlite3.Connection, after: int, upto: int | None, budget: _Budget) -> Rows:
-        query = "SELECT record, at, actor, kind, body FROM records WHERE record > ?"
+        query = f"SELECT record, at, actor, kind, {BODY_SQL} FROM records WHERE record > ?"
         params: tuple[int, ...] = (after,)
         if upto is not None:
             query += " AND record <= ?"

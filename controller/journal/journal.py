@@ -46,6 +46,7 @@ from controller.journal.opening import Damage, check_head, check_present, open_f
 from controller.journal.recipe import (
     FORMAT,
     GENESIS,
+    READABLE_FORMATS,
     SYSTEM_KINDS,
     RecordKind,
     canonical,
@@ -123,6 +124,7 @@ class Journal:
         self._damage: Problem | None = None  # what recovery found wrong with the files
         self._wal_found = True
         self._tail_sealed = False  # no record number the head file sealed is gone
+        self._packs = False  # bodies stored as format 3 does (store.packs)
 
     @classmethod
     def open(cls, state_dir: str | Path, config: Config, *, read_only: bool = False) -> Self:
@@ -256,6 +258,7 @@ class Journal:
         self._db, self._key, self._wal_found = open_file(
             self.files, self.key_file, read_only=self._no_writes, durable=self.durable
         )
+        self._packs = store.packs(self._db)
         if not self._no_writes:
             store.add_indexes(self._db)
 
@@ -308,7 +311,7 @@ class Journal:
                 found = store.meta(db).get("format")
             except sqlite3.Error:
                 found = None
-            if found != str(FORMAT):
+            if found not in READABLE_FORMATS:
                 db.close()
                 raise JournalIntegrityError(
                     None,
@@ -474,7 +477,13 @@ class Journal:
         row = store.Row(number, at, actor, kind, text, int(snap), mac)
         hand = state.hand if state is not None else 0
         try:
-            store.insert(db, row, (hand, state_text) if state_text is not None else None, request)
+            store.insert(
+                db,
+                row,
+                (hand, state_text) if state_text is not None else None,
+                request,
+                packed=self._packs,
+            )
         except sqlite3.Error as exc:
             raise JournalWriteError(self.path, str(exc)) from exc
         self._last, self._last_mac = number, mac

@@ -16,7 +16,7 @@ from controller.core.errors import FirebetError
 from controller.journal import files as F
 from controller.journal import store
 from controller.journal.key import read_key
-from controller.journal.recipe import FORMAT, key_id
+from controller.journal.recipe import READABLE_FORMATS, key_id
 from controller.journal.walk import Problem
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -108,7 +108,7 @@ def open_file(
                 "chain): move it to the keyed format with firebet journal migrate "
                 "(docs/runbook.md)",
             )
-        if header.get("format") != str(FORMAT):
+        if header.get("format") not in READABLE_FORMATS:
             raise Damage(None, f"{files.db.name} has an unknown format {header.get('format')!r}")
         key = read_key(key_file)
         if header.get("key_id") != key_id(key):

@@ -41,7 +41,8 @@ def _segment(path: str, key: bytes, rules: FireBetRules, first: int, last: int) 
         if problem is not None:
             return 0, 0, [problem]
         rows = db.execute(
-            f"SELECT {store.COLUMNS} FROM records WHERE record > ? AND record <= ? ORDER BY record",
+            f"SELECT {store.RAW_COLUMNS} FROM records WHERE record > ? AND record <= ? "
+            "ORDER BY record",
             (first, last),
         )
         snaps = {n: s for n, s in store.snapshots(db, after=first).items() if n <= last}

@@ -1,4 +1,4 @@
-"""The journal's recipe: how a record is written down and sealed (format 2).
+"""The journal's recipe: how a record is written down and sealed (formats 2 and 3: one seal).
 
 Everything an auditor needs to re-check an export with the table's key is here,
 and nothing here touches a file.
@@ -46,7 +46,11 @@ from controller.core.commands import COMMANDS, Command, Roll
 from controller.core.times import iso as iso
 from controller.core.times import to_ms as to_ms
 
-FORMAT = 2
+FORMAT = 3  # 2: the keyed chain; 3: the same records, a reader roll's body stored packed
+PACKED_FROM = 3  # the first format whose bodies may be stored as one integer (pack_body)
+# formats read and written as they are: a format-2 journal (bodies all text) plays on, and
+# `firebet journal migrate` packs it (controller/journal/legacy.py)
+READABLE_FORMATS = ("2", "3")
 GENESIS = bytes(32)
 KEY_BYTES = 32
 
@@ -86,10 +90,14 @@ def clean_actor(actor: str) -> str:
 
 
 def seal(
-    key: bytes, prev: bytes, record: int, at: int, actor: str, kind: str, body: str,
+    key: bytes, prev: bytes, record: int, at: int, actor: str, kind: str, body: str | int,
     snapshot: str | None = None,
 ) -> bytes:  # fmt: skip
-    """The chain MAC of one record (see the module docstring); ``snapshot`` is its state text."""
+    """The chain MAC of one record (see the module docstring); ``snapshot`` is its state text.
+    ``body`` is the text, or a body as format 3 stores it (:func:`pack_body`): the seal is
+    always over the text."""
+    if type(body) is not str:
+        body = body_text(body)
     snap = 0 if snapshot is None else 1
     message = b"%b%d\n%b\n%b\n%b\n%d\n%b" % (
         prev, record, iso(at).encode(), actor.encode(), kind.encode(), snap, body.encode()
@@ -186,11 +194,61 @@ def encode_command(command: Command, at: int) -> str:
 
 
 _ROLL = '{"command":"roll","d1":'
+_DIE = {"1": 1, "2": 2, "3": 3, "4": 4, "5": 5, "6": 6}
 
 
-def decode_body(body: str, actor: str, at: int, at_text: str) -> Command:
-    """The command of a ``command`` record's body text; the common reader roll
-    (``{"command":"roll","d1":3,"d2":4,"seq":17}``) without the JSON parser."""
+# the body as stored (format 3) -----------------------------------------------------------------
+def pack_body(body: str) -> str | int:
+    """A record's body as format 3 stores it: the common reader roll
+    ``{"command":"roll","d1":D1,"d2":D2,"seq":N}`` (dice 1 to 6, ``N`` a plain decimal)
+    as the one integer ``N * 36 + (D1 - 1) * 6 + (D2 - 1)`` (3 or 4 bytes on disk instead
+    of about 42); any other body as its text. Storage only: the seal, the export and every
+    reader see the text (:func:`body_text`)."""
+    if (
+        body.startswith(_ROLL)
+        and body[24:30] == ',"d2":'
+        and body[31:38] == ',"seq":'
+        and body[-1] == "}"
+        and body[23] in _DIE
+        and body[30] in _DIE
+    ):
+        seq = body[38:-1]
+        if seq.isascii() and seq.isdigit() and (seq == "0" or seq[0] != "0"):
+            return int(seq) * 36 + (_DIE[body[23]] - 1) * 6 + _DIE[body[30]] - 1
+    return body
+
+
+def body_text(stored: object) -> str:
+    """The text of a body as stored: :func:`pack_body` undone (text is returned as is; any
+    other value a damaged file may hold, as text, for the seal to refuse)."""
+    if type(stored) is str:
+        return stored
+    if type(stored) is int:
+        seq, dice = divmod(stored, 36)
+        return f'{_ROLL}{dice // 6 + 1},"d2":{dice % 6 + 1},"seq":{seq}}}'
+    if isinstance(stored, bytes):
+        return stored.decode("utf-8", "replace")
+    return str(stored)
+
+
+# SQL giving a stored body's text (what body_text gives; non-negative integers are the only
+# ones pack_body makes, and SQL's integer division agrees with Python's there)
+BODY_SQL = (
+    "CASE WHEN typeof(body) = 'integer' AND body >= 0 THEN "
+    '\'{"command":"roll","d1":\' || (body % 36 / 6 + 1) || \',"d2":\' || '
+    "(body % 6 + 1) || ',\"seq\":' || (body / 36) || '}' ELSE CAST(body AS TEXT) END"
+)
+
+
+def decode_body(body: str | int, actor: str, at: int, at_text: str) -> Command:
+    """The command of a ``command`` record's body (text, or packed: :func:`pack_body`); the
+    common reader roll (``{"command":"roll","d1":3,"d2":4,"seq":17}``) without the JSON
+    parser."""
+    if type(body) is int and body >= 0:
+        seq, dice = divmod(body, 36)
+        return Roll(dice // 6 + 1, dice % 6 + 1, "reader", seq, actor=actor, at=at_text)
+    if type(body) is not str:
+        body = body_text(body)
     if (
         body.startswith(_ROLL)
         and body[24:30] == ',"d2":'

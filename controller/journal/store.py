@@ -17,12 +17,21 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from controller.core.commands import parse_request_tag
 from controller.journal.files import fsync_dir, fsync_file
-from controller.journal.recipe import FORMAT, GENESIS, key_id, seal
+from controller.journal.recipe import (
+    BODY_SQL,
+    FORMAT,
+    GENESIS,
+    PACKED_FROM,
+    body_text,
+    key_id,
+    pack_body,
+    seal,
+)
 
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -31,7 +40,7 @@ CREATE TABLE records (
     at INTEGER NOT NULL,
     actor TEXT NOT NULL,
     kind TEXT NOT NULL,
-    body TEXT NOT NULL,
+    body NOT NULL,
     snap INTEGER NOT NULL,
     mac BLOB NOT NULL
 );
@@ -39,8 +48,12 @@ CREATE INDEX records_halts ON records (record) WHERE kind IN ('halt', 'clear_hal
 CREATE INDEX records_rules ON records (record) WHERE kind = 'rules';
 CREATE TABLE snapshots (record INTEGER PRIMARY KEY, hand INTEGER NOT NULL, state TEXT NOT NULL);
 """
-COLUMNS = "record, at, actor, kind, body, snap, mac"
-INSERT_RECORD = f"INSERT INTO records ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+# ``body`` has no type (format 3): a body is its text, or a reader roll's one integer
+# (recipe.pack_body). RAW_COLUMNS read it as stored (the walk's fast path takes the
+# integer as it is); COLUMNS read every body as its text, for everyone else.
+RAW_COLUMNS = "record, at, actor, kind, body, snap, mac"
+COLUMNS = f"record, at, actor, kind, {BODY_SQL}, snap, mac"
+INSERT_RECORD = f"INSERT INTO records ({RAW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
 # every control-socket request the journal holds, by who asked and its id (the JSON text
 # of the id): written in the transaction of its command record, so a retry of any of them,
 # however old, is answered from its record and never done again (docs/cli.md)
@@ -179,7 +192,7 @@ def create(path: Path, key: bytes, at: int, actor: str, body: str) -> bytes:
             [("format", str(FORMAT)), ("key_id", key_id(key))],
         )
         db.execute(
-            f"INSERT INTO records ({COLUMNS}) VALUES (1, ?, ?, 'start', ?, 0, ?)",
+            f"INSERT INTO records ({RAW_COLUMNS}) VALUES (1, ?, ?, 'start', ?, 0, ?)",
             (at, actor, body, mac),
         )
         db.execute("COMMIT")
@@ -191,25 +204,42 @@ def create(path: Path, key: bytes, at: int, actor: str, body: str) -> bytes:
     return mac
 
 
+def packs(db: sqlite3.Connection) -> bool:
+    """Whether the journal stores a reader roll's body packed (format 3 on; a format-2
+    journal's ``body`` column is TEXT, which would turn the integer into digits)."""
+    found = meta(db).get("format", "")
+    return found.isdigit() and int(found) >= PACKED_FROM
+
+
+def stored(row: Row) -> tuple[int, int, str, str, str | int, int, bytes]:
+    """``row`` as format 3 stores it (its body packed when it can be: recipe.pack_body)."""
+    return row.record, row.at, row.actor, row.kind, pack_body(row.body), row.snap, row.mac
+
+
 def insert(
     db: sqlite3.Connection,
     row: Row,
     snapshot: tuple[int, str] | None,
     request: tuple[int, str, str | int] | None = None,
+    *,
+    packed: bool = False,
 ) -> None:
     """Commit one record (and its snapshot: ``(hand, state text)``; the request
     ``(uid, digest, id)`` that asked for it, into the index) in one transaction.
+    ``packed``: its body stored as format 3 does (:func:`stored`; False for a format-2
+    journal).
 
     A record alone is one statement, which SQLite commits as its own transaction: one
     call into SQLite on the roll path instead of three (BEGIN, INSERT, COMMIT). A
     connection already inside a transaction takes the long way, where BEGIN refuses.
     """
+    values = stored(row) if packed else row
     if snapshot is None and request is None and not db.in_transaction:
-        db.execute(INSERT_RECORD, row)
+        db.execute(INSERT_RECORD, values)
         return
     db.execute("BEGIN IMMEDIATE")
     try:
-        db.execute(INSERT_RECORD, row)
+        db.execute(INSERT_RECORD, values)
         if request is not None:
             db.execute(INSERT_REQUEST, request_row(request, row.record))
         if snapshot is not None:
@@ -236,8 +266,18 @@ def rows(db: sqlite3.Connection, first: int = 1, last: int | None = None) -> Ite
 
 
 def raw_rows(db: sqlite3.Connection, first: int = 1) -> sqlite3.Cursor:
-    """Records ``first``.. in order as plain tuples (the walk's fast path: no Row objects)."""
-    return db.execute(f"SELECT {COLUMNS} FROM records WHERE record >= ? ORDER BY record", (first,))
+    """Records ``first``.. in order as plain tuples, each body as stored (the walk's fast
+    path: no Row objects, a packed roll's integer as it is; :func:`as_row` for a Row)."""
+    return db.execute(
+        f"SELECT {RAW_COLUMNS} FROM records WHERE record >= ? ORDER BY record", (first,)
+    )
+
+
+def as_row(raw: tuple[Any, ...]) -> Row:
+    """The :class:`Row` of a plain tuple (body as stored or as text)."""
+    body = raw[4]
+    return Row(raw[0], raw[1], raw[2], raw[3], body if type(body) is str else body_text(body),
+               raw[5], raw[6])  # fmt: skip
 
 
 def row(db: sqlite3.Connection, number: int) -> Row | None:

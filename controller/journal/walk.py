@@ -30,7 +30,16 @@ from controller.core.config import FireBetRules
 from controller.core.events import Event
 from controller.core.state import TableState
 from controller.journal import store
-from controller.journal.recipe import GENESIS, RecordKind, canonical, decode_body, iso, seal, sealer
+from controller.journal.recipe import (
+    GENESIS,
+    RecordKind,
+    body_text,
+    canonical,
+    decode_body,
+    iso,
+    seal,
+    sealer,
+)
 from controller.journal.replay import (
     DECODE_ERRORS,
     Held,
@@ -94,11 +103,12 @@ class Walk:
     def run(
         self, rows: Iterable[tuple[Any, ...]], snaps: Mapping[int, str], *, stop_at_damage: bool
     ) -> None:
-        """Walk ``rows`` (plain tuples in :class:`Row` order) in order; ``snaps`` is the
-        state text by record. Command records without a snapshot, in an intact chain, take
-        the fast path: the same checks as :meth:`step` (each seal, then the commands folded
-        through the rules), with the key's pads hashed once (:func:`sealer`) and the
-        commands of up to ``_RUN`` sealed records folded together (:meth:`_fold_run`)."""
+        """Walk ``rows`` (plain tuples in :class:`Row` order, bodies as stored or as text)
+        in order; ``snaps`` is the state text by record. Command records without a
+        snapshot, in an intact chain, take the fast path: the same checks as :meth:`step`
+        (each seal, then the commands folded through the rules), with the key's pads
+        hashed once (:func:`sealer`) and the commands of up to ``_RUN`` sealed records
+        folded together (:meth:`_fold_run`)."""
         mac_of = sealer(self.key)
         rows = iter(rows)
         while True:
@@ -106,11 +116,14 @@ class Walk:
             sealed: list[tuple[Any, ...]] = []
             commands: list[Command] = []
             slow: tuple[Any, ...] | None = None
+            fast = not self.broken
             for raw in rows:
                 number, at, actor, kind, body, snap, mac = raw
-                if not snap and number == expect and kind == "command" and not self.broken:
+                if not snap and number == expect and kind == "command" and fast:
                     at_text = iso(at)
-                    text = f"{number}\n{at_text}\n{actor}\ncommand\n0\n{body}"
+                    text = f"{number}\n{at_text}\n{actor}\ncommand\n0\n" + (
+                        body if type(body) is str else body_text(body)
+                    )
                     if mac_of(prev + text.encode()) == mac:
                         try:
                             command = decode_body(body, actor, at, at_text)
@@ -131,7 +144,7 @@ class Walk:
             if sealed and not self._fold_run(sealed, commands, snaps, stop_at_damage):
                 return
             if slow is not None:
-                self.step(Row(*slow), snaps.get(slow[0]))
+                self.step(store.as_row(slow), snaps.get(slow[0]))
                 if stop_at_damage and self.problems:
                     return
 
@@ -154,7 +167,7 @@ class Walk:
             self.good, self.expect = last[0], last[0] + 1
         if done == len(commands):
             return True
-        self.step(Row(*sealed[done]), None)
+        self.step(store.as_row(sealed[done]), None)
         if stop_at_damage and self.problems:
             return False
         self.run(sealed[done + 1 :], snaps, stop_at_damage=stop_at_damage)

@@ -286,7 +286,7 @@ def test_export_can_be_reverified_with_the_documented_recipe(tmp_path: Path) -> 
     bet, roll = table[1], table[5]  # record 1 is the journal's start
     assert (bet["what"], bet["position"], bet["amount"], bet["d1"]) == ("bet", "1", "5", "")
     assert (roll["what"], roll["d1"], roll["d2"], roll["position"]) == ("roll", "4", "2", "")
-    assert (table[0]["what"], table[0]["detail"]) == ("start", "format=2")
+    assert (table[0]["what"], table[0]["detail"]) == ("start", "format=3")
     assert all("{" not in r[k] for r in table for k in ("what", "detail"))
     # the count, on standard error (#33: none before), so standard output stays the data
     assert done.stderr.strip().endswith(f"exported {len(rows)} records (records 1 to {len(rows)})")
