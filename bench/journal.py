@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sqlite3
 import statistics
@@ -67,16 +68,18 @@ for i in range(int(sys.argv[3])):
 checkpoints = journal.checkpoints
 journal.close()
 from controller.journal.parallel import workers
-seconds = {}
+seconds, cpu = {}, {}
 for processes in (1, workers()):
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     with Journal(sys.argv[1], read_only=True) as reader:
         recover(reader, rules)
         report = verify(reader, rules, processes=processes)
     seconds[processes] = time.perf_counter() - t
+    cpu[processes] = time.process_time() - c
     assert report.ok, report.problems[:3]
 print(json.dumps({"ready": ready, "lat": lat, "head": head, "checkpoints": checkpoints,
                   "verify1": seconds[1], "verify": seconds[workers()], "cores": workers(),
+                  "verify1_cpu": cpu[1],
                   "records": report.records}))
 """
 
@@ -150,6 +153,7 @@ def probe(path: Path, appends: int) -> dict[str, float]:
         "checkpoints": data["checkpoints"],
         "verify_rate": data["records"] / data["verify"],
         "verify1_rate": data["records"] / data["verify1"],
+        "verify1_cpu_rate": data["records"] / data["verify1_cpu"],
         "cores": data["cores"],
     }
 
@@ -164,7 +168,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         print(
             f"{'records':>9} {'build s':>7} {'B/record':>8} {'ready ms':>8} "
-            f"{'verify rec/s 1 core':>19} {'all':>9} {'append p50':>10} {'p99':>6} {'max ms':>6} "
+            f"{'verify rec/s 1 core':>19} {'per CPU s':>9} {'all':>9} {'append p50':>10} "
+            f"{'p99':>6} {'max ms':>6} "
             f"{'head p50':>8} {'p99 ms':>6} {'ckpts':>5}"
         )
         for size in sizes:
@@ -174,7 +179,8 @@ def main() -> int:
             r = probe(path, args.appends)
             print(
                 f"{size:>9} {built:>7.1f} {per_record:>8.0f} {r['ready'] * 1e3:>8.1f} "
-                f"{r['verify1_rate']:>19,.0f} {r['verify_rate']:>9,.0f} "
+                f"{r['verify1_rate']:>19,.0f} {r['verify1_cpu_rate']:>9,.0f} "
+                f"{r['verify_rate']:>9,.0f} "
                 f"{r['p50'] * 1e3:>10.3f} {r['p99'] * 1e3:>6.2f} "
                 f"{r['max'] * 1e3:>6.2f} {r['head50'] * 1e3:>8.3f} {r['head99'] * 1e3:>6.2f} "
                 f"{r['checkpoints']:>5.0f}",
@@ -186,7 +192,9 @@ def main() -> int:
         "synchronous=FULL, WAL, checkpoints on a background thread; head: the head file's "
         "write + fdatasync alone, the sync on the head's own thread, off the roll path; "
         "verify: a full check from genesis, "
-        "on one core and on every core as `firebet journal verify` does)"
+        "on one core (wall, and per CPU second of the process) and on every core as "
+        "`firebet journal verify` does (wall); load average at the end: "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())})"
     )
     return 0
 

@@ -21,6 +21,7 @@ BENCHES = [
     (["replay.py", "--lines", "2000"], "lines/s"),
     (["odds.py", "--hands", "2000", "--reference", "200"], "hands/s"),
     (["latency.py", "--rolls", "50"], "start-up to READY"),
+    (["after_ready.py", "--records", "2000", "--after", "1"], "the full check after READY ended"),
     (["floorlink.py", "--backlog", "500", "--rolls", "50"], "p99"),
 ]
 
