@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from controller.cli import journal_init, progress
 from controller.cli import options as paths
 from controller.cli.dealer import call, refusal, refusal_json
-from controller.cli.display import count, hand_line, money, paid_line
+from controller.cli.wording import count, hand_line, money, paid_line
 from controller.control.ops import Op
 from controller.core.config import FireBetRules
 from controller.core.errors import (

@@ -145,18 +145,33 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 
-@pytest.mark.parametrize("option", ["--version", "--contract-version"])
-def test_the_version_options_load_no_command(option: str) -> None:
-    """``firebet --version`` had loaded every command's module (the floor console's web
-    stack too): four times the CPU of ``firebet status --help``."""
+def modules_of(*words: str) -> list[str]:
+    """The modules ``firebet WORDS`` had imported when it returned (its output dropped)."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, option],
+        [sys.executable, "-c", PROBE, *words],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=PROCESS_DEADLINE_S,
     )
-    assert done.returncode == 0, done.stderr
-    modules = json.loads(done.stdout)
-    assert "controller.cli" in modules
-    assert loaded(modules, COMMAND_MODULES) == []
+    modules: list[str] = json.loads(done.stdout)
+    assert "controller.cli" in modules, done.stderr
+    return modules
+
+
+@pytest.mark.parametrize("option", ["--version", "--contract-version"])
+def test_the_version_options_load_no_command(option: str) -> None:
+    """``firebet --version`` had loaded every command's module (the floor console's web
+    stack too): four times the CPU of ``firebet status --help``."""
+    assert loaded(modules_of(option), COMMAND_MODULES) == []
+
+
+@pytest.mark.parametrize(
+    "words", [["status", "--json"], ["bet", "1", "5", "--json"], ["status", "--help"]]
+)
+def test_the_dealers_words_load_no_rich(words: list[str], tmp_path: Path) -> None:
+    """A script's ``status --json`` or ``bet`` prints words (no service here: it says so);
+    only the table drawn (``status`` without ``--json``, ``--watch``) loads rich."""
+    modules = modules_of(*words, "--socket", str(tmp_path / "control.sock"))
+    assert "controller.cli.dealer" in modules
+    assert loaded(modules, ("rich", "controller.cli.display", "controller.cli.watch")) == []
