@@ -169,9 +169,14 @@ def test_the_version_options_load_no_command(option: str) -> None:
 @pytest.mark.parametrize(
     "words", [["status", "--json"], ["bet", "1", "5", "--json"], ["status", "--help"]]
 )
-def test_the_dealers_words_load_no_rich(words: list[str], tmp_path: Path) -> None:
+def test_the_dealers_commands_load_neither_rich_nor_the_journal(
+    words: list[str], tmp_path: Path
+) -> None:
     """A script's ``status --json`` or ``bet`` prints words (no service here: it says so);
-    only the table drawn (``status`` without ``--json``, ``--watch``) loads rich."""
+    only the table drawn (``status`` without ``--json``, ``--watch``) loads rich, and only a
+    command that reads the journal (or ``--verbose``, which names its key) loads it."""
     modules = modules_of(*words, "--socket", str(tmp_path / "control.sock"))
     assert "controller.cli.dealer" in modules
-    assert loaded(modules, ("rich", "controller.cli.display", "controller.cli.watch")) == []
+    drawing = ("rich", "controller.cli.display", "controller.cli.watch")
+    journal = ("controller.journal", "controller.core.engine", "transitions", "sqlite3")
+    assert loaded(modules, drawing + journal) == []
