@@ -36,8 +36,9 @@ from controller.journal.handlog import HISTORY_KEYS, PROOF_KEYS
 from controller.journal.recipe import KINDS
 from controller.wire import messages
 
-CONTRACT = 1
-"""The command line's contract version (docs/cli.md, "Version and compatibility")."""
+CONTRACT = 2
+"""The command line's contract version (docs/cli.md, "Version and compatibility"; 2: the
+CSV export has plain columns only, no ``payload``)."""
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
