@@ -33,7 +33,7 @@ from controller.journal import (
 from controller.journal.files import Head, read_head
 from controller.journal.play import decide
 from controller.journal.system import diagnostics_body
-from tests.support import ROOT, head_syncs, recall
+from tests.support import PROCESS_DEADLINE_S, ROOT, head_syncs, recall
 
 ENGINE = Engine()
 
@@ -413,7 +413,7 @@ def test_a_reader_verifies_while_the_service_appends(tmp_path: Path) -> None:
             decide(writer, writer_replay, Roll(*rolls[i % len(rolls)], source="sim"))
             i += 1
 
-    thread = threading.Thread(target=append)
+    thread = threading.Thread(target=append, daemon=True)
     thread.start()
     try:
         for _ in range(40):
@@ -423,7 +423,8 @@ def test_a_reader_verifies_while_the_service_appends(tmp_path: Path) -> None:
                 assert report.ok, report.problems
     finally:
         stop.set()
-        thread.join()
+        thread.join(timeout=PROCESS_DEADLINE_S)
+        assert not thread.is_alive(), "the appending thread did not stop"
         writer.close()
 
 
