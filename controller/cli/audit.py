@@ -19,6 +19,7 @@ from controller.cli import options as paths
 from controller.cli.dealer import call, refusal, refusal_json
 from controller.cli.display import count, hand_line, money, paid_line
 from controller.control.ops import Op
+from controller.core.cells import spreadsheet_cell
 from controller.core.config import FireBetRules
 from controller.core.errors import (
     FirebetError,
@@ -357,7 +358,9 @@ def run_export(args: argparse.Namespace) -> int:
                 row = [r.record, r.at, r.actor, r.kind, snap, r.prev_hash, r.hash]
                 if at is not None:  # halted: one column more, the record proven or not
                     row.append("yes" if at.proves(r.record) else "no")
-                writer.writerow(row + plain_columns(r.kind, r.payload))
+                # a tampered record's text is never a formula in the auditor's spreadsheet
+                cells = row + plain_columns(r.kind, r.payload)
+                writer.writerow([spreadsheet_cell(str(c)) for c in cells])
             else:
                 # decided_under: the rules record this record means what it means under
                 line = {**r.to_dict(), "decided_under": rules}

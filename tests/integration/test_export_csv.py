@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +169,34 @@ def test_a_record_that_is_not_json_is_named_unreadable_not_copied_as_a_cell() ->
     assert plain_columns("rules", '{"command":{"a":1}}') == [
         "rules", "", "", "", "", "", "command.a=1",
     ]  # fmt: skip
+
+
+def test_a_tampered_record_s_text_is_never_a_formula_in_the_spreadsheet(tmp_path: Path) -> None:
+    """Someone who edits the journal file cannot plant a formula in the auditor's
+    spreadsheet: a cell (or a part of it after ``;``, ``,``, ``|`` or a space) that would
+    start with ``=``, ``+``, ``-`` or ``@`` starts with ``'``; honest cells are unchanged."""
+    table = TableJournal(tmp_path / "journal.db", config=load_config(None))
+    try:
+        table.do("bet 1 5", "4 2")
+    finally:
+        table.close()
+    with sqlite3.connect(tmp_path / "journal.db") as db:
+        (bet,) = db.execute("SELECT record FROM records WHERE body LIKE '%\"bet\"%'").fetchone()
+        db.execute(
+            "UPDATE records SET actor = '@SUM(1)', body = replace(body, '\"command\":\"bet\"',"
+            ' \'"command":"=HYPERLINK(1)","note":"x;-2+3"\') WHERE record = ?',
+            (bet,),
+        )
+    db.close()
+    done = run_firebet("export", "--format", "csv", "--state-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(io.StringIO(done.stdout)))
+    (edited,) = [r for r in rows if r["record"] == str(bet)]
+    assert edited["verified"] == "no"  # the seal broke: the export says so
+    assert edited["actor"] == "'@SUM(1)" and edited["what"] == "'=HYPERLINK(1)"
+    assert "note=x;'-2+3" in edited["detail"]
+    for row in rows:
+        for cell in row.values():
+            assert not cell.startswith(("=", "+", "-", "@")), row
+    (roll,) = [r for r in rows if r["what"] == "roll"]
+    assert (roll["d1"], roll["d2"]) == ("4", "2")  # honest cells as they were
