@@ -81,7 +81,7 @@ def test_head_gets_its_line_and_nothing_is_said(played: Path) -> None:
         timeout=PROCESS_DEADLINE_S,
     )
     assert proc.stdout == (
-        "record,at,actor,kind,payload,snapshot,prev_hash,hash,"
+        "record,at,actor,kind,snapshot,prev_hash,hash,"
         "what,d1,d2,position,amount,hand,detail\n"
     )
     # no error; the count only when the pipe took every record before head went away
