@@ -171,6 +171,8 @@ import time  # noqa: E402
 import urllib.request  # noqa: E402
 from urllib.parse import urlencode, urlsplit  # noqa: E402
 
+from tests.support import read_line  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -201,7 +203,7 @@ class FloorProcess:
                 env=None if env is None else {**os.environ, **env},
             )  # fmt: skip
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
+        line = read_line(self.proc.stdout, "firebet floor's start")
         if "console at " not in line:
             raise RuntimeError(f"firebet floor did not start: {line!r}; see {folder / 'floor.log'}")
         self.url = line.split("console at ")[1].split()[0].rstrip("/")

@@ -28,11 +28,12 @@ CLI_OUTPUTS: dict[tuple[str, ...], str] = {
     ("journal", "migrate"): "cli-journal-migrate",
     ("clear-halt",): "cli-clear-halt",
     ("sim-reader",): "cli-sim-reader",
-    # a dealer action done (held with no action lists the held rolls: not this shape)
+    # a dealer action done
     **{(op,): "cli-action" for op in ("roll", "void", "correct", "surrender", "bet", "cancel")},
     **{(op,): "cli-action" for op in ("ack", "diagnostics")},
     ("held", "apply"): "cli-action",
     ("held", "discard"): "cli-action",
+    ("held",): "cli-held",  # after apply and discard: the first that fits is taken
 }
 
 failures: list[str] = []  # what the message makers' wrappers found (read per test)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from gpiozero.pins.mock import MockFactory, MockPWMPin
@@ -68,6 +68,39 @@ def wait_for(
             )
         time.sleep(pause)
         pause = min(pause * 1.5, 0.1)
+
+
+def read_line(stream: IO[Any], what: str, timeout: float = PROCESS_DEADLINE_S) -> Any:
+    """The next line of ``stream`` (a process's pipe; ``""`` or ``b""`` at its end), or an
+    AssertionError naming ``what`` when none comes within ``timeout`` seconds.
+
+    A bare ``readline`` on a process that hangs waits for ever, and neither a signal nor
+    pytest-timeout's alarm reliably wakes a thread blocked in a read (the signal may land
+    on another thread): the read runs in a daemon thread the test stops waiting for. The
+    process's kill by the test's clean-up then ends that read."""
+    got: list[Any] = []
+    failed: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            got.append(stream.readline())
+        except BaseException as error:  # handed to the test's thread, raised there
+            failed.append(error)
+
+    reader = threading.Thread(target=read, name=f"read {what}", daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if failed:
+        raise failed[0]
+    if not got:
+        raise AssertionError(f"no line from {what} within {timeout:g} s")
+    return got[0]
+
+
+def lines_of(stream: IO[Any], what: str, timeout: float = PROCESS_DEADLINE_S) -> Iterator[Any]:
+    """Each line of ``stream`` until its end, each within ``timeout`` (:func:`read_line`)."""
+    while line := read_line(stream, what, timeout):
+        yield line
 
 
 def run_firebet(

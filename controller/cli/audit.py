@@ -17,8 +17,9 @@ from typing import Any, TextIO
 from controller.cli import journal_init, progress
 from controller.cli import options as paths
 from controller.cli.dealer import call, refusal, refusal_json
-from controller.cli.display import count, hand_line, money, paid_line
+from controller.cli.wording import count, hand_line, money, paid_line
 from controller.control.ops import Op
+from controller.core.cells import spreadsheet_cell
 from controller.core.config import FireBetRules
 from controller.core.errors import (
     FirebetError,
@@ -44,16 +45,19 @@ from controller.journal.history import MAX_HANDS, history
 from controller.journal.parallel import workers
 from controller.journal.proof import Break
 
-EXPORT_FIELDS = ("record", "at", "actor", "kind", "payload", "snapshot", "prev_hash", "hash")
+CSV_FIELDS = ("record", "at", "actor", "kind", "snapshot", "prev_hash", "hash")
+"""The CSV's first columns (contract 2, issue 33): what matches a row to its JSONL line
+and to the chain. The sealed ``payload`` is the JSONL's alone (the chain check reads the
+JSONL: docs/journal.md); ``snapshot`` is its digest in hex, empty for none."""
 PLAIN_FIELDS = ("what", "d1", "d2", "position", "amount", "hand", "detail")
-"""The CSV's plain columns after the sealed ones (issue 33): what the record's ``payload``
-says, a cell each, so a spreadsheet needs no JSON (``payload`` stays: the seal is checked
-on its exact text, docs/journal.md)."""
+"""The CSV's plain columns after them: what the record's ``payload`` says, a cell each
+and ``key=value`` texts, so a spreadsheet has no JSON in any cell."""
 
 
 def _flat(key: str, value: Any) -> list[str]:
-    """``key=value`` texts of one payload entry, a nested object's keys dotted."""
-    if isinstance(value, dict):
+    """``key=value`` texts of one payload entry, a nested object's keys dotted (an empty
+    one: ``key=``)."""
+    if isinstance(value, dict) and value:
         return [x for k, v in value.items() for x in _flat(f"{key}.{k}", v)]
     if isinstance(value, list):
         return [f"{key}={','.join(_flat_value(v) for v in value)}"]
@@ -73,23 +77,32 @@ def _flat_value(value: Any) -> str:
     return str(value)
 
 
-def plain_columns(kind: str, body: str) -> list[Any]:
+def _scalar(value: Any) -> bool:
+    return isinstance(value, str | int | float) and not isinstance(value, bool)
+
+
+def plain_columns(kind: str, body: str) -> list[str]:
     """The :data:`PLAIN_FIELDS` of one record: ``what`` (the command, or the record's kind),
     the dice, position, amount and hand when it names them, and every other entry of its
-    payload as ``key=value`` text (``; `` between them, a nested key dotted)."""
+    payload as ``key=value`` text (``; `` between them, a nested key dotted). A body that
+    is not JSON (a damaged record) is ``unreadable=`` its text."""
     try:
         payload = json.loads(body)
     except ValueError:
-        return [kind, "", "", "", "", "", body]  # a damaged record: its text as it is
+        return [kind, "", "", "", "", "", f"unreadable={body}"]
     if not isinstance(payload, dict):
-        return [kind, "", "", "", "", "", _flat_value(payload)]
+        return [kind, "", "", "", "", "", f"payload={_flat_value(payload)}"]
     rest = dict(payload)
-    what = rest.pop("command", kind) if kind == "command" else kind
-    cells = [rest.pop(name, "") for name in PLAIN_FIELDS[1:-1]]
+    what = rest.pop("command") if kind == "command" and _scalar(rest.get("command")) else kind
+    # a column takes a name's value only when it is one number or word; else it is detail
+    cells = [
+        _flat_value(rest.pop(name)) if _scalar(rest.get(name)) else ""
+        for name in PLAIN_FIELDS[1:-1]
+    ]
     if rest.get("at") == "":
         rest.pop("at")  # the command carried no time of its own: the record's is `at`
     detail = "; ".join(x for k, v in rest.items() for x in _flat(k, v))
-    return [what, *cells, detail]
+    return [str(what), *cells, detail]
 
 
 def _open(args: argparse.Namespace, *, read_only: bool = True) -> tuple[Journal, FireBetRules]:
@@ -299,7 +312,8 @@ def run_history(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    """Every record with the fields an auditor needs to re-verify the chain."""
+    """Every record: as JSON lines, with the fields an auditor needs to re-verify the chain;
+    as CSV, the spreadsheet's view (plain columns, no JSON: :data:`CSV_FIELDS`)."""
     if args.since:
         try:
             parse_time(args.since)
@@ -334,17 +348,19 @@ def run_export(args: argparse.Namespace) -> int:
         if args.format == "csv":
             writer = csv.writer(out, lineterminator="\n")
             verified = ("verified",) if at is not None else ()
-            writer.writerow(EXPORT_FIELDS + verified + PLAIN_FIELDS)
+            writer.writerow(CSV_FIELDS + verified + PLAIN_FIELDS)
         done, first, final = 0, None, None
         for done, (r, rules) in enumerate(journal.records_decided(args.since), 1):
             first = r.record if first is None else first
             final = r.record
-            if args.format == "csv":  # its columns are a contract (docs/cli.md): only added
+            if args.format == "csv":  # its columns are a contract (docs/cli.md, contract 2)
                 snap = r.snapshot or ""
-                row = [r.record, r.at, r.actor, r.kind, r.payload, snap, r.prev_hash, r.hash]
+                row = [r.record, r.at, r.actor, r.kind, snap, r.prev_hash, r.hash]
                 if at is not None:  # halted: one column more, the record proven or not
                     row.append("yes" if at.proves(r.record) else "no")
-                writer.writerow(row + plain_columns(r.kind, r.payload))
+                # a tampered record's text is never a formula in the auditor's spreadsheet
+                cells = row + plain_columns(r.kind, r.payload)
+                writer.writerow([spreadsheet_cell(str(c)) for c in cells])
             else:
                 # decided_under: the rules record this record means what it means under
                 line = {**r.to_dict(), "decided_under": rules}
@@ -536,7 +552,7 @@ def register(subparsers: Any) -> None:
         "--format",
         choices=("csv", "jsonl"),
         required=True,
-        help="csv: one row a record; jsonl: one JSON object a line",
+        help="jsonl: a JSON object a line, the sealed evidence; csv: plain columns, no JSON",
     )
     export.add_argument("--since", metavar="T", help="only records at or after T (ISO 8601)")
     _common(export)

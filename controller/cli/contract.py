@@ -36,8 +36,9 @@ from controller.journal.handlog import HISTORY_KEYS, PROOF_KEYS
 from controller.journal.recipe import KINDS
 from controller.wire import messages
 
-CONTRACT = 1
-"""The command line's contract version (docs/cli.md, "Version and compatibility")."""
+CONTRACT = 2
+"""The command line's contract version (docs/cli.md, "Version and compatibility"; 2: the
+CSV export has plain columns only, no ``payload``)."""
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -46,6 +47,57 @@ _WHOLE = {"type": "integer"}
 _TEXT = {"type": "string"}
 _UTC = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}\+00:00$"
 _POSITIONS = {"type": "object", "propertyNames": {"pattern": "^[0-9]+$"}}
+
+
+_COUNTED = {
+    "type": "object",
+    "properties": {"count": _WHOLE, "amount": _WHOLE},
+    "required": ["count", "amount"],
+    "additionalProperties": False,
+}
+_HELD_ROLL = {
+    "type": "object",
+    "properties": {
+        "number": _WHOLE,
+        "seq": {"type": ["integer", "null"]},
+        "dice": {"type": "array", "items": _WHOLE, "minItems": 2, "maxItems": 2},
+        "at": _TEXT,
+        "reason": _TEXT,
+    },
+    "required": ["number", "seq", "dice", "at"],
+    "additionalProperties": False,
+}
+"""A reader roll held for the dealer (``HeldRoll.to_dict``; ``reason`` only when set)."""
+_MARKER = {
+    "type": "object",
+    "properties": {"lit": {"type": "boolean"}, "ordinal": {"type": ["integer", "null"]}},
+    "required": ["lit", "ordinal"],
+    "additionalProperties": False,
+}
+"""One point's marker lamp (``marker_report``)."""
+_METERS = {
+    "type": "object",
+    "properties": {
+        "hands": _WHOLE,
+        "rolls": _WHOLE,
+        "points_made": _WHOLE,
+        "bets_taken": _COUNTED,
+        "bets_cancelled": _COUNTED,
+        "paid": {**_POSITIONS, "additionalProperties": _COUNTED},
+        "lost": _COUNTED,
+        "reversed": _COUNTED,
+        "voids": _WHOLE,
+        "surrenders": _WHOLE,
+        "faults": _WHOLE,
+        "corrections": _WHOLE,
+    },
+    "required": [
+        "hands", "rolls", "points_made", "bets_taken", "bets_cancelled", "paid", "lost",
+        "reversed", "voids", "surrenders", "faults",
+    ],
+    "additionalProperties": False,
+}  # fmt: skip
+"""The table's meters (``Meters.to_dict``; ``corrections`` once there is one)."""
 
 
 def versions() -> dict[str, Any]:
@@ -193,12 +245,12 @@ def _status() -> dict[str, Any]:
                 "type": "array",
                 "items": _object({"hand": _WHOLE, "confirmed_by": {"type": ["string", "null"]}}),
             },
-            "held_rolls": {"type": "array", "items": {"type": "object"}},
+            "held_rolls": {"type": "array", "items": _HELD_ROLL},
             "correction_pending": {"type": ["array", "null"], "items": _WHOLE},
             "holding_reader_rolls": {"type": "boolean"},
-            "markers": {"type": "object"},
+            "markers": {**_POSITIONS, "additionalProperties": _MARKER},
             "reader": _reader(),
-            "meters": {"type": "object"},
+            "meters": _METERS,
             "halted": {"type": ["string", "null"]},
             "storage_fault": {"type": ["string", "null"]},
             "last_settlement": maybe_object,
@@ -472,6 +524,11 @@ def schemas() -> dict[str, dict[str, Any]]:
             "cli-sim-reader", "firebet sim-reader ACTION --json (done)", _sim_reader()
         ),
         "cli-action": _doc("cli-action", "a dealer action's --json when done", _action()),
+        "cli-held": _doc(
+            "cli-held",
+            "firebet held --json (no action: the held reader rolls)",
+            _object({"ok": {"const": True}, "held_rolls": {"type": "array", "items": _HELD_ROLL}}),
+        ),
     }
     made["floor-event"]["$defs"] = event_defs()
     made["cli-action"]["$defs"] = event_defs()  # the same events, made by the same code

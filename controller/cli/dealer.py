@@ -21,8 +21,7 @@ import sys
 from typing import Any
 
 from controller.cli import options as paths
-from controller.cli.display import hand_line, paid_line, render_status
-from controller.cli.watch import watch
+from controller.cli.wording import hand_line, paid_line
 from controller.control.client import ControlClient
 from controller.control.ops import ROLES, Op, Role, op_of
 from controller.control.protocol import MAX_ID
@@ -112,6 +111,8 @@ def _finish(reply: dict[str, Any], done: str, args: argparse.Namespace | None = 
 
 def status(args: argparse.Namespace) -> int:
     if args.watch is not None:
+        from controller.cli.watch import watch  # rich's live view: only for --watch
+
         return watch(args)
     reply = call(args, Op.STATUS)
     if not reply.get("ok", True):
@@ -120,7 +121,9 @@ def status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(reply))
     else:
-        from rich.console import Console
+        from rich.console import Console  # the table drawn: a script's --json never loads rich
+
+        from controller.cli.display import render_status
 
         Console().print(render_status(reply))
     return 0

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.cli import options as paths
-from controller.cli.display import reader_answers, reader_identity
+from controller.cli.wording import reader_answers, reader_identity
 from controller.control.client import ControlClient
 from controller.control.ops import Op
 from controller.core.config import Config

@@ -25,6 +25,7 @@ import os
 import pwd
 import sys
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -111,14 +112,30 @@ def state_dir(given: str | None, *, installed_default: Path | None = INSTALLED_S
 
 @dataclass(frozen=True)
 class Located:
-    """Where one command's table is: its configuration, state directory and journal key."""
+    """Where one command's table is: its configuration, state directory and journal key
+    (the key's file worked out when first asked: a dealer's command, which needs only the
+    socket, never loads the journal package)."""
 
     config: Config
     config_from: str
     state_dir: Path
     state_from: str
-    key_file: Path
-    key_from: str
+
+    @cached_property
+    def _key(self) -> tuple[Path, str]:
+        from controller.journal.key import key_file_for  # the whole journal package with it
+
+        return key_file_for(self.config.journal.key_file, self.state_dir)
+
+    @property
+    def key_file(self) -> Path:
+        """The journal key's file."""
+        return self._key[0]
+
+    @property
+    def key_from(self) -> str:
+        """Why the key is that file (``[journal] key_file``, the installed table's, ...)."""
+        return self._key[1]
 
     def lines(self) -> list[str]:
         """What ``--verbose`` prints and ``doctor`` shows, one line each."""
@@ -140,10 +157,7 @@ def locate(args: argparse.Namespace, *, simulated: bool = False) -> Located:
     default = None if simulated else INSTALLED_STATE_DIR
     given_state = getattr(args, "state_dir", None)
     state, state_from = state_dir_and_why(given_state, installed_default=default)
-    from controller.journal.key import key_file_for  # here: `firebet replay` loads no journal
-
-    key, key_from = key_file_for(config.journal.key_file, state)
-    located = Located(config, config_source(given), state, state_from, key, key_from)
+    located = Located(config, config_source(given), state, state_from)
     if getattr(args, "verbose", False):
         for line in located.lines():
             print(f"firebet: {line}", file=sys.stderr)

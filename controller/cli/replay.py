@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from controller.cli import options, progress
-from controller.cli.display import count, hand_line, money
+from controller.cli.wording import count, hand_line, money
 from controller.core.engine import Engine
 from controller.core.errors import UsageError
 from controller.core.events import Settlement

@@ -31,8 +31,9 @@ from rich.live import Live
 
 from controller.cli import logs
 from controller.cli import options as paths
-from controller.cli.display import count, money, render_status
+from controller.cli.display import render_status
 from controller.cli.sim_bench import HELP, Bench
+from controller.cli.wording import count, money
 from controller.core.errors import UsageError
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from controller.cli import options as paths
-from controller.cli.display import count, hand_line, paid_line
 from controller.cli.run import assemble, serial_reader, simulated_reader
+from controller.cli.wording import count, hand_line, paid_line
 from controller.core.commands import (
     Ack,
     ApplyHeld,

@@ -19,6 +19,7 @@ from fractions import Fraction
 
 from markupsafe import Markup
 
+from controller.core.cells import spreadsheet_cell
 from controller.floor.figures import (
     POINTS,
     WHOLE_DAY,
@@ -367,18 +368,6 @@ CSV_HEADER = [
 ]  # fmt: skip
 
 
-FORMULA_START = re.compile(r"(^|[\s;,|])(?=[=+\-@])")
-"""Where a spreadsheet could read a formula: a formula character at the start of the cell
-or of any part it may split the cell into (at a ``;``, ``,``, ``|`` or a space)."""
-
-
-def _cell(text: str) -> str:
-    """A text cell a spreadsheet will not take for a formula: a ``'`` before every formula
-    character that starts the cell or a part of it; tabs and line breaks become spaces."""
-    flat = text.replace("\t", " ").replace("\r", " ").replace("\n", " ")
-    return FORMULA_START.sub(r"\1'", flat)
-
-
 def _decimal(x: Fraction | None, places: int) -> str:
     if x is None:
         return ""
@@ -391,7 +380,7 @@ def _decimal(x: Fraction | None, places: int) -> str:
 def csv_rows(shown: Shown) -> Iterable[list[str]]:
     """The header, a row a table and the floor's total (percentages to 4 places)."""
     p = shown.asked.period
-    head = [p.day.isoformat(), _cell(shown.asked.shift or p.name), p.start.isoformat(),
+    head = [p.day.isoformat(), spreadsheet_cell(shown.asked.shift or p.name), p.start.isoformat(),
             p.end.isoformat()]  # fmt: skip
     yield CSV_HEADER
     rows = [*shown.tables] if shown.asked.table is not None else [*shown.tables, shown.floor]
@@ -399,11 +388,11 @@ def csv_rows(shown: Shown) -> Iterable[list[str]]:
         yield [
             *head,
             "table" if f.table is not None else "floor",
-            _cell(f.table or ""),
+            spreadsheet_cell(f.table or ""),
             str(f.hands), str(f.handle), str(f.won), str(f.returned), str(f.hold),
             _decimal(None if f.hold_pct is None else f.hold_pct * 100, 4),
             _decimal(None if f.theoretical is None else f.theoretical * 100, 4),
-            _cell(" | ".join(sorted(f.pay_tables))),
+            spreadsheet_cell(" | ".join(sorted(f.pay_tables))),
             *(str(c) for c in f.points),
             *(_decimal(e, 4) for e in f.expected_points),
         ]  # fmt: skip

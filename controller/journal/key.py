@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 from pathlib import Path
 
 from controller.core.config.model import (
@@ -85,6 +84,8 @@ def read_key(path: Path) -> bytes:
 
 def make_key(path: Path) -> bytes:
     """A new random key written to ``path`` (mode 0600, never over an existing file)."""
+    import secrets  # a new table's only: a start with its key never loads random, base64
+
     path.parent.mkdir(parents=True, exist_ok=True)
     key = secrets.token_bytes(KEY_BYTES)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -16,7 +16,6 @@ hands asked, never the whole journal (``docs/architecture.md``, the control sock
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import signal
@@ -321,6 +320,8 @@ class _Worker:
 def _die_with_the_service() -> None:
     """Ask Linux to kill this worker when the service's thread that started it ends (a
     SIGKILLed service leaves no worker behind, even one in the middle of a long job)."""
+    import ctypes  # the worker's only: the service never loads it
+
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -81,8 +81,7 @@ def test_head_gets_its_line_and_nothing_is_said(played: Path) -> None:
         timeout=PROCESS_DEADLINE_S,
     )
     assert proc.stdout == (
-        "record,at,actor,kind,payload,snapshot,prev_hash,hash,"
-        "what,d1,d2,position,amount,hand,detail\n"
+        "record,at,actor,kind,snapshot,prev_hash,hash,what,d1,d2,position,amount,hand,detail\n"
     )
     # no error; the count only when the pipe took every record before head went away
     assert proc.stderr in ("", "firebet: exported 53 records (records 1 to 53)\n")

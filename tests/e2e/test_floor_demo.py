@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT, wait_for
+from tests.support import ROOT, read_line, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +56,7 @@ def test_ctrl_c_stops_the_demo_cleanly_and_leaves_nothing_behind(tmp_path: Path)
         said = []
         deadline = time.monotonic() + 60
         while not said or "Ctrl-C stops the demo" not in said[-1]:
-            line = demo.stdout.readline()
+            line = read_line(demo.stdout, "the floor demo", max(deadline - time.monotonic(), 0.1))
             assert line and time.monotonic() < deadline, (said, (tmp_path / "stderr").read_text())
             said.append(line)
         console = next(x for x in said if "floor console:" in x).split()[2]

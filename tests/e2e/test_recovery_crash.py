@@ -16,7 +16,7 @@ from controller.core.script import replay
 from controller.journal import Journal, recover, verify
 from controller.journal.play import decide
 from tests.e2e.crash_worker import SNAPSHOT_EVERY, script
-from tests.support import recall
+from tests.support import lines_of, read_line, recall
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 SEED = 4
@@ -55,7 +55,7 @@ def test_sigkill_loses_no_acked_command_and_applies_none_twice(tmp_path: Path) -
             text=True,
         )
         assert proc.stdin is not None and proc.stdout is not None
-        assert proc.stdout.readline().strip() == "READY"
+        assert read_line(proc.stdout, "the crash worker").strip() == "READY"
         # the worker takes a command each time it is told (go): at most one is in flight at
         # a kill, so the 40 kills (at most 11 commands each) always fit in the 500
         budget = rng.randint(0, MOST_BEFORE_A_KILL) if kills < KILLS else None
@@ -66,7 +66,7 @@ def test_sigkill_loses_no_acked_command_and_applies_none_twice(tmp_path: Path) -
             time.sleep(rng.uniform(0, 0.01))
             proc.kill()
             kills += 1
-        for seen, line in enumerate(proc.stdout, start=1):
+        for seen, line in enumerate(lines_of(proc.stdout, "the crash worker"), start=1):
             word, _, arg = line.strip().partition(" ")
             if word == "DONE":
                 done = True
@@ -82,7 +82,9 @@ def test_sigkill_loses_no_acked_command_and_applies_none_twice(tmp_path: Path) -
                 proc.kill()
                 kills += 1
                 break
-        for line in proc.stdout:  # ACKs already on the wire before the kill count too
+        for line in lines_of(
+            proc.stdout, "the crash worker"
+        ):  # ACKs already on the wire before the kill count too
             word, _, arg = line.strip().partition(" ")
             if word == "ACK":
                 assert int(arg) == acked + 1

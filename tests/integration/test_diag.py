@@ -21,7 +21,7 @@ from controller.core.config import load_config
 from drivers.codec import checksum
 from drivers.pins import make_pin_factory
 from drivers.sim_reader import SimulatedReader
-from tests.support import ROOT, wait_for
+from tests.support import ROOT, read_line, wait_for
 
 SUMMARY_KEYS = ["ok", "bad_checksum", "bad_value", "bad_frame", "overlong", "non_ascii"]
 EXIT_S = 60.0
@@ -48,7 +48,8 @@ def sim() -> Iterator[SimulatedReader]:
 
 def first_line(proc: subprocess.Popen[str]) -> str:
     assert proc.stdout is not None
-    return proc.stdout.readline()
+    line: str = read_line(proc.stdout, "firebet diag's first line")
+    return line
 
 
 def rest(proc: subprocess.Popen[str]) -> tuple[str, str]:

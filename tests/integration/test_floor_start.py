@@ -17,7 +17,7 @@ import pytest
 from controller.cli.floor import warn_missing
 from controller.floor.settings import FloorSettings
 from tests.broker import free_port
-from tests.support import ROOT, wait_for
+from tests.support import ROOT, read_line, wait_for
 
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d{4} "  # controller/cli/logs.py's
 
@@ -41,7 +41,7 @@ def test_no_broker_and_no_users_are_warned_with_time_stamps_and_the_floor_runs_o
     log = tmp_path / "floor.log"
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline()
+        line = read_line(proc.stdout, "firebet floor's start")
         assert "console at " in line, log.read_text()
         url = line.split("console at ")[1].split()[0]
         wait_for(lambda: "no broker reachable" in log.read_text(), what="the broker warning")

@@ -100,6 +100,10 @@ def test_history_export_and_the_preview_offline_mark_what_the_chain_does_not_pro
     rows = list(csv.DictReader(io.StringIO(firebet("export", "--format", "csv", *where).stdout)))
     assert {r["verified"] for r in rows if int(r["record"]) < edited} == {"yes"}
     assert {r["verified"] for r in rows if int(r["record"]) >= edited} == {"no"}
+    # the CSV's plain columns (no payload: contract 2) show the edited bet, marked unproven
+    (bet,) = [r for r in rows if int(r["record"]) == edited]
+    assert "payload" not in bet and bet["verified"] == "no"
+    assert (bet["what"], bet["position"], bet["amount"]) == ("bet", "3", "4")
 
     preview = firebet("clear-halt", *where, "--note", "edited bet", input="no\n")
     assert preview.returncode == 1, preview.stderr

@@ -33,7 +33,7 @@ from controller.journal import (
 from controller.journal.files import Head, read_head
 from controller.journal.play import decide
 from controller.journal.system import diagnostics_body
-from tests.support import ROOT, head_syncs, recall
+from tests.support import PROCESS_DEADLINE_S, ROOT, head_syncs, recall
 
 ENGINE = Engine()
 
@@ -281,13 +281,17 @@ def test_export_can_be_reverified_with_the_documented_recipe(tmp_path: Path) -> 
     done = _firebet("export", "--format", "csv", "--state-dir", str(tmp_path))
     table = list(csv.DictReader(io.StringIO(done.stdout)))
     assert [int(r["record"]) for r in table] == list(range(1, len(rows) + 1))
-    assert table[-1]["hash"] == prev
-    # plain columns beside the sealed payload (#33: a spreadsheet had JSON in a cell)
+    assert [(r["hash"], r["prev_hash"]) for r in table] == [
+        (r["hash"], r["prev_hash"]) for r in rows
+    ]  # each row matches its JSONL line, which carries the sealed payload
+    assert [r["snapshot"] for r in table] == [r["snapshot"] or "" for r in rows]
+    # plain columns only (#33, contract 2: a spreadsheet had JSON in a cell)
+    assert "payload" not in (csv.DictReader(io.StringIO(done.stdout)).fieldnames or [])
     bet, roll = table[1], table[5]  # record 1 is the journal's start
     assert (bet["what"], bet["position"], bet["amount"], bet["d1"]) == ("bet", "1", "5", "")
     assert (roll["what"], roll["d1"], roll["d2"], roll["position"]) == ("roll", "4", "2", "")
     assert (table[0]["what"], table[0]["detail"]) == ("start", "format=3")
-    assert all("{" not in r[k] for r in table for k in ("what", "detail"))
+    assert all("{" not in cell for r in table for cell in r.values())
     # the count, on standard error (#33: none before), so standard output stays the data
     assert done.stderr.strip().endswith(f"exported {len(rows)} records (records 1 to {len(rows)})")
     since = _firebet(
@@ -409,7 +413,7 @@ def test_a_reader_verifies_while_the_service_appends(tmp_path: Path) -> None:
             decide(writer, writer_replay, Roll(*rolls[i % len(rolls)], source="sim"))
             i += 1
 
-    thread = threading.Thread(target=append)
+    thread = threading.Thread(target=append, daemon=True)
     thread.start()
     try:
         for _ in range(40):
@@ -419,7 +423,8 @@ def test_a_reader_verifies_while_the_service_appends(tmp_path: Path) -> None:
                 assert report.ok, report.problems
     finally:
         stop.set()
-        thread.join()
+        thread.join(timeout=PROCESS_DEADLINE_S)
+        assert not thread.is_alive(), "the appending thread did not stop"
         writer.close()
 
 

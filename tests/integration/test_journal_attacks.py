@@ -30,7 +30,7 @@ from controller.journal.key import read_key
 from controller.journal.legacy import old_hash
 from controller.journal.play import decide
 from controller.journal.recipe import GENESIS, seal
-from tests.support import ROOT, RunningTable, wait_for
+from tests.support import ROOT, RunningTable, lines_of, wait_for
 from tests.support import run_firebet as firebet
 
 ENGINE = Engine()
@@ -64,7 +64,7 @@ def killed_writer(state: Path, rolls: int) -> int:
     )
     assert proc.stdout is not None
     acked = 0
-    for line in proc.stdout:
+    for line in lines_of(proc.stdout, "the killed writer"):
         if line.startswith("ACK"):
             acked += 1
         if line.startswith("DONE"):

@@ -1,7 +1,8 @@
 """docs/journal.md's recipe is enough (issue 23): a consumer's MAC check written from the
 page's steps alone (hashlib, hmac and json; nothing of firebet) passes on every record of a
 real journal made by ``firebet sim`` (two service starts, snapshots every 4 records),
-exported with ``firebet export`` as jsonl and as csv; one changed byte fails it."""
+exported with ``firebet export --format jsonl`` (the page's export: the CSV carries no
+sealed payload, contract 2); one changed byte fails it."""
 
 from __future__ import annotations
 
@@ -79,10 +80,16 @@ def test_a_check_written_from_the_page_passes_on_every_record(tmp_path: Path) ->
     assert sum(1 for r in rows if r["snapshot"]) >= 5  # snapshot records among them
     assert check(key, rows, bodies) == []
 
+    # the page sends the check to the JSONL: the CSV is a spreadsheet's view, no payload,
+    # its rows matched to the checked lines by record and hash
+    assert "The check reads this JSONL export only" in text
     table = run_firebet("export", "--format", "csv", *where)
     assert table.returncode == 0, table.stderr
-    csv_rows: list[dict[str, object]] = list(csv.DictReader(io.StringIO(table.stdout)))
-    assert check(key, csv_rows, [str(r["payload"]) for r in csv_rows]) == []
+    csv_rows = list(csv.DictReader(io.StringIO(table.stdout)))
+    assert "payload" not in csv_rows[0]
+    assert [(int(r["record"]), r["hash"]) for r in csv_rows] == [
+        (r["record"], r["hash"]) for r in rows
+    ]
 
     # the check can fail: one changed byte of a body, another key, a broken link
     snap = next(i for i, r in enumerate(rows) if r["snapshot"])

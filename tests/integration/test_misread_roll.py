@@ -110,5 +110,9 @@ def test_the_void_button_arms_a_correction_the_dealer_completes(
     assert s["correction_pending"] is None and s["last_roll"] == [4, 3] and s["rolls"] == 2
     assert s["meters"]["corrections"] == 1 and s["meters"]["voids"] == 1
     assert len(s["held_rolls"]) == 1  # the throw meanwhile: the dealer decides it
+    listed = run_firebet("held", "--json", "--socket", str(t.socket))  # cli-held.schema.json
+    assert listed.returncode == 0, listed.stderr
+    (held,) = json.loads(listed.stdout)["held_rolls"]
+    assert held["dice"] == [6, 6] and held == s["held_rolls"][0]
     ((actor, _),) = correction_records(t)
     assert actor not in ("", "button")

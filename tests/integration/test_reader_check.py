@@ -17,7 +17,7 @@ from pathlib import Path
 from drivers import codec
 from drivers.conformance import CASES, WRAP_CASES
 from drivers.sim_reader import SimulatedReader
-from tests.support import ROOT
+from tests.support import ROOT, lines_of
 
 DEADLINE_S = 120.0
 
@@ -57,7 +57,7 @@ def reader_check(device: SimulatedReader, *args: str) -> tuple[int, str, str]:
     operator = Operator(device, proc.stderr)
     try:
         assert proc.stdout is not None
-        out = proc.stdout.read()
+        out = "".join(lines_of(proc.stdout, "firebet diag reader --check"))
         proc.wait(timeout=DEADLINE_S)
     finally:
         if proc.poll() is None:

@@ -51,14 +51,14 @@ def test_a_lost_wager_is_logged_with_what_was_lost() -> None:
     assert settlement_text(lost) == "hand 1 settled: 1 different point (4), lose; #3 lost $5"
 
 
-def start_up_log(state: Path, log: Path) -> str:
+def start_up_log(state: Path, log: Path, *more: str) -> str:
     """``firebet run`` (simulated reader, mock pins) on ``state`` as a real process: its log
     once the start-up line ("ready in ..." or "HALTED in ...: table ...") is written; the
-    service is then stopped."""
+    service is then stopped. ``more``: further arguments (a ``--config``)."""
     with log.open("w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "controller", "run", "--simulated-reader",
-             "--pin-factory", "mock", "--state-dir", str(state)],
+             "--pin-factory", "mock", "--state-dir", str(state), *more],
             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
     try:
@@ -100,3 +100,23 @@ def test_the_ready_line_says_the_record_and_hand_the_table_resumed_at(tmp_path: 
     (line,) = [x for x in start_up_log(state, tmp_path / "service.log").splitlines()
                if "s: table " in x]  # fmt: skip
     assert "ready in " in line and f"resumed at record {last}, hand 1, point 6," in line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", [1, 2, 3])
+def test_the_start_says_once_what_the_reader_s_protocol_cannot_protect_against(
+    tmp_path: Path, protocol: int
+) -> None:
+    """Issue 29: a protocol-1 or -2 reader's risks are said once, at start, before READY,
+    with the way out; a protocol-3 reader has none to say."""
+    config = tmp_path / "firebet.toml"
+    config.write_text(f"[reader]\nprotocol = {protocol}\n")
+    text = start_up_log(tmp_path / "state", tmp_path / "service.log", "--config", str(config))
+    said = [line for line in text.splitlines() if "cannot protect the table against" in line]
+    if protocol == 3:
+        assert said == [], said
+        return
+    (line,) = said
+    assert f"WARNING firebet.service: reader protocol {protocol} (" in line, line
+    assert "set [reader] protocol = 3 for a reader that speaks it" in line
+    assert text.index(line) < text.index("ready in")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 
 import grimp
@@ -51,3 +52,34 @@ def test_the_table_s_service_and_the_floor_service_never_import_each_other() -> 
     edges = code_edges()
     assert ("service", "floor") not in edges and ("floor", "service") not in edges
     assert not {("floor", "link"), ("floor", "control"), ("link", "control")} & edges
+
+
+# the reader's numbering has one home (issue 29): the table's order of a seq against the last
+# (controller/core/table.py order), and the simulated reader numbering its own frames as a
+# real reader does; anywhere else, arithmetic on a seq would be a second guess at it
+SEQ_ARITHMETIC_HOMES = {"controller/core/table.py", "drivers/sim_reader.py"}
+
+
+def _named(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
+
+
+def test_nothing_but_the_session_s_home_does_seq_arithmetic() -> None:
+    found = []
+    for top in ("controller", "drivers"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            where = path.relative_to(ROOT).as_posix()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.BinOp):
+                    op, sides = node.op, (node.left, node.right)
+                elif isinstance(node, ast.AugAssign):
+                    op, sides = node.op, (node.target, node.value)
+                else:
+                    continue
+                if isinstance(op, ast.Add | ast.Sub | ast.Mod) and any(
+                    "seq" in _named(side).lower() for side in sides
+                ):
+                    found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    strays = [f for f in found if f.split(":")[0] not in SEQ_ARITHMETIC_HOMES]
+    assert not strays, "seq arithmetic outside its home:\n" + "\n".join(strays)
+    assert any(f.startswith("controller/core/table.py") for f in found)  # the scan sees it

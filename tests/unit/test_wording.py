@@ -7,7 +7,8 @@ import pytest
 from rich.console import Console
 
 from controller.cli import doctor
-from controller.cli.display import count, hand_line, paid_line, render_status
+from controller.cli.display import render_status
+from controller.cli.wording import count, hand_line, paid_line
 
 
 def screen(status: dict) -> str:  # type: ignore[type-arg]
@@ -95,7 +96,7 @@ def test_the_sim_footer_names_the_keys_once() -> None:
 
 
 def test_money_has_a_thousands_separator() -> None:
-    from controller.cli.display import money
+    from controller.cli.wording import money
 
     assert money(4995) == "$4,995" and money(7992) == "$7,992" and money(5) == "$5"
     settlement = {"payouts": {"3": 4995}, "wagers": {"3": 5}}
