@@ -112,10 +112,11 @@ class DiskWatch:
         self._stop.set()
         self._thread.join()
 
-    def worst_near(self, t: float, ms: float) -> float:
-        """The slowest bare sync that overlapped a roll sent at ``t`` taking ``ms``."""
+    def worst_near(self, t: float, ms: float) -> float | None:
+        """The slowest bare sync that overlapped a roll sent at ``t`` taking ``ms`` (None:
+        none ran meanwhile)."""
         end = t + ms / 1000
-        return max((d for s, d in self.samples if s <= end and s + d / 1000 >= t), default=0.0)
+        return max((d for s, d in self.samples if s <= end and s + d / 1000 >= t), default=None)
 
 
 def measure(state: Path, work: Path, every: float, after: float) -> dict[str, object]:
@@ -229,7 +230,12 @@ def main() -> int:
     )
     for at, ms, worst in result["slow"]:  # type: ignore[attr-defined]
         print(
-            f"    slow roll {at:6.1f} s after READY: {ms:6.1f} ms (a bare sync then {worst:.1f} ms)"
+            f"    slow roll {at:6.1f} s after READY: {ms:6.1f} ms "
+            + (
+                "(no bare sync ran meanwhile)"
+                if worst is None
+                else f"(a bare sync then {worst:.1f} ms)"
+            )
         )
     print(
         f"  CPU after READY: the service {result['service_cpu_s']:.2f} s, the check's "
