@@ -18,6 +18,10 @@ from markupsafe import Markup
 
 WIDTH, HEIGHT = 760, 300
 LEFT, RIGHT, TOP, BOTTOM = 72, 16, 36, 56
+LEGEND_Y, NOTE_Y = 20, 36  # the legend's line; the off-the-scale note's line below it
+NOTE_LINE = 16  # the note's line pushes the plot down by this much when there is one
+PAD = 16  # room for a value's words above the highest bar and below the lowest, so they
+# never run into the legend, the note or the category names (#32: they overlapped)
 MAX_CATEGORIES = 5000  # a floor's tables (the caller widens the chart for many)
 
 
@@ -96,10 +100,13 @@ def bar_chart(
     ticks = nice_ticks(min(scaled, default=0.0), max(scaled, default=0.0))
     lo, hi = ticks[0], ticks[-1]
     plot_w = width - LEFT - RIGHT
-    plot_h = height - TOP - BOTTOM
+    noted = any(not lo <= v <= hi for v in values)  # bars off the scale: the note's line
+    top_y = TOP + (NOTE_LINE if noted else 0) + PAD
+    bottom_y = height - BOTTOM - PAD
+    plot_h = bottom_y - top_y
 
     def y(v: float) -> float:
-        return TOP + (hi - v) / (hi - lo) * plot_h
+        return top_y + (hi - v) / (hi - lo) * plot_h
 
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="{escape(ident)}" '
@@ -163,19 +170,19 @@ def bar_chart(
         turn = f' transform="rotate(-35 {cx} {ly})" text-anchor="end"' if many else ""
         out.append(f'<text class="category" x="{cx}" y="{ly}"{turn}>{escape(category)}</text>')
     out.append("</g>")
-    out.append(f'<line class="axis-line" x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + plot_h}"/>')
+    out.append(f'<line class="axis-line" x1="{LEFT}" x2="{LEFT}" y1="{top_y}" y2="{bottom_y}"/>')
     out.append('<g class="legend" font-size="12">')
     x = LEFT
     for s in series:
         out.append(
-            f'<rect class="bar {escape(s.css)}" x="{x}" y="10" width="12" height="12"/>'
-            f'<text x="{x + 16}" y="20">{escape(s.name)}</text>'
+            f'<rect class="bar {escape(s.css)}" x="{x}" y="{LEGEND_Y - 10}" width="12" '
+            f'height="12"/><text x="{x + 16}" y="{LEGEND_Y}">{escape(s.name)}</text>'
         )
         x += 24 + 7 * len(s.name)
     out.append("</g>")
     if named:
         out.append(
-            f'<text class="off-scale" x="{width - RIGHT}" y="20" font-size="12" '
+            f'<text class="off-scale" x="{width - RIGHT}" y="{NOTE_Y}" font-size="12" '
             f'text-anchor="end">off the scale: {escape("; ".join(named))}</text>'
         )
     out.append("</svg>")

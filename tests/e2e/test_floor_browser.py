@@ -459,6 +459,7 @@ def test_the_shift_figures_draw_the_hands_of_the_shift(
         trend = bar("chart-trend-hold", "09:00", "hold %")  # CR-07's two hands at 09:30
         assert trend.locator("title").text_content() == "09:00, hold %: -1,358.33%"
         assert bar("chart-trend-hold", "10:00", "hold %").get_attribute("data-value") == "100.0"
+        assert_no_words_overlap(page)  # five charts, the trend's 8 hours among them
         shot = tmp_path / "floor-figures.png"
         page.screenshot(path=str(shot), full_page=True)
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -507,6 +508,41 @@ def test_the_shift_figures_draw_the_hands_of_the_shift(
         floor.stop()
 
 
+OVERLAPS_JS = """() => {
+  // each word's box as drawn: its own box (getBBox) through its transform (a rotated
+  // category label is a rotated box), shrunk by half a pixel; two boxes overlap when no
+  // edge of either separates them (the separating axis test for convex shapes)
+  const corners = t => {
+    const b = t.getBBox(), m = t.getCTM(), k = 0.5;
+    return [[b.x + k, b.y + k], [b.x + b.width - k, b.y + k],
+            [b.x + b.width - k, b.y + b.height - k], [b.x + k, b.y + b.height - k]]
+      .map(([x, y]) => [m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f]);
+  };
+  const apart = (p, q) => [p, q].some(shape => shape.some((a, i) => {
+    const b = shape[(i + 1) % 4], n = [b[1] - a[1], a[0] - b[0]];
+    const on = s => s.map(([x, y]) => x * n[0] + y * n[1]);
+    const [u, v] = [on(p), on(q)];
+    return Math.max(...u) <= Math.min(...v) || Math.max(...v) <= Math.min(...u);
+  }));
+  return [...document.querySelectorAll('svg.chart')].flatMap(chart => {
+    const words = [...chart.querySelectorAll('text')].filter(t => t.textContent.trim())
+      .map(t => [t.textContent.trim(), corners(t)]);
+    const found = [];
+    for (let i = 0; i < words.length; i++) for (let j = i + 1; j < words.length; j++)
+      if (!apart(words[i][1], words[j][1]))
+        found.push(`${chart.id}: "${words[i][0]}" over "${words[j][0]}"`);
+    return found;
+  });
+}"""
+
+
+def assert_no_words_overlap(page: Any) -> None:
+    """No two words of any chart on the page (axis ticks, values, categories, legend, the
+    off-the-scale note) lie over each other by more than a pixel, as the browser draws them."""
+    overlaps = page.evaluate(OVERLAPS_JS)
+    assert overlaps == [], overlaps
+
+
 def test_one_hand_off_the_scale_leaves_every_other_bar_readable(
     tmp_path: Path, mosquitto: Mosquitto, browser: Any
 ) -> None:
@@ -540,6 +576,7 @@ def test_one_hand_off_the_scale_leaves_every_other_bar_readable(
         for name in ("CR-08", "CR-09"):  # on a scale of their own: seen, not flattened
             box = hold.locator(f'rect[data-category="{name}"][data-series="hold %"]').bounding_box()
             assert box is not None and box["height"] > 20, (name, box)
+        assert_no_words_overlap(page)  # the labels overlapped around the outlier (#32)
         shot = tmp_path / "floor-figures-outlier.png"
         hold.screenshot(path=str(shot))
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -586,6 +623,15 @@ def test_a_console_for_a_dark_room_ages_escalates_sounds_and_confirms_from_the_t
         assert page.evaluate("window.firebetEscalations") == 1
         wait_for(lambda: page.evaluate("window.firebetBeeps") == 2, what="the escalation's sound")
         shoot(page, "floor-map-dark.png")
+        # the alert queue's own page ages and escalates its alerts alike (the docs' picture)
+        queue = ctx.new_page()
+        queue.set_default_timeout(WAIT_MS)
+        queue.goto(floor.url + "/alerts")
+        aged = queue.locator('#alerts .alert.aged[data-table="CR-07"]')
+        aged.wait_for()
+        aged.locator(".age:text-matches('^\\\\d+ s ago$')").wait_for()
+        shoot(queue, "alert-queue-dark.png")
+        queue.close()
         # the pit on a tablet: the ON puck and the ordinals never cover a digit
         pit.locator('.tile[data-table="CR-08"] .box.point').wait_for()
         for box in pit.locator(".box").all():

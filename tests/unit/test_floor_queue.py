@@ -7,6 +7,7 @@ another table's surveillance alert off the queue."""
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,7 +55,7 @@ def floor(tmp_path: Path) -> Floor:
 
 
 def test_a_flood_of_audit_alerts_is_one_item_behind_every_surveillance_alert(
-    tmp_path: Path, floor: Floor
+    tmp_path: Path, floor: Floor, caplog: pytest.LogCaptureFixture
 ) -> None:
     flood = TableJournal(tmp_path / "flood.db", table="CR-30")
     flood.do(*["2 3", "3 4"] * 125)
@@ -76,8 +77,15 @@ def test_a_flood_of_audit_alerts_is_one_item_behind_every_surveillance_alert(
     assert queue(floor.store, table="CR-30")[0].count == 250
     # a flood is cleared whole, with one note
     newest = items[1].alert
-    floor.ingest.clear(newest.id, "alice", "the reader's firmware, replaced", flood=True)
+    with caplog.at_level(logging.INFO, logger="firebet.floor"):
+        floor.ingest.clear(newest.id, "alice", "the reader's firmware, replaced", flood=True)
     assert [(i.alert.table, i.count) for i in queue(floor.store)] == [("CR-05", 1)]
+    # the floor's log says who cleared what, and why (issue 32: a line for every alert moved)
+    said = [r.getMessage() for r in caplog.records if "cleared" in r.getMessage()]
+    assert said == [
+        f"table CR-30: alice cleared 250 audit alerts (newest {newest.id}): "
+        "the reader's firmware, replaced"
+    ]
 
 
 def test_every_5th_point_first_then_red_then_grey_newest_first(
