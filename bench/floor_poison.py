@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -67,8 +68,15 @@ def hwm_mb(pid: int) -> float:
 
 
 def get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as reply:
-        return json.loads(reply.read())
+    """The JSON ``url`` answers; ``/healthz``'s 503 (the service cannot serve yet) too."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return json.loads(reply.read())
+    except urllib.error.HTTPError as error:
+        if error.code != 503:
+            raise
+        with error:
+            return json.loads(error.read())
 
 
 def client(port: int, name: str) -> mqtt.Client:

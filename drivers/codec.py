@@ -574,7 +574,11 @@ class FrameDecoder:
             dollar, lf = data.find(b"$", at), data.find(b"\n", at)
             stop = min(dollar if dollar >= 0 else end, lf if lf >= 0 else end)
             size = len(buf) + stop - at
-            if size <= MAX_FRAME or (size == MAX_FRAME + 1 and data[stop - 1] == _CR):
+            # the frame's last byte so far: this read's, or the held one's when this read
+            # starts at the line end (a read cut just after a \r at the limit: data[-1]
+            # here was another byte, and the loop never moved on, #31)
+            last = data[stop - 1] if stop > at else buf[-1]
+            if size <= MAX_FRAME or (size == MAX_FRAME + 1 and last == _CR):
                 buf += data[at:stop]
             else:  # an overlong run: judged a byte at a time, as it always was
                 self._overflow(data, at, stop, out)

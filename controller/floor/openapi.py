@@ -182,6 +182,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "object",
         "properties": {
             "ok": {"type": "boolean"},
+            "serving": {"type": "boolean"},
             "problems": {"type": "array", "items": _TEXT},
             "broker": {"type": "boolean"},
             "last_error": _MAYBE_TEXT,
@@ -194,7 +195,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "bad_topics": _INT,
             "after_s": {"type": "number"},
         },
-        "required": ["ok", "problems", "broker"],
+        "required": ["ok", "serving", "problems", "broker"],
     },
 }
 
@@ -333,7 +334,13 @@ OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
     "/healthz": {
         "get": {
             "summary": "the floor's health for a load balancer (ok false: the problems in words)",
-            "responses": {"200": _json({"$ref": "#/components/schemas/Health"}, "the health")},
+            "responses": {
+                "200": _json({"$ref": "#/components/schemas/Health"}, "this service serves"),
+                "503": _json(
+                    {"$ref": "#/components/schemas/Health"},
+                    "this service cannot serve: the broker lost or a message unacknowledged",
+                ),
+            },
         }
     },
     "/metrics": {

@@ -168,7 +168,10 @@ class FloorService:
     def health(self) -> dict[str, Any]:
         """``/healthz``: ``ok`` is false, with the ``problems`` in words, when the broker is
         lost, a table is behind the record it published for ``health_after_s`` or more,
-        a message has waited that long unacknowledged, or a table is quarantined."""
+        a message has waited that long unacknowledged, or a table is quarantined.
+        ``serving`` is false only for this service's own problems (the broker lost, a
+        message unacknowledged that long): a load balancer takes this service out then,
+        never for a table's problem, which every floor service sees alike."""
         after = self.settings.health_after_s
         with self._waiting_lock:
             waiting = len(self._waiting)
@@ -180,6 +183,7 @@ class FloorService:
             problems.append(f"not connected to the broker: {self.last_error or 'connecting'}")
         if waited >= after:
             problems.append(f"{waiting} message(s) unacknowledged, the oldest for {waited:.0f} s")
+        serving = not problems  # so far only this service's own
         for t in view["behind"]:
             problems.append(
                 f"table {t['table']} is behind: record {t['record']} of {t['head']} "
@@ -189,6 +193,7 @@ class FloorService:
             problems.append(f"table {t['table']} is quarantined: {t['why']}")
         return {
             "ok": not problems,
+            "serving": serving,
             "problems": problems,
             "broker": self.connected.is_set(),
             "last_error": self.last_error,

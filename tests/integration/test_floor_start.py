@@ -9,6 +9,7 @@ import logging
 import re
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -62,8 +63,14 @@ def test_no_broker_and_no_users_are_warned_with_time_stamps_and_the_floor_runs_o
                    for x in lines)  # fmt: skip
         assert all(re.match(STAMP, x) for x in lines), text  # every line stamped
         assert "Traceback" not in text
-        with urllib.request.urlopen(url + "healthz", timeout=10) as reply:  # it runs on
-            assert json.loads(reply.read())["broker"] is False
+        # it runs on, and tells a load balancer it cannot serve: 503, the reason in words
+        with pytest.raises(urllib.error.HTTPError) as no_broker:
+            urllib.request.urlopen(url + "healthz", timeout=10)
+        with no_broker.value as reply:
+            assert reply.code == 503
+            said = json.loads(reply.read())
+        assert said["broker"] is False and said["serving"] is False and not said["ok"]
+        assert said["problems"][0].startswith("not connected to the broker")
         with urllib.request.urlopen(url + "figures", timeout=10) as reply:
             assert reply.status == 200
     finally:

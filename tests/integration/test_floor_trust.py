@@ -12,6 +12,7 @@ import gc
 import json
 import threading
 import time
+import urllib.request
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,10 @@ def test_healthz_says_when_a_table_is_behind_the_record_it_published(
         (behind,) = health["behind"]
         assert (behind["table"], behind["record"], behind["head"]) == ("CR-07", 5, len(records))
         assert f"table CR-07 is behind: record 5 of {len(records)}" in health["problems"][0]
+        # a table's problem is every floor service's alike: this one still serves (200),
+        # so a load balancer never takes the whole floor out for one table
+        with urllib.request.urlopen(floor.url + "/healthz", timeout=10) as reply:
+            assert reply.status == 200 and json.loads(reply.read())["serving"] is True
         table.answer_resend = True
         table.publish(records[5:])
         wait_for(lambda: floor.get("/healthz")["ok"], what="/healthz well again")

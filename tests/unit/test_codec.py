@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -301,3 +303,27 @@ def test_runs_cut_as_the_byte_rule_cuts(
     assert decoder.counters == reference.counters
     assert decoder.skipped == reference.skipped
     assert decoder.buffered == reference.buffered
+
+
+@pytest.mark.parametrize("protocol", codec.PROTOCOLS)
+def test_a_read_cut_just_after_the_limit_s_cr_moves_on(protocol: int) -> None:
+    """A frame as long as the limit allows, its ``\\r`` the last byte of one read and its
+    ``\\n`` the first of the next: the decoder judged the new read's last byte as the
+    frame's and never moved on (#31, found by the property above after it hung CI for 90
+    minutes). A reader on a line that cut reads there would have stopped reading rolls.
+    The feed runs in a thread the test waits for, so a regression fails, not hangs."""
+    first = b"$" + b"A" * (MAX_FRAME - 1) + b"\r"  # MAX_FRAME bytes and the \r it allows
+    second = b"\n" + encode_hb(7) + b"x"  # the line end, a heartbeat, a byte after
+    expected = byte_at_a_time(FrameDecoder(protocol=protocol), first + second)
+    decoder = FrameDecoder(protocol=protocol)
+    got: list[Frame] = []
+
+    def feed() -> None:
+        got.extend(decoder.feed(first))
+        got.extend(decoder.feed(second))
+
+    reader = threading.Thread(target=feed, daemon=True)
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive(), "the decoder never moved past the line end"
+    assert got == expected and len(got) == 2

@@ -65,7 +65,10 @@ def api_alerts(request: Request) -> Response:
 
 
 def health(request: Request) -> Response:
-    return JSONResponse(console_of(request).service.health())  # what /healthz says
+    """``/healthz``: 200 while this service serves (a table's problems in the body's
+    ``ok`` and ``problems``), 503 when it cannot (the broker lost, the store stuck)."""
+    said = console_of(request).service.health()
+    return JSONResponse(said, status_code=200 if said["serving"] else 503)
 
 
 def metrics(request: Request) -> Response:
