@@ -207,8 +207,8 @@ def main() -> int:
         disk = bare_syncs(work)
         result = measure(state, work, args.every, args.after)
         result["bare_sync"] = disk
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    finally:  # the built journal is kept only under --dir (for the next run)
+        shutil.rmtree(work if args.dir else base, ignore_errors=True)
     if args.json:
         print(json.dumps(result))
         return 0
