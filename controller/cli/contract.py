@@ -370,6 +370,7 @@ def _journal_migrate() -> dict[str, Any]:
             "ok": {"const": True},
             "records": _WHOLE,
             "old_head": _TEXT,
+            "from_format": {"enum": [1, 2]},
             "aside": _TEXT,
             "actor": _TEXT,
         }

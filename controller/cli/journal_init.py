@@ -90,6 +90,7 @@ def run_migrate(args: argparse.Namespace) -> int:
                     "ok": True,
                     "records": done.records,
                     "old_head": done.old_head,
+                    "from_format": done.from_format,
                     "aside": str(done.aside),
                     "actor": actor,
                 }

@@ -165,3 +165,14 @@ def test_a_packed_roll_edited_is_caught_by_its_seal(tmp_path: Path) -> None:
     sql(path, f"UPDATE records SET body = {BODY_SQL} WHERE record = 6")
     assert sql(path, "SELECT typeof(body) FROM records WHERE record = 6") == [("text",)]
     assert firebet("journal", "verify", "--state-dir", str(state)).returncode == 0
+
+
+def test_migrate_json_says_which_format_the_journal_was_in(tmp_path: Path) -> None:
+    """``journal migrate --json`` names the format it moved from (cli-journal-migrate)."""
+    state = format_2_state(tmp_path)
+    records = len(exported(state))
+    done = firebet("journal", "migrate", "--json", "--state-dir", str(state))
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert (said["ok"], said["from_format"], said["records"]) == (True, 2, records)
+    assert Path(said["aside"]).name.startswith("journal-aside-")
