@@ -194,6 +194,8 @@ def encode_command(command: Command, at: int) -> str:
 
 
 _ROLL = '{"command":"roll","d1":'
+ROLL_TEXT = _ROLL
+"""How the common reader roll's text begins (a packed body's text: :func:`body_text`)."""
 _DIE = {"1": 1, "2": 2, "3": 3, "4": 4, "5": 5, "6": 6}
 
 

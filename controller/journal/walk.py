@@ -25,13 +25,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.core.commands import Command
+from controller.core.commands import Command, Roll
 from controller.core.config import FireBetRules
 from controller.core.events import Event
 from controller.core.state import TableState
 from controller.journal import store
 from controller.journal.recipe import (
     GENESIS,
+    ROLL_TEXT,
     RecordKind,
     body_text,
     canonical,
@@ -121,6 +122,22 @@ class Walk:
                 number, at, actor, kind, body, snap, mac = raw
                 if not snap and number == expect and kind == "command" and fast:
                     at_text = iso(at)
+                    if type(body) is int and body >= 0:  # a packed reader roll (format 3):
+                        seq, dice = divmod(body, 36)  # its text and its command at once
+                        d1, d2 = dice // 6 + 1, dice % 6 + 1
+                        text = (
+                            f'{number}\n{at_text}\n{actor}\ncommand\n0\n{ROLL_TEXT}{d1},"d2":{d2},'
+                            f'"seq":{seq}}}'
+                        )
+                        if mac_of(prev + text.encode()) == mac:
+                            sealed.append(raw)
+                            commands.append(Roll(d1, d2, "reader", seq, actor=actor, at=at_text))
+                            prev, expect = mac, number + 1
+                            if len(sealed) < _RUN:
+                                continue
+                            break
+                        slow = raw
+                        break
                     text = f"{number}\n{at_text}\n{actor}\ncommand\n0\n" + (
                         body if type(body) is str else body_text(body)
                     )
