@@ -113,6 +113,21 @@ def _checked(maker: Callable[..., Any], stem: str) -> Callable[..., Any]:
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _full_checks_at_the_table_s_priority() -> Iterator[None]:
+    """The tables the tests start in this process check their journal after READY at an
+    ordinary priority: beside the busy loops the suite must pass with, a ``SCHED_IDLE``
+    process gets no CPU at all and a test waiting for the check's answer would time out.
+    ``tests/integration/test_full_check_priority.py`` holds the shipped priority."""
+    from controller.service import recall
+
+    saved, recall.IDLE_PRIORITY = recall.IDLE_PRIORITY, False
+    try:
+        yield
+    finally:
+        recall.IDLE_PRIORITY = saved
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _messages_checked_against_the_schemas() -> Iterator[None]:
     """Every floor message the link, the floor or the helpers make is valid by its schema
     in ``controller/schemas/`` (issue 33): the suite's messages are the schemas' test."""

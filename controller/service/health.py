@@ -50,7 +50,11 @@ def sweep_seconds(records: int, per_thousand: float = WATCH_SWEEP_S) -> float:
 
 
 def check_whole_journal(
-    journal: Journal, rules: FireBetRules, post: Callable[[Checked], None], clears: int = 0
+    journal: Journal,
+    rules: FireBetRules,
+    post: Callable[[Checked], None],
+    clears: int = 0,
+    cancel: threading.Event | None = None,
 ) -> None:
     """After ready, and again after each clear-halt (on a thread of its own): verify every
     record from genesis.
@@ -58,9 +62,12 @@ def check_whole_journal(
     Runs in a process of its own (:func:`controller.service.recall.verify_apart`), on its
     own read-only connection, so the table plays on meanwhile and its engine thread never
     waits for the walk; what it found goes to the engine thread (``post``), with
-    ``clears``, the table's count of clear-halts when it began.
+    ``clears``, the table's count of clear-halts when it began. ``cancel`` (the service's
+    stop) ends the check's process early: nothing is posted then.
     """
-    outcome, record, reason = verify_apart(journal, rules)
+    outcome, record, reason = verify_apart(journal, rules, cancel)
+    if cancel is not None and cancel.is_set():
+        return  # the service stopped: no engine thread is left to take the answer
     post(Checked(outcome, record, reason, clears))
 
 

@@ -42,6 +42,12 @@ if TYPE_CHECKING:  # loaded when the worker starts, never at the service's start
     from multiprocessing.connection import Connection
 
 VERIFY_WAIT_S = 3600.0  # the full check of a year of rolls on a Pi Zero takes minutes
+CANCEL_POLL_S = 1.0  # a long answer is awaited in slices this long, to hear a stop
+IDLE_PRIORITY = True
+"""The full check's process runs ``SCHED_IDLE`` (SPEC section 7: nothing after READY
+competes with a roll). Beside busy loops such a process gets no CPU at all, so the test
+suite turns this off for the tables it starts in its own process (``tests/conftest.py``);
+``tests/integration/test_full_check_priority.py`` holds it on."""
 GRACE_S = 2.0  # past the request's deadline, the worker is given up on and started again
 NICE = 10  # the worker yields the CPU to the table's own process
 PR_SET_PDEATHSIG = 1  # prctl(2)
@@ -160,11 +166,14 @@ def _verify(path: str, key_file: str, rules: FireBetRules) -> tuple[str, int | N
     return "damage", record, reason
 
 
-def verify_apart(journal: Journal, rules: FireBetRules) -> tuple[str, int | None, str]:
+def verify_apart(
+    journal: Journal, rules: FireBetRules, cancel: threading.Event | None = None
+) -> tuple[str, int | None, str]:
     """The service's full journal check after ready, in a worker process of its own (a
     long walk of folding and hashing, which on a thread would hold the interpreter lock
-    the engine thread needs); see :func:`_verify` for the answer. The worker ends with it.
-    """
+    the engine thread needs); see :func:`_verify` for the answer. The worker ends with it,
+    or when ``cancel`` is set (the service stops: a check at idle priority on a busy core
+    might otherwise outlive it, holding the journal open)."""
     try:
         worker = _Worker()
     except OSError as exc:
@@ -172,12 +181,15 @@ def verify_apart(journal: Journal, rules: FireBetRules) -> tuple[str, int | None
     # at idle priority: the check takes only the CPU no roll wants (SPEC section 7); nice
     # alone still gave it a share beside the table (under a cgroup quota it still spends
     # the quota the table shares: README, "The CPU budget")
-    with contextlib.suppress(OSError, AttributeError):
-        os.sched_setscheduler(worker.process.pid, os.SCHED_IDLE, os.sched_param(0))
+    if IDLE_PRIORITY:
+        with contextlib.suppress(OSError, AttributeError):
+            os.sched_setscheduler(worker.process.pid, os.SCHED_IDLE, os.sched_param(0))
     try:
         job = ("verify", str(journal.path), str(journal.key_file), rules)
-        answer = worker.ask(job, VERIFY_WAIT_S)
+        answer = worker.ask(job, VERIFY_WAIT_S, cancel)
     except TimeoutError:
+        if cancel is not None and cancel.is_set():
+            return "error", None, "the service stopped before the check ended"
         return "error", None, f"the check took longer than {VERIFY_WAIT_S:.0f} s"
     except (OSError, EOFError) as exc:
         return "error", None, f"the checking process stopped ({exc!r})"
@@ -292,12 +304,16 @@ class _Worker:
         self.process.stdin.close()
         self.process.stdout.close()
 
-    def ask(self, job: tuple[object, ...], wait: float) -> tuple[Any, ...]:
+    def ask(
+        self, job: tuple[object, ...], wait: float, cancel: threading.Event | None = None
+    ) -> tuple[Any, ...]:
         """Send ``job`` (its name, then its arguments); its answer, or TimeoutError after
-        ``wait`` seconds."""
+        ``wait`` seconds (or as soon as ``cancel`` is set: the service is stopping)."""
         self._to.send(job)
-        if not self._from.poll(wait):
-            raise TimeoutError
+        deadline = time.monotonic() + wait
+        while not self._from.poll(min(CANCEL_POLL_S, max(deadline - time.monotonic(), 0.0))):
+            if (cancel is not None and cancel.is_set()) or time.monotonic() >= deadline:
+                raise TimeoutError
         answer: tuple[Any, ...] = self._from.recv()
         return answer
 

@@ -213,7 +213,7 @@ class Service:
         self._checked_clears = table.clears
         threading.Thread(
             target=health.check_whole_journal,
-            args=(self.journal, self.config.firebet, self.queue.put, table.clears),
+            args=(self.journal, self.config.firebet, self.queue.put, table.clears, self.stopping),
             name="journal check",
             daemon=True,
         ).start()
@@ -291,7 +291,9 @@ class Service:
                 self.parts.link.wake()
 
     def close(self) -> None:
-        """Stop the drivers and release pins, socket and journal."""
+        """Stop the drivers and release pins, socket and journal (and end a full check
+        still running apart)."""
+        self.stopping.set()
         notify.stopping()
         parts = self.parts
         for part in (parts.link, parts.reader, parts.control):

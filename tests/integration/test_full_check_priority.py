@@ -5,6 +5,8 @@ never waits for it on a busy core."""
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,8 @@ from controller.core.commands import Roll
 from controller.core.engine import Engine
 from controller.journal import Journal, recover
 from controller.journal.play import decide
-from controller.service import recall
+from controller.service import health, recall
+from tests.support import PROCESS_DEADLINE_S, table_running, wait_for
 
 ENGINE = Engine()
 
@@ -26,14 +29,77 @@ def test_the_full_check_runs_at_idle_priority(
     replayed = recover(journal, ENGINE.rules).replay
     for i in range(20):
         decide(journal, replayed, Roll(1 + i % 6, 1 + (i // 6) % 6, seq=i))
+    monkeypatch.setattr(recall, "IDLE_PRIORITY", True)  # as shipped (the suite's is off)
     policies: list[int] = []
     real = recall._Worker.ask
 
-    def ask(self: Any, job: tuple[object, ...], wait: float) -> tuple[Any, ...]:
+    def ask(self: Any, job: tuple[object, ...], wait: float, cancel: Any = None) -> tuple[Any, ...]:
         policies.append(os.sched_getscheduler(self.process.pid))
-        return real(self, job, wait)
+        # seen; now let it run at the table's priority, or beside busy loops it never would
+        os.sched_setscheduler(self.process.pid, os.SCHED_OTHER, os.sched_param(0))
+        return real(self, job, wait, cancel)
 
     monkeypatch.setattr(recall._Worker, "ask", ask)
     with journal:
         assert recall.verify_apart(journal, ENGINE.rules) == ("ok", None, "")
     assert policies == [os.SCHED_IDLE]
+
+
+def starved_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every full check's process from now on gets no CPU at all (SIGSTOP: what SCHED_IDLE
+    gives it beside busy loops); the list fills with their pids."""
+    pids: list[int] = []
+    real = recall._Worker.ask
+
+    def ask(self: Any, job: tuple[object, ...], wait: float, cancel: Any = None) -> Any:
+        if job[0] == "verify":
+            pids.append(self.process.pid)
+            os.kill(self.process.pid, signal.SIGSTOP)
+        return real(self, job, wait, cancel)
+
+    monkeypatch.setattr(recall._Worker, "ask", ask)
+    return pids
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_stop_ends_a_full_check_that_gets_no_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beside busy loops a check at idle priority gets no CPU, and its thread waited up to
+    an hour for it: a run of the suite beside four busy loops left 45 checks of stopped
+    services running, each holding its journal open. The service's stop now ends it, and
+    nothing is posted for an engine that is gone."""
+    journal = Journal(tmp_path / "journal.db")
+    replayed = recover(journal, ENGINE.rules).replay
+    for i in range(20):
+        decide(journal, replayed, Roll(1 + i % 6, 1 + (i // 6) % 6, seq=i))
+    pids = starved_checks(monkeypatch)
+    stop, posted = threading.Event(), []
+    with journal:
+        check = threading.Thread(
+            target=health.check_whole_journal,
+            args=(journal, ENGINE.rules, posted.append, 0, stop),
+            daemon=True,
+        )
+        check.start()
+        wait_for(lambda: pids, what="the check's process")
+        stop.set()
+        check.join(timeout=PROCESS_DEADLINE_S)
+        assert not check.is_alive(), "the check's thread still waits for its process"
+    assert gone(pids[0]) and posted == []
+
+
+def test_a_service_s_close_ends_its_full_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pids = starved_checks(monkeypatch)
+    with table_running(tmp_path / "state", tmp_path / "control.sock"):
+        wait_for(lambda: pids, what="the full check after ready")
+    wait_for(lambda: gone(pids[0]), what="the check's process to end with the service")
