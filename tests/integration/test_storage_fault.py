@@ -16,7 +16,7 @@ import pytest
 from controller.core.lamps import Effect, Mode, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
 from controller.core.state import TableState
-from tests.support import table_running, wait_for
+from tests.support import WAIT_DEADLINE_S, table_running, wait_for
 
 
 def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
@@ -108,6 +108,6 @@ def test_read_only_file_system_at_start_is_storage_fault_not_a_halt(
         wait_for(lambda: t.device.transmissions[seq] >= 3, what="the reader's repeats")
         assert seq not in t.device.acked and t.status()["rolls"] == 2
         assert _run("mount", "-o", "remount,rw", str(small_disk)).returncode == 0
-        assert t.device.wait_acked(seq, timeout=30)
+        assert t.device.wait_acked(seq, timeout=WAIT_DEADLINE_S)
         wait_for(lambda: t.status()["mode"] == "running", what="play to resume")
         assert t.status()["rolls"] == 3
