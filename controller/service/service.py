@@ -40,7 +40,7 @@ from controller.link.report import disabled_status
 from controller.service import answers, health, notify
 from controller.service.integrity import ProgramCheck, check_program
 from controller.service.jobs import Checked, Halt, Job, Stop
-from controller.service.recall import CANCEL_POLL_S, HistoryRecall
+from controller.service.recall import HistoryRecall
 from controller.service.status import Published, status_report
 from controller.service.table import Table
 from drivers.buttons import DealerButtons
@@ -58,9 +58,6 @@ STORAGE_PROBE_S = 1.0  # in a storage fault, try writing the journal again this 
 # idle, the engine thread looks at the journal's files (and systemd's status line) this
 # often: once a second, not four times (SPEC section 7: the idle CPU budget)
 IDLE_LOOK_S = 1.0
-# a full check's thread, told to stop, kills and reaps its process within a poll and the
-# process's own 5 s grace: the service's close waits that long for it
-CHECK_STOP_S = CANCEL_POLL_S + 10.0
 
 
 @dataclass
@@ -101,7 +98,6 @@ class Service:
         self._watchdog_s = notify.watchdog_interval()
         self.record_watch: health.RecordWatch | None = None  # screens the records (after ready)
         self.first_record = 0  # the newest record when this start recovered the journal
-        self._checks: list[threading.Thread] = []  # the full checks begun (ended by close)
         self._requests: RequestIndex | None = None  # the socket's thread reads it
         self._checked_clears = 0  # the table's clear-halts when the newest full check began
 
@@ -215,14 +211,12 @@ class Service:
         after each clear-halt: what the check before it found was set aside)."""
         table.full_check = "running"
         self._checked_clears = table.clears
-        check = threading.Thread(
+        threading.Thread(
             target=health.check_whole_journal,
             args=(self.journal, self.config.firebet, self.queue.put, table.clears, self.stopping),
             name="journal check",
             daemon=True,
-        )
-        self._checks = [t for t in self._checks if t.is_alive()] + [check]
-        check.start()
+        ).start()
 
     def journaled(self, uid: int, rid: str | int) -> tuple[str, int] | None:
         """On the socket's thread: ``(digest, record)`` of the request ``rid`` of ``uid``
@@ -317,12 +311,6 @@ class Service:
         self.recall.close()
         if self._requests is not None:
             self._requests.close()
-        # a check still running apart hears the stop within a poll and kills its process:
-        # wait for that, so none outlives the service (a check at idle priority may not
-        # have run far enough to ask Linux to end it with its parent, and it holds the
-        # service's standard error, which a caller may be reading to its end)
-        for check in self._checks:
-            check.join(timeout=CHECK_STOP_S)
 
     # answers ----------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
