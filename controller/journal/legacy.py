@@ -61,17 +61,7 @@ def old_hash(prev: str, record: int, at: str, actor: str, kind: str, payload: st
 
 def is_format_1(path: Path) -> bool:
     """Whether ``path`` is a format-1 journal."""
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return False
-    try:
-        row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-    except sqlite3.Error:
-        return False
-    finally:
-        db.close()
-    return row is not None and row[0] == "1"
+    return format_of(path) == "1"
 
 
 @dataclass(frozen=True)
