@@ -122,28 +122,22 @@ class Walk:
                 number, at, actor, kind, body, snap, mac = raw
                 if not snap and number == expect and kind == "command" and fast:
                     at_text = iso(at)
-                    if type(body) is int and body >= 0:  # a packed reader roll (format 3):
-                        seq, dice = divmod(body, 36)  # its text and its command at once
+                    # a packed reader roll (format 3): its text and its command from one divmod
+                    packed = type(body) is int and body >= 0
+                    if packed:
+                        seq, dice = divmod(body, 36)
                         d1, d2 = dice // 6 + 1, dice % 6 + 1
-                        text = (
-                            f'{number}\n{at_text}\n{actor}\ncommand\n0\n{ROLL_TEXT}{d1},"d2":{d2},'
-                            f'"seq":{seq}}}'
-                        )
-                        if mac_of(prev + text.encode()) == mac:
-                            sealed.append(raw)
-                            commands.append(Roll(d1, d2, "reader", seq, actor=actor, at=at_text))
-                            prev, expect = mac, number + 1
-                            if len(sealed) < _RUN:
-                                continue
-                            break
-                        slow = raw
-                        break
-                    text = f"{number}\n{at_text}\n{actor}\ncommand\n0\n" + (
-                        body if type(body) is str else body_text(body)
-                    )
+                        said = f'{ROLL_TEXT}{d1},"d2":{d2},"seq":{seq}}}'
+                    else:
+                        said = body if type(body) is str else body_text(body)
+                    text = f"{number}\n{at_text}\n{actor}\ncommand\n0\n{said}"
                     if mac_of(prev + text.encode()) == mac:
                         try:
-                            command = decode_body(body, actor, at, at_text)
+                            command = (
+                                Roll(d1, d2, "reader", seq, actor=actor, at=at_text)
+                                if packed
+                                else decode_body(body, actor, at, at_text)
+                            )
                         except DECODE_ERRORS:
                             pass  # the slow path says what is wrong
                         else:
