@@ -49,57 +49,6 @@ _UTC = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}\+00:00
 _POSITIONS = {"type": "object", "propertyNames": {"pattern": "^[0-9]+$"}}
 
 
-_COUNTED = {
-    "type": "object",
-    "properties": {"count": _WHOLE, "amount": _WHOLE},
-    "required": ["count", "amount"],
-    "additionalProperties": False,
-}
-_HELD_ROLL = {
-    "type": "object",
-    "properties": {
-        "number": _WHOLE,
-        "seq": {"type": ["integer", "null"]},
-        "dice": {"type": "array", "items": _WHOLE, "minItems": 2, "maxItems": 2},
-        "at": _TEXT,
-        "reason": _TEXT,
-    },
-    "required": ["number", "seq", "dice", "at"],
-    "additionalProperties": False,
-}
-"""A reader roll held for the dealer (``HeldRoll.to_dict``; ``reason`` only when set)."""
-_MARKER = {
-    "type": "object",
-    "properties": {"lit": {"type": "boolean"}, "ordinal": {"type": ["integer", "null"]}},
-    "required": ["lit", "ordinal"],
-    "additionalProperties": False,
-}
-"""One point's marker lamp (``marker_report``)."""
-_METERS = {
-    "type": "object",
-    "properties": {
-        "hands": _WHOLE,
-        "rolls": _WHOLE,
-        "points_made": _WHOLE,
-        "bets_taken": _COUNTED,
-        "bets_cancelled": _COUNTED,
-        "paid": {**_POSITIONS, "additionalProperties": _COUNTED},
-        "lost": _COUNTED,
-        "reversed": _COUNTED,
-        "voids": _WHOLE,
-        "surrenders": _WHOLE,
-        "faults": _WHOLE,
-        "corrections": _WHOLE,
-    },
-    "required": [
-        "hands", "rolls", "points_made", "bets_taken", "bets_cancelled", "paid", "lost",
-        "reversed", "voids", "surrenders", "faults",
-    ],
-    "additionalProperties": False,
-}  # fmt: skip
-"""The table's meters (``Meters.to_dict``; ``corrections`` once there is one)."""
-
-
 def versions() -> dict[str, Any]:
     """``firebet --contract-version``: the release, the command line's contract version,
     the floor messages' version, and where the schemas are."""
@@ -154,6 +103,52 @@ def _object(properties: dict[str, Any], required: list[str] | None = None) -> di
         "required": list(properties) if required is None else required,
         "additionalProperties": False,
     }
+
+
+_COUNTED = _object({"count": _WHOLE, "amount": _WHOLE})
+_HELD_ROLL = _object(
+    {
+        "number": _WHOLE,
+        "seq": {"type": ["integer", "null"]},
+        "dice": {"type": "array", "items": _WHOLE, "minItems": 2, "maxItems": 2},
+        "at": _TEXT,
+        "reason": _TEXT,
+    },
+    required=["number", "seq", "dice", "at"],
+)
+"""A reader roll held for the dealer (``HeldRoll.to_dict``; ``reason`` only when set)."""
+_MARKER = _object({"lit": {"type": "boolean"}, "ordinal": {"type": ["integer", "null"]}})
+"""One point's marker lamp (``marker_report``)."""
+_METERS = _object(
+    {
+        "hands": _WHOLE,
+        "rolls": _WHOLE,
+        "points_made": _WHOLE,
+        "bets_taken": _COUNTED,
+        "bets_cancelled": _COUNTED,
+        "paid": {**_POSITIONS, "additionalProperties": _COUNTED},
+        "lost": _COUNTED,
+        "reversed": _COUNTED,
+        "voids": _WHOLE,
+        "surrenders": _WHOLE,
+        "faults": _WHOLE,
+        "corrections": _WHOLE,
+    },
+    required=[
+        "hands",
+        "rolls",
+        "points_made",
+        "bets_taken",
+        "bets_cancelled",
+        "paid",
+        "lost",
+        "reversed",
+        "voids",
+        "surrenders",
+        "faults",
+    ],
+)
+"""The table's meters (``Meters.to_dict``; ``corrections`` once there is one)."""
 
 
 def _event(cls: type) -> dict[str, Any]:
