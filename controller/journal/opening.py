@@ -64,6 +64,8 @@ def check_present(files: F.JournalFiles) -> bool:
     """Raise :class:`Damage` naming what is missing, emptied or truncated; whether the
     write-ahead log was there (opening the database makes a new, empty one)."""
     db = files.db
+    # the log first: a checkpoint needs one, so with none at this look the file is whole
+    in_log = _holds_frames(files.wal)
     if not db.exists():
         traces = files.traces()
         if traces:
@@ -83,12 +85,27 @@ def check_present(files: F.JournalFiles) -> bool:
     page = int.from_bytes(header[16:18], "big")
     page = 65536 if page == 1 else page
     pages = int.from_bytes(header[28:32], "big")
-    if page and size < page * pages:
+    if page and size < page * pages and not in_log:
         raise Damage(
             None,
             f"the journal file {db.name} is truncated ({size} of {page * pages} bytes)",
         )
     return files.wal.exists()
+
+
+def _holds_frames(wal: Path) -> bool:
+    """Whether the write-ahead log has room for frames past its header.
+
+    While it does, the database file's size says nothing on its own: a checkpoint
+    writes page 1 (with the new page count) before the pages after it, so a reader
+    beside a running service, or a start after a crash inside a checkpoint, sees a
+    file shorter than its header for a moment, with the pages still in the log.
+    Records really lost are then found by the walk and the sealed head instead.
+    """
+    try:
+        return wal.stat().st_size > store.WAL_HEADER
+    except FileNotFoundError:
+        return False
 
 
 def open_file(

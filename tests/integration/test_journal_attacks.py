@@ -12,6 +12,7 @@ import os
 import pwd
 import re
 import secrets
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -143,6 +144,52 @@ def test_acked_rolls_never_vanish_with_the_wal_after_sigkill(tmp_path: Path, dam
     if damage == "deleted":
         assert "journal.db-wal is missing" in reason
     assert "acknowledged but gone" in verify(tmp_path).stderr
+
+
+def test_a_checkpoint_cut_off_half_way_is_not_a_truncated_file(tmp_path: Path) -> None:
+    """A checkpoint writes page 1 (with the new page count) before the pages after it.
+    Killed there, the file is shorter than its header says, but every page is still in
+    the write-ahead log: the table starts with every record, no "truncated" halt.
+
+    Regression: a check beside a running service read the header during a checkpoint
+    and halted a healthy table (CI, 4 Dec 2026).
+    """
+    state = tmp_path / "state"
+    build(state, rolls=12)
+    assert killed_writer(state, 200) == 200  # the new records are in the log, not the file
+    db = state / "journal.db"
+    before = db.read_bytes()
+    done = tmp_path / "checkpointed"
+    shutil.copytree(state, done)
+    copy = sqlite3.connect(done / "journal.db")
+    copy.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    copy.close()
+    after = (done / "journal.db").read_bytes()
+    assert len(after) > len(before), "the new records did not grow the file"
+    with Journal(done / "journal.db") as whole:
+        records = recover(whole, ENGINE.rules).last_record
+    assert records > 1 + 1 + 12  # start, bet, rolls: and the killed writer's rolls
+    db.write_bytes(after[: len(before)])  # pages 1..n written, the file not yet grown
+    state.joinpath("journal.db-shm").unlink(missing_ok=True)  # as after a crash
+
+    with Journal(db) as journal:
+        recovered = recover(journal, ENGINE.rules)
+        assert recovered.halted is None, recovered.halted
+        assert recovered.last_record == records
+        assert verify_journal(journal, ENGINE.rules).ok
+
+
+def test_a_file_cut_beside_a_write_ahead_log_still_halts(tmp_path: Path) -> None:
+    """With records in the log the file's size is not judged alone, but pages really
+    cut from the file are still found: the table halts, never a fresh or short game."""
+    state = tmp_path / "state"
+    build(state, rolls=300)
+    killed_writer(state, 5)
+    db = state / "journal.db"
+    assert state.joinpath("journal.db-wal").stat().st_size > store.WAL_HEADER
+    os.truncate(db, 4096 * 2)
+    assert "journal.db" in verify(state).stderr
+    halted(db)
 
 
 def test_a_wal_written_out_ahead_loses_nothing_at_a_sigkill(tmp_path: Path) -> None:
