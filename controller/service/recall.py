@@ -178,13 +178,17 @@ def verify_apart(
         worker = _Worker()
     except OSError as exc:
         return "error", None, f"cannot start the checking process: {exc}"
-    # at idle priority: the check takes only the CPU no roll wants (SPEC section 7); nice
-    # alone still gave it a share beside the table (under a cgroup quota it still spends
-    # the quota the table shares: README, "The CPU budget")
-    if IDLE_PRIORITY:
-        with contextlib.suppress(OSError, AttributeError):
-            os.sched_setscheduler(worker.process.pid, os.SCHED_IDLE, os.sched_param(0))
     try:
+        # idle only once it is ready, so bound to die with the service: a process born at
+        # idle priority beside busy loops got no CPU to get that far, and outlived the
+        # service holding its journal and standard error
+        worker.ready(VERIFY_WAIT_S, cancel)
+        # at idle priority: the check takes only the CPU no roll wants (SPEC section 7);
+        # nice alone still gave it a share beside the table (under a cgroup quota it still
+        # spends the quota the table shares: README, "The CPU budget")
+        if IDLE_PRIORITY:
+            with contextlib.suppress(OSError, AttributeError):
+                os.sched_setscheduler(worker.process.pid, os.SCHED_IDLE, os.sched_param(0))
         job = ("verify", str(journal.path), str(journal.key_file), rules)
         answer = worker.ask(job, VERIFY_WAIT_S, cancel)
     except TimeoutError:
@@ -290,7 +294,7 @@ class _Worker:
         here = str(Path(__file__).resolve().parents[2])
         path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
         self.process = subprocess.Popen(
-            [sys.executable, "-P", "-m", "controller.service.recall"],
+            [sys.executable, "-P", "-m", "controller.service.recall", str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
@@ -303,25 +307,46 @@ class _Worker:
         self._from = Connection(os.dup(self.process.stdout.fileno()), writable=False)
         self.process.stdin.close()
         self.process.stdout.close()
+        # reading clients wait before the table does, from the worker's first instruction
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, self.process.pid, NICE)
+        self._ready = False
+
+    def _await(self, deadline: float, cancel: threading.Event | None) -> tuple[Any, ...]:
+        """The next message from the worker; TimeoutError past ``deadline`` or at ``cancel``."""
+        while not self._from.poll(min(CANCEL_POLL_S, max(deadline - time.monotonic(), 0.0))):
+            if (cancel is not None and cancel.is_set()) or time.monotonic() >= deadline:
+                raise TimeoutError
+        message: tuple[Any, ...] = self._from.recv()
+        return message
+
+    def ready(self, wait: float, cancel: threading.Event | None = None) -> None:
+        """Wait until the worker has started and is bound to die with this process
+        (``PR_SET_PDEATHSIG``); TimeoutError after ``wait`` seconds or at ``cancel``."""
+        if self._ready:
+            return
+        if self._await(time.monotonic() + wait, cancel) != ("ready",):
+            raise OSError("the worker did not say it was ready")
+        self._ready = True
 
     def ask(
         self, job: tuple[object, ...], wait: float, cancel: threading.Event | None = None
     ) -> tuple[Any, ...]:
         """Send ``job`` (its name, then its arguments); its answer, or TimeoutError after
         ``wait`` seconds (or as soon as ``cancel`` is set: the service is stopping)."""
-        self._to.send(job)
         deadline = time.monotonic() + wait
-        while not self._from.poll(min(CANCEL_POLL_S, max(deadline - time.monotonic(), 0.0))):
-            if (cancel is not None and cancel.is_set()) or time.monotonic() >= deadline:
-                raise TimeoutError
-        answer: tuple[Any, ...] = self._from.recv()
-        return answer
+        self.ready(wait, cancel)
+        self._to.send(job)
+        return self._await(deadline, cancel)
 
     def stop(self, *, kill: bool = False) -> None:
         """End the worker: close its input (it exits) or kill it; reap it."""
         with contextlib.suppress(OSError):
             self._to.close()
         if kill:
+            with contextlib.suppress(OSError, AttributeError):
+                # off idle priority first where allowed: a killed process needs CPU to end
+                os.sched_setscheduler(self.process.pid, os.SCHED_OTHER, os.sched_param(0))
             with contextlib.suppress(OSError):
                 self.process.kill()
         try:
@@ -333,7 +358,7 @@ class _Worker:
             self._from.close()
 
 
-def _die_with_the_service() -> None:
+def _die_with_the_service(service: int) -> None:
     """Ask Linux to kill this worker when the service's thread that started it ends (a
     SIGKILLed service leaves no worker behind, even one in the middle of a long job)."""
     import ctypes  # the worker's only: the service never loads it
@@ -341,15 +366,21 @@ def _die_with_the_service() -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() == 1:  # the service was already gone before the request took effect
+    if os.getppid() != service:  # the service was already gone before the request took effect
         raise SystemExit(0)
 
 
-def serve(jobs: Connection, answers: Connection) -> None:
-    """The worker's loop: answer each job until the service closes the pipe."""
-    _die_with_the_service()
+def serve(jobs: Connection, answers: Connection, service: int) -> None:
+    """The worker's loop: say it is ready, then answer each job until the service closes
+    the pipe. ``service`` is the pid of the process that started it."""
+    _die_with_the_service(service)
     with contextlib.suppress(OSError):
-        os.nice(NICE)  # reading clients wait before the table does
+        if os.getpriority(os.PRIO_PROCESS, 0) < NICE:  # the service could not lower it
+            os.setpriority(os.PRIO_PROCESS, 0, NICE)
+    try:
+        answers.send(("ready",))
+    except BrokenPipeError:
+        return
     while True:
         try:
             job = jobs.recv()
@@ -375,4 +406,4 @@ if __name__ == "__main__":
     _jobs = Connection(os.dup(0), writable=False)
     _answers = Connection(os.dup(1), readable=False)
     os.dup2(2, 1)
-    serve(_jobs, _answers)
+    serve(_jobs, _answers, int(sys.argv[1]))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from controller.core.engine import Engine
 from controller.journal import Journal, recover
 from controller.journal.play import decide
 from controller.service import health, recall
-from tests.support import PROCESS_DEADLINE_S, table_running, wait_for
+from tests.support import PROCESS_DEADLINE_S, ROOT, read_line, table_running, wait_for
 
 ENGINE = Engine()
 
@@ -34,6 +36,8 @@ def test_the_full_check_runs_at_idle_priority(
     real = recall._Worker.ask
 
     def ask(self: Any, job: tuple[object, ...], wait: float, cancel: Any = None) -> tuple[Any, ...]:
+        # idle only once it said it is bound to die with the service (PR_SET_PDEATHSIG)
+        assert self._ready, "put at idle priority before it could die with the service"
         policies.append(os.sched_getscheduler(self.process.pid))
         # seen; now let it run at the table's priority, or beside busy loops it never would
         os.sched_setscheduler(self.process.pid, os.SCHED_OTHER, os.sched_param(0))
@@ -62,11 +66,12 @@ def starved_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def gone(pid: int) -> bool:
+    """The process has ended (a zombie nobody reaped counts: it holds nothing)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
         return True
-    return False
 
 
 def test_a_stop_ends_a_full_check_that_gets_no_cpu(
@@ -103,3 +108,41 @@ def test_a_service_s_close_ends_its_full_check(
     with table_running(tmp_path / "state", tmp_path / "control.sock"):
         wait_for(lambda: pids, what="the full check after ready")
     wait_for(lambda: gone(pids[0]), what="the check's process to end with the service")
+
+
+SERVICE = """
+import os, signal, sys
+from controller.service import recall
+worker = recall._Worker()
+os.kill(worker.process.pid, signal.SIGSTOP)  # no CPU yet: not bound to die with us
+print(worker.process.pid, flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_worker_whose_service_died_before_it_was_ready_ends(tmp_path: Path) -> None:
+    """A worker that got no CPU until its service had gone ends as soon as it runs (its
+    pipes closed, another parent), never holding the journal or the service's standard
+    error. It gets that CPU because it goes to idle priority only once ready (the test
+    above): born at ``SCHED_IDLE`` beside busy loops it never ran, and a ``firebet sim``
+    test waited for ever for the end of the sim's standard error."""
+    service = subprocess.Popen(
+        [sys.executable, "-c", SERVICE],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert service.stdout is not None and service.stdin is not None
+    pid = int(read_line(service.stdout, "the worker's pid"))
+    try:
+        service.kill()
+        service.wait(timeout=PROCESS_DEADLINE_S)
+        assert not gone(pid)
+        os.kill(pid, signal.SIGCONT)
+        wait_for(lambda: gone(pid), what="the orphaned worker to end")
+    finally:
+        service.stdin.close()
+        service.stdout.close()
+        if not gone(pid):
+            os.kill(pid, signal.SIGKILL)
