@@ -178,6 +178,10 @@ def verify_apart(
         worker = _Worker()
     except OSError as exc:
         return "error", None, f"cannot start the checking process: {exc}"
+    # nice from its first instruction (a history reader renices only once started: its
+    # client waits for it)
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, worker.process.pid, NICE)
     try:
         # idle only once it is ready, so bound to die with the service: a process born at
         # idle priority beside busy loops got no CPU to get that far, and outlived the
@@ -307,9 +311,6 @@ class _Worker:
         self._from = Connection(os.dup(self.process.stdout.fileno()), writable=False)
         self.process.stdin.close()
         self.process.stdout.close()
-        # reading clients wait before the table does, from the worker's first instruction
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, self.process.pid, NICE)
         self._ready = False
 
     def _await(self, deadline: float, cancel: threading.Event | None) -> tuple[Any, ...]:
@@ -375,7 +376,7 @@ def serve(jobs: Connection, answers: Connection, service: int) -> None:
     the pipe. ``service`` is the pid of the process that started it."""
     _die_with_the_service(service)
     with contextlib.suppress(OSError):
-        if os.getpriority(os.PRIO_PROCESS, 0) < NICE:  # the service could not lower it
+        if os.getpriority(os.PRIO_PROCESS, 0) < NICE:  # reading clients wait before the table
             os.setpriority(os.PRIO_PROCESS, 0, NICE)
     try:
         answers.send(("ready",))
