@@ -28,10 +28,14 @@ SEQ_ADVANCE = 8192
 """Kept for replaying records written before issue 29 only: a ``reader_sync`` record of
 that time moved the reference up once the reader's frames stood this far past the last
 roll (``reader_advanced``). No driver sends ``reader_sync`` any more."""
-SESSIONS_KEPT = 16
+SESSIONS_KEPT = 1024
 """How many of the reader's past protocol-3 sessions the state remembers (with the number
 of the last roll applied in each): a replayed HELLO of one of them starts nothing, and a
-HELLO that carries a roll over from one of them is told how far it was applied."""
+HELLO that carries a roll over from one of them is told how far it was applied. Past this
+many the table cannot tell an old session's HELLO from a new one, so a bridge that
+replays a HELLO and its ROLLs from more than 1,024 reader sessions ago has them applied
+again (a documented limit, ``docs/reader-protocol.md``; it was 16, and the reader model's
+soak found the replay after 22 restarts). About 23 kB in a snapshot when full."""
 
 
 class Order(StrEnum):
