@@ -2,13 +2,17 @@
 
     .venv/bin/python bench/after_ready.py [--records 1000000] [--every 0.2] [--after 60]
                                           [--dir D] [--json]
+    sudo .venv/bin/python bench/after_ready.py --cpu 0.1 --period 100 ...   # at a Pi's speed
 
 Builds (or reuses, under ``--dir``) a journal of ``--records`` records, starts the real
 service (``firebet run``) on a copy of it on a pseudo-terminal, and from READY on throws a
 roll every ``--every`` seconds (a paced table, not a burst) for as long as the service's
 full journal check runs (``status --json`` ``journal_check`` is ``running``; it runs in a
 process of its own at idle priority, controller/service/recall.py) and ``--after``
-seconds more. Prints the ROLL -> ACK figures while the check ran and after it, when the
+seconds more. With ``--cpu`` the service (and so the check it starts) runs in a cgroup
+with that share of one core in every ``--period`` ms, pinned to one core, as
+``bench/pi_speed.py`` does (root: the issue-31 figure, 10% with systemd's 100 ms period).
+Prints the ROLL -> ACK figures while the check ran and after it, when the
 check ended, and the CPU the service and the check's process used (rusage). SPEC section
 7: no roll over 20 ms; nothing started after READY competes with a roll. Figures, not
 assertions.
@@ -27,6 +31,7 @@ import threading
 import time
 from pathlib import Path
 
+from pi_speed import CpuLimit, cpu_limit
 from service_on_pty import ServiceOnPty, children_cpu_seconds, cpu_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,12 +124,15 @@ class DiskWatch:
         return max((d for s, d in self.samples if s <= end and s + d / 1000 >= t), default=None)
 
 
-def measure(state: Path, work: Path, every: float, after: float) -> dict[str, object]:
+def measure(
+    state: Path, work: Path, every: float, after: float, limit: CpuLimit | None = None
+) -> dict[str, object]:
     """Rolls paced every ``every`` s from READY until the full check ends and ``after``
-    s more; the figures."""
+    s more (the service inside ``limit`` when given); the figures."""
     config = work / "table.toml"
     config.write_text('[journal]\nkey_file = "journal.key"\n', encoding="utf-8")
-    service = ServiceOnPty(work, state, config, heartbeat_every=400)
+    prefix = limit.prefix() if limit else None
+    service = ServiceOnPty(work, state, config, heartbeat_every=400, prefix=prefix)
     pid = service.proc.pid
     ready_cpu = cpu_seconds(pid)
     during: list[float] = []
@@ -193,6 +201,8 @@ def main() -> int:
     parser.add_argument("--after", type=float, default=60.0, help="seconds after the check")
     parser.add_argument("--dir", help="where to build (and keep) the journal")
     parser.add_argument("--json", action="store_true", help="the figures as one JSON object")
+    parser.add_argument("--cpu", type=float, default=0.0, help="share of one core (root)")
+    parser.add_argument("--period", type=int, default=100, help="the quota's period, ms")
     args = parser.parse_args()
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="firebet-ready-"))
     pristine = base / f"journal-{args.records}"
@@ -205,7 +215,8 @@ def main() -> int:
         state = work / "state"
         synced_copy(pristine, state)  # the service appends to a copy
         disk = bare_syncs(work)
-        result = measure(state, work, args.every, args.after)
+        with cpu_limit(args.cpu, args.period) as limit:
+            result = measure(state, work, args.every, args.after, limit)
         result["bare_sync"] = disk
     finally:  # the built journal is kept only under --dir (for the next run)
         shutil.rmtree(work if args.dir else base, ignore_errors=True)
@@ -214,9 +225,14 @@ def main() -> int:
         return 0
     load = ", ".join(f"{x:.2f}" for x in result["load"])  # type: ignore[attr-defined]
     check_s = result["check_s"]
+    speed = (
+        f"{args.cpu:g} of one core in every {args.period} ms, pinned"
+        if args.cpu > 0
+        else "full speed"
+    )
     print(
-        f"`firebet run` on a {args.records:,}-record journal, a roll every {args.every:g} s "
-        f"from READY (ready in {result['ready_s']:.2f} s; load average {load})"
+        f"`firebet run` on a {args.records:,}-record journal at {speed}, a roll every "
+        f"{args.every:g} s from READY (ready in {result['ready_s']:.2f} s; load average {load})"
     )
     ended = f"after {check_s:.1f} s" if check_s is not None else "never"
     print(f"  the full check after READY ended {ended}: {result['check']}")
