@@ -57,12 +57,17 @@ def _segment(path: str, key: bytes, rules: FireBetRules, first: int, last: int) 
 PROGRESS_EVERY = 4096  # rows between two calls of a progress callback
 
 
-def counted(rows: Iterable[T], total: int, progress: Callable[[int, int], None]) -> Iterator[T]:
-    """``rows`` unchanged, with ``progress(done, total)`` told every :data:`PROGRESS_EVERY`."""
+def counted(
+    rows: Iterable[T],
+    total: int,
+    progress: Callable[[int, int], None],
+    every: int = PROGRESS_EVERY,
+) -> Iterator[T]:
+    """``rows`` unchanged, with ``progress(done, total)`` told every ``every`` rows."""
     done = 0
     for row in rows:
         done += 1
-        if done % PROGRESS_EVERY == 0:
+        if done % every == 0:
             progress(done, total)
         yield row
     progress(done, total)

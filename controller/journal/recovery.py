@@ -25,7 +25,7 @@ from controller.journal import store
 from controller.journal.halt import Halt, Resumption
 from controller.journal.handlog import Hand, HandLog
 from controller.journal.journal import Journal
-from controller.journal.parallel import counted, verify_segments
+from controller.journal.parallel import PROGRESS_EVERY, counted, verify_segments
 from controller.journal.proof import Break, mark
 from controller.journal.recipe import GENESIS, RecordKind
 from controller.journal.record import Record
@@ -110,12 +110,14 @@ def verify(
     *,
     processes: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    progress_every: int = PROGRESS_EVERY,
 ) -> VerifyReport:
     """Check the whole (recovered) journal from genesis: files, seals, snapshots, rules,
     head. ``processes`` > 1 checks the segments between snapshots on that many cores
     (:mod:`controller.journal.parallel`); any damage is then walked again on one core for
     the exact report. ``progress(done, total)`` hears the records checked so far, now and
-    then (``journal verify`` draws it on a terminal)."""
+    then, every ``progress_every`` records on one core (``journal verify`` draws it on a
+    terminal; the service's check paces itself with it)."""
     report = VerifyReport(halted=journal.halted)
 
     def walk_all(db: sqlite3.Connection, key: bytes) -> tuple[Walk, None]:
@@ -130,7 +132,7 @@ def verify(
         if split is None:
             rows: Iterable[tuple[Any, ...]] = store.raw_rows(db)
             if progress is not None and last is not None:
-                rows = counted(rows, last.record, progress)
+                rows = counted(rows, last.record, progress, progress_every)
             walk.run(rows, store.snapshots(db), stop_at_damage=False)
         else:
             walk.records, walk.snapshots = split

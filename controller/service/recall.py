@@ -151,13 +151,85 @@ def _decided(path: str, rules: FireBetRules, record: int) -> tuple[str, Any]:
         db.close()
 
 
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+QUOTA_SHARE = 0.5  # of its cgroup's CPU quota, the most the full check takes
+PACE_EVERY = 256  # records between two looks at the check's own CPU (about 2-3 ms of it)
+
+
+def cgroup_quota(proc_cgroup: str, root: Path = CGROUP_ROOT) -> float | None:
+    """The tightest CPU quota over this process's cgroup and its parents, in cores (0.1:
+    10 ms in every 100 ms), from ``/proc/self/cgroup``'s text (``proc_cgroup``); None when
+    there is none (cgroup v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``/``cpu.cfs_period_us``)."""
+    quotas: list[float] = []
+    for line in proc_cgroup.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2
+            base, v1 = root, False
+        elif "cpu" in controllers.split(","):
+            base, v1 = root / controllers, True
+            if not base.exists():
+                base = root / "cpu"
+        else:
+            continue
+        folder = base / path.lstrip("/")
+        while True:
+            try:
+                if v1:
+                    quota = int((folder / "cpu.cfs_quota_us").read_text())
+                    period = int((folder / "cpu.cfs_period_us").read_text())
+                else:
+                    text = (folder / "cpu.max").read_text().split()
+                    quota = -1 if text[0] == "max" else int(text[0])
+                    period = int(text[1])
+                if quota > 0 and period > 0:
+                    quotas.append(quota / period)
+            except (OSError, ValueError, IndexError):
+                pass
+            if folder == base or folder.parent == folder:
+                break
+            folder = folder.parent
+    return min(quotas) if quotas else None
+
+
+class QuotaPace:
+    """A progress callback that keeps this process's CPU under ``share`` of its cgroup's
+    CPU quota (``CPUQuota=`` on an installed table), sleeping when it is ahead. At idle
+    priority a check still spends the quota the table shares: at 10% of one core every
+    roll waited about 95 ms while it ran (bench/after_ready.py, issue 31). No quota: no
+    pacing (``SCHED_IDLE`` alone keeps it out of a roll's way)."""
+
+    def __init__(self, quota: float | None, share: float = QUOTA_SHARE) -> None:
+        self.rate = quota * share if quota else None  # CPU seconds a wall second
+        self.start_cpu = time.process_time()
+        self.start = time.monotonic()
+        self.slept = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.rate is None:
+            return
+        used = time.process_time() - self.start_cpu
+        ahead = used / self.rate - (time.monotonic() - self.start)
+        if ahead > 0:
+            time.sleep(ahead)
+            self.slept += ahead
+
+
+def _own_quota() -> float | None:
+    try:
+        return cgroup_quota(Path("/proc/self/cgroup").read_text())
+    except OSError:
+        return None
+
+
 def _verify(path: str, key_file: str, rules: FireBetRules) -> tuple[str, int | None, str]:
     """In a worker: the whole journal checked from genesis: ``("ok", None, "")``,
-    ``("damage", record, reason)`` at the first problem, or ``("error", None, why)``."""
+    ``("damage", record, reason)`` at the first problem, or ``("error", None, why)``; paced
+    to half the cgroup's CPU quota when there is one (:class:`QuotaPace`)."""
     try:
         with Journal(path, key_file=key_file, read_only=True) as reader:
             recover(reader, rules)
-            report = verify(reader, rules)
+            pace = QuotaPace(_own_quota())
+            report = verify(reader, rules, progress=pace, progress_every=PACE_EVERY)
     except FirebetError as exc:
         return "error", None, str(exc)
     if report.ok:
