@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     started = time.monotonic()
-    controller = bench.start()
+    controller = bench.start(hold=True)
     if resuming:
         now = controller.status()
         print(
@@ -152,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
+    bench.release()
     console = Console()
     live = console.is_terminal and args.rolls is None and not args.plain
     try:

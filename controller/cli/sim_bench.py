@@ -91,11 +91,16 @@ class Bench:
         self._last_rolls: int | None = None
         self._last_hand: int | None = None
         self.paused: str | None = None  # why the thrower waits (None: it throws)
+        self.holding = False  # the thrower waits until release() (see start)
 
     # wiring ---------------------------------------------------------------------------
-    def start(self) -> Service:
+    def start(self, *, hold: bool = False) -> Service:
         """Start the reader device and the service (on a thread of its own); whatever
-        fails on the way stops what was started, and is raised."""
+        fails on the way stops what was started, and is raised. ``hold``: the shooter
+        throws nothing until :meth:`release` (the sim first says where the table it
+        resumes stands: read after a throw, it was off by that throw)."""
+        self.holding = hold
+        self.device.pause_throws(hold)
         self.device.start()
         try:
             controller = assemble(
@@ -193,7 +198,13 @@ class Bench:
             why = None
         if why != self.paused:
             self.paused = why
-            self.device.pause_throws(why is not None)
+            self.device.pause_throws(why is not None or self.holding)
+
+    def release(self) -> None:
+        """Let the shooter throw (after ``start(hold=True)``), unless the table makes him
+        wait."""
+        self.holding = False
+        self.device.pause_throws(self.paused is not None)
 
     # the script ---------------------------------------------------------------------------
     def run_script(self) -> None:

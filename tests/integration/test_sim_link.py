@@ -355,3 +355,26 @@ def test_a_tcp_reader_keeps_its_port_across_an_unplug() -> None:
             )
         finally:
             reader.stop()
+
+
+def test_a_held_bench_throws_nothing_until_released(tmp_path: Path) -> None:
+    """`firebet sim` says where the table it resumes stands before the shooter throws:
+    read after a throw, it was off by that throw (CI, 4 Dec 2026: "hand 2, 5 rolls so
+    far" for a table of 3 rolls, the new sim's first 2 already in)."""
+    state = tmp_path / "var"
+    args = build_parser().parse_args(
+        ["sim", "--state-dir", str(state), "--seed", "1", "--rolls", "3", "--interval", "0"]
+    )
+    b = Bench(args)
+    state.mkdir(parents=True)
+    b.start(hold=True)
+    try:
+        wait_for(_running(b), what="the table running with its reader")
+        acked = _reader(b)["counters"]
+        wait_for(lambda: _reader(b)["counters"] != acked, what="frames heard after the table runs")
+        assert b.device.rolls_sent == [] and _status(b)["rolls"] == 0
+        b.release()
+        wait_for(b.done, what="the 3 rolls thrown and ACKed")
+        assert _status(b)["rolls"] == 3
+    finally:
+        b.stop()
