@@ -42,6 +42,21 @@ def children_cpu_seconds(pid: int) -> float:
     return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
 
 
+def live_children_cpu_seconds(pid: int) -> float:
+    """CPU time of process ``pid``'s children still running (nobody has waited for them)."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def peak_rss_mb(pid: int) -> float:
     """Peak resident memory of process ``pid`` in MB (VmHWM; NaN when /proc does not say)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -117,6 +132,8 @@ class ServiceOnPty:
             notify.close()
         self.ready_s = time.monotonic() - started
         self.ready_cpu_s = cpu_seconds(self.proc.pid)  # exec to READY, the service's own
+        # and its copies' (the full check's and the history reader's, forked at its start)
+        self.ready_copies_cpu_s = live_children_cpu_seconds(self.proc.pid)
         os.set_blocking(self.master, False)
         self.seq = 0
         self.rng = random.Random(seed)

@@ -21,6 +21,7 @@ from controller.core.config import Config
 from controller.core.errors import ConfigError, UsageError
 from controller.core.lamps import Mode
 from controller.core.table import TableState
+from controller.service import recall
 from controller.service.integrity import ProgramCheck
 from controller.service.service import Parts, Service
 from controller.service.status import Published
@@ -216,6 +217,9 @@ def run(args: argparse.Namespace) -> int:
         if args.socket:
             raise UsageError(f"--socket {args.socket}: the folder {folder} does not exist")
         raise ConfigError(config.source, "control.socket", f"the folder {folder} does not exist")
+    # the full check's and the history reader's processes, copied now, while this is the
+    # only thread: after READY they start with nothing to load (issue 31)
+    recall.prefork()
     device: SimulatedReader | None = None
     if args.simulated_reader:
         # a fake reader device on a pseudo-terminal: the real driver reads it unchanged
@@ -270,6 +274,7 @@ def run(args: argparse.Namespace) -> int:
         finally:
             service.close()
     finally:
+        recall.drop_spares()
         if device is not None:
             device.stop()
     log.info("stopped")

@@ -35,6 +35,7 @@ from controller.cli.display import render_status
 from controller.cli.sim_bench import HELP, Bench
 from controller.cli.wording import count, money
 from controller.core.errors import UsageError
+from controller.service import recall
 
 
 @contextlib.contextmanager
@@ -135,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
     # in the service's own format (controller/cli/logs.py)
     log_stream = log_file.open("a", encoding="utf-8")
     handler = logs.configure(table=bench.config.table.id, stream=log_stream, environ={})
+    recall.prefork()  # as `firebet run` does, while this is the only thread
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -201,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
                     break
     finally:
         bench.stop()
+        recall.drop_spares()
         logging.getLogger().removeHandler(handler)
         log_stream.close()
     print(summary(bench, time.monotonic() - started))

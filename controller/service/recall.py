@@ -4,9 +4,10 @@ ready: each in a process of its own.
 A recall folds journal records through the rules again, which is Python work: on a
 thread of the service it held the interpreter lock the engine thread needs between a
 roll's commit and its ACK, so four clients asking for history in a loop lengthened
-every roll's ACK. The recall runs in one worker process instead (``python -m
-controller.service.recall``, started by the service at the first request, at a lower
-scheduling priority than the table), on a read-only connection of its own; the socket's
+every roll's ACK. The recall runs in one worker process instead (a copy of the service
+made at its start, :func:`prefork`, or ``python -m controller.service.recall`` where none
+was made; at a lower scheduling priority than the table), on a read-only connection of
+its own; the socket's
 reading lane only waits for its answer, which comes back as the reply already encoded.
 The worker remembers where each hand began, so a request reads the new records and the
 hands asked, never the whole journal (``docs/architecture.md``, the control socket;
@@ -16,17 +17,22 @@ hands asked, never the whole journal (``docs/architecture.md``, the control sock
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
+import logging
 import os
+import pickle
+import select
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from controller.control.protocol import EncodedReply, Request
 from controller.core.config import FireBetRules
@@ -38,9 +44,6 @@ from controller.journal.replay import RecordError
 from controller.journal.walk import replay_before
 from controller.service.requests import int_arg
 
-if TYPE_CHECKING:  # loaded when the worker starts, never at the service's start-up
-    from multiprocessing.connection import Connection
-
 VERIFY_WAIT_S = 3600.0  # the full check of a year of rolls on a Pi Zero takes minutes
 CANCEL_POLL_S = 1.0  # a long answer is awaited in slices this long, to hear a stop
 IDLE_PRIORITY = True
@@ -51,6 +54,7 @@ suite turns this off for the tables it starts in its own process (``tests/confte
 GRACE_S = 2.0  # past the request's deadline, the worker is given up on and started again
 NICE = 10  # the worker yields the CPU to the table's own process
 PR_SET_PDEATHSIG = 1  # prctl(2)
+MAX_FD = 1 << 20  # above any descriptor a forked worker inherits (closerange's end)
 
 
 class _Following:
@@ -225,10 +229,10 @@ def _verify(path: str, key_file: str, rules: FireBetRules) -> tuple[str, int | N
     """In a worker: the whole journal checked from genesis: ``("ok", None, "")``,
     ``("damage", record, reason)`` at the first problem, or ``("error", None, why)``; paced
     to half the cgroup's CPU quota when there is one (:class:`QuotaPace`)."""
+    pace = QuotaPace(_own_quota())  # from here: the recovery's CPU counts in the pace
     try:
         with Journal(path, key_file=key_file, read_only=True) as reader:
             recover(reader, rules)
-            pace = QuotaPace(_own_quota())
             report = verify(reader, rules, progress=pace, progress_every=PACE_EVERY)
     except FirebetError as exc:
         return "error", None, str(exc)
@@ -247,7 +251,7 @@ def verify_apart(
     or when ``cancel`` is set (the service stops: a check at idle priority on a busy core
     might otherwise outlive it, holding the journal open)."""
     try:
-        worker = _Worker()
+        worker = _new_worker("check")
     except OSError as exc:
         return "error", None, f"cannot start the checking process: {exc}"
     # nice from its first instruction (a history reader renices only once started: its
@@ -333,7 +337,7 @@ class HistoryRecall:
         with self._lock:  # one request at a time
             if self._worker is None:
                 try:
-                    self._worker = _Worker()
+                    self._worker = _new_worker("history")
                 except OSError as exc:
                     raise FirebetError(f"cannot start the history reader: {exc}") from None
             worker = self._worker
@@ -361,29 +365,140 @@ class HistoryRecall:
                 self._worker = None
 
 
-class _Worker:
-    """The recall process and the two ends of its pipes (pickled jobs and answers)."""
+FRAME = struct.Struct("!I")  # a message's length, before its pickled bytes
+MAX_MESSAGE = 1 << 28  # a longer length is a broken pipe, not a message to wait for
 
-    def __init__(self) -> None:
+
+class Pipe:
+    """One end of a worker's pipe: pickled messages, each behind its length (what
+    ``multiprocessing.connection.Connection`` does, without loading ``multiprocessing``:
+    about 170 ms of CPU with no bytecode cache, after READY, on a Pi's budget)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, message: object) -> None:
+        """Write ``message`` whole (BrokenPipeError when the other end is gone)."""
+        data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+        view = memoryview(FRAME.pack(len(data)) + data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+    def recv(self) -> Any:
+        """The next message; EOFError when the other end closed its side."""
+        (length,) = FRAME.unpack(self._exactly(FRAME.size))
+        if length > MAX_MESSAGE:
+            raise OSError(f"a message of {length:,} bytes on the worker's pipe")
+        return pickle.loads(self._exactly(length))
+
+    def poll(self, timeout: float) -> bool:
+        """Whether a message (or the end) can be read within ``timeout`` seconds."""
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        return bool(ready)
+
+    def close(self) -> None:
+        """Close this end (once)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def _exactly(self, n: int) -> bytes:
+        chunks: list[bytes] = []
+        while n:
+            chunk = os.read(self.fd, min(n, 1 << 20))
+            if not chunk:
+                raise EOFError("the other end of the worker's pipe closed")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+
+class _Forked:
+    """A worker forked from the service (:func:`prefork`): what the code here asks of a
+    ``subprocess.Popen``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.0005
+        while self.returncode is None:
+            pid, status = os.waitpid(self.pid, 0 if deadline is None else os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+            elif deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
+            else:
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+        return self.returncode
+
+
+class _Worker:
+    """A recall process and the two ends of its pipes (pickled jobs and answers): a new
+    interpreter (:meth:`spawn`) or a copy of the service made before its threads started
+    (:meth:`fork`, :func:`prefork`)."""
+
+    def __init__(self, process: subprocess.Popen[bytes] | _Forked, to: Pipe, from_: Pipe) -> None:
+        self.process = process
+        self._to = to
+        self._from = from_
+        self._ready = False
+
+    @classmethod
+    def spawn(cls) -> _Worker:
+        """``python -m controller.service.recall``: its imports cost CPU as it starts."""
         # the very code the service runs: its package's folder first on the path, and
         # never the working directory (-P), where nobody should be able to plant a module
         here = str(Path(__file__).resolve().parents[2])
         path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
-        self.process = subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, "-P", "-m", "controller.service.recall", str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
             env={**os.environ, "PYTHONPATH": path},
         )
-        assert self.process.stdin is not None and self.process.stdout is not None
-        from multiprocessing.connection import Connection
+        assert process.stdin is not None and process.stdout is not None
+        worker = cls(
+            process, Pipe(os.dup(process.stdin.fileno())), Pipe(os.dup(process.stdout.fileno()))
+        )
+        process.stdin.close()
+        process.stdout.close()
+        return worker
 
-        self._to = Connection(os.dup(self.process.stdin.fileno()), readable=False)
-        self._from = Connection(os.dup(self.process.stdout.fileno()), writable=False)
-        self.process.stdin.close()
-        self.process.stdout.close()
-        self._ready = False
+    @classmethod
+    def fork(cls) -> _Worker:
+        """A copy of this process, which must have no thread but the one calling: it has
+        every module the service loaded, so it starts with no interpreter and no import
+        to pay for (on a Pi's quota those took the first seconds after READY)."""
+        service = os.getpid()
+        jobs_r, jobs_w = os.pipe()  # close-on-exec: no later child inherits them
+        answers_r, answers_w = os.pipe()
+        for stream in (sys.stdout, sys.stderr):  # nothing buffered is written twice
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                stream.flush()
+        pid = os.fork()
+        if pid == 0:  # the worker: it never returns into the service's code
+            code = 1
+            try:
+                os.setpriority(os.PRIO_PROCESS, 0, NICE)  # the table's start goes first
+                os.close(jobs_w)
+                os.close(answers_r)
+                _leave_the_service(keep=(jobs_r, answers_w))
+                serve(Pipe(jobs_r), Pipe(answers_w), service)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(jobs_r)
+        os.close(answers_w)
+        return cls(_Forked(pid), Pipe(jobs_w), Pipe(answers_r))
 
     def _await(self, deadline: float, cancel: threading.Event | None) -> tuple[Any, ...]:
         """The next message from the worker; TimeoutError past ``deadline`` or at ``cancel``."""
@@ -431,6 +546,75 @@ class _Worker:
             self._from.close()
 
 
+SPARES = ("check", "history")  # the workers :func:`prefork` makes, by what they are for
+_spares: dict[str, _Worker] = {}
+_spares_lock = threading.Lock()
+
+
+def prefork() -> bool:
+    """At the start of ``firebet run`` (and ``firebet sim``), before any thread: fork the
+    full check's worker and the history reader's, ready for when they are wanted. A copy
+    of the service has every module it needs, so the check after READY starts with no
+    interpreter and no imports, which on a Pi's CPU quota took the table's rolls' CPU for
+    the first seconds after READY (issue 31). Nothing is forked beside another thread (it
+    could copy a lock that thread holds): False then, and the workers are started as new
+    interpreters when wanted."""
+    if threading.active_count() != 1:
+        return False
+    with _spares_lock:
+        for purpose in SPARES:
+            if purpose not in _spares:
+                try:
+                    _spares[purpose] = _Worker.fork()
+                except OSError:
+                    return False
+    return True
+
+
+def _take_spare(purpose: str) -> _Worker | None:
+    with _spares_lock:
+        return _spares.pop(purpose, None)
+
+
+def _new_worker(purpose: str) -> _Worker:
+    """The worker :func:`prefork` made for ``purpose``, else a new interpreter."""
+    return _take_spare(purpose) or _Worker.spawn()
+
+
+def drop_spares() -> None:
+    """Stop the workers :func:`prefork` made that nobody took (the service is stopping)."""
+    with _spares_lock:
+        spares = list(_spares.values())
+        _spares.clear()
+    for worker in spares:
+        worker.stop(kill=True)
+
+
+def _leave_the_service(keep: tuple[int, ...]) -> None:
+    """In a worker just forked: let go of the service's files, log handlers and garbage.
+
+    The copy holds the service's objects, some around descriptors closed here: none may
+    ever be collected (its finalizer would close whatever the number means by then), so
+    they are frozen out of the collector, and the worker never returns into the
+    service's code (:meth:`_Worker.fork`). Standard input is ``/dev/null`` and standard
+    output standard error, as for a spawned worker."""
+    gc.freeze()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    low = 3
+    for fd in sorted(keep):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, MAX_FD)
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        if isinstance(logger, logging.Logger):
+            logger.handlers = []  # not closed: their files are the service's
+    logging.lastResort = logging.StreamHandler(sys.stderr)
+    logging.lastResort.setLevel(logging.WARNING)
+
+
 def _die_with_the_service(service: int) -> None:
     """Ask Linux to kill this worker when the service's thread that started it ends (a
     SIGKILLed service leaves no worker behind, even one in the middle of a long job)."""
@@ -443,7 +627,7 @@ def _die_with_the_service(service: int) -> None:
         raise SystemExit(0)
 
 
-def serve(jobs: Connection, answers: Connection, service: int) -> None:
+def serve(jobs: Pipe, answers: Pipe, service: int) -> None:
     """The worker's loop: say it is ready, then answer each job until the service closes
     the pipe. ``service`` is the pid of the process that started it."""
     _die_with_the_service(service)
@@ -473,10 +657,7 @@ _JOBS: dict[str, Callable[..., tuple[Any, ...]]] = {
 }
 
 if __name__ == "__main__":
-    from multiprocessing.connection import Connection
-
     # the pipes are this process's stdin and stdout; anything printed goes to stderr
-    _jobs = Connection(os.dup(0), writable=False)
-    _answers = Connection(os.dup(1), readable=False)
+    _jobs, _answers = Pipe(os.dup(0)), Pipe(os.dup(1))
     os.dup2(2, 1)
     serve(_jobs, _answers, int(sys.argv[1]))

@@ -283,3 +283,30 @@ def test_a_request_journaled_before_a_restart_is_answered_not_done_again(
     done = service.cli("bet", "5", "1")
     assert done.returncode == 0, done.stderr
     assert service.status()["bets"] == {"2": 2, "5": 1}
+
+
+def test_the_check_and_the_history_reader_start_as_copies_of_the_service(
+    service: Service,
+) -> None:
+    """`firebet run` copies itself for the full check and the history reader before its
+    threads start (issue 31: a new interpreter's start after READY took a Pi's rolls' CPU
+    for seconds); a history request and the check start no interpreter, and a killed
+    service leaves none of them behind."""
+    from tests.integration.test_full_check_priority import gone
+    from tests.integration.test_prefork import children_of
+
+    service.start()
+    assert service.proc is not None
+    pid = service.proc.pid
+    own = Path(f"/proc/{pid}/cmdline").read_bytes()
+    wait_for(lambda: service.status()["journal_check"] not in (None, "running"), 60)
+    assert service.status()["journal_check"] == "ok"
+    (history,) = children_of(pid)  # the check's copy ended with the check
+    assert Path(f"/proc/{history}/cmdline").read_bytes() == own
+    assert service.device.wait_acked(service.throw(3, 4), timeout=30)
+    asked = service.cli("history", "--json", "--hands", "1")
+    assert asked.returncode == 0, asked.stderr
+    assert children_of(pid) == [history]
+    service.proc.kill()
+    service.proc.wait()
+    wait_for(lambda: gone(history), 60)

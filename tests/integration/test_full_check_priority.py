@@ -113,7 +113,7 @@ def test_a_service_s_close_ends_its_full_check(
 SERVICE = """
 import os, signal, sys
 from controller.service import recall
-worker = recall._Worker()
+worker = recall._Worker.spawn()
 os.kill(worker.process.pid, signal.SIGSTOP)  # no CPU yet: not bound to die with us
 print(worker.process.pid, flush=True)
 sys.stdin.readline()

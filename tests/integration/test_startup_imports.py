@@ -30,7 +30,7 @@ NEVER_AT_START = (
     "paho",  # the floor link: only when [floor] names a broker
     "controller.link.link",
     "controller.wire.mqtt",
-    "multiprocessing",  # journal verify's pool; the recall worker's pipes, after READY
+    "multiprocessing",  # journal verify's pool (the recall workers' pipes are recall.Pipe)
     "concurrent.futures.process",
     "ctypes",  # the recall worker's death signal: the worker's own
     "difflib",  # the "did you mean" of a mistyped option

@@ -1,0 +1,173 @@
+"""The full check's and the history reader's processes are copies of the service made at
+its start, before its threads (issue 31): after READY they start with no interpreter and
+no imports to pay for, which on a Pi's CPU quota took the table's rolls' CPU for the first
+seconds after READY (``bench/after_ready.py --cpu 0.1 --period 100``: 7 of 487 rolls over
+20 ms, all in the first 3 s, before; none after). A copy holds nothing of the service's
+but its standard error and its own two pipes, runs at nice 10, and dies with the service."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.test_full_check_priority import gone
+from tests.support import PROCESS_DEADLINE_S, ROOT, read_line, wait_for
+
+# a stand-in for `firebet run`: files open (the journal's, a socket) when the copies are
+# made; then the check and a history reader's request
+SERVICE = """
+import json, os, socket, sys, time
+from controller.core.commands import Roll
+from controller.core.engine import Engine
+from controller.journal import Journal, recover
+from controller.journal.play import decide
+from controller.service import recall
+
+rules = Engine().rules
+journal = Journal(sys.argv[1] + "/journal.db")
+replayed = recover(journal, rules).replay
+for i in range(30):
+    decide(journal, replayed, Roll(1 + i % 6, 1 + (i // 6) % 6, seq=i))
+journal.close()  # its head file's thread ends: nothing is forked beside a thread
+held = open(sys.argv[1] + "/journal.db", "rb")
+listening = socket.socket(socket.AF_UNIX)
+listening.bind(sys.argv[1] + "/control.sock")
+assert recall.prefork()
+journal = Journal(sys.argv[1] + "/journal.db")
+spares = {purpose: worker.process.pid for purpose, worker in recall._spares.items()}
+print(json.dumps(spares), flush=True)
+sys.stdin.readline()  # the test looks at the copies
+asked = []
+real = recall._Worker.ask
+def ask(self, job, wait, cancel=None):
+    asked.append((job[0], self.process.pid))
+    return real(self, job, wait, cancel)
+recall._Worker.ask = ask
+checked = recall.verify_apart(journal, rules)
+history = recall.HistoryRecall(rules, 3)
+events = history.decided(journal, 5, time.monotonic() + 60)
+print(json.dumps({"checked": checked, "asked": asked, "events": events,
+                  "spares": sorted(recall._spares)}), flush=True)
+sys.stdin.readline()  # the test kills this process here
+"""
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def test_the_check_and_the_history_reader_are_copies_made_before_any_thread(
+    tmp_path: Path,
+) -> None:
+    service = subprocess.Popen(
+        [sys.executable, "-c", SERVICE, str(tmp_path)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert service.stdin is not None and service.stdout is not None
+    try:
+        spares = json.loads(read_line(service.stdout, "the spares' pids"))
+        assert sorted(spares) == ["check", "history"]
+        assert sorted(children_of(service.pid)) == sorted(spares.values())
+        for pid in spares.values():
+            # a copy of this very process: no new interpreter was started
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            assert cmdline == Path(f"/proc/{service.pid}/cmdline").read_bytes()
+            assert os.getpriority(os.PRIO_PROCESS, pid) >= 10
+            # nothing of the service's open: not its journal, not its socket
+            wait_for(lambda pid=pid: len(os.listdir(f"/proc/{pid}/fd")) == 5, what="fds closed")
+            held = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+            assert not {h for h in held if str(tmp_path) in h or h.startswith("socket:")}, held
+            assert os.readlink(f"/proc/{pid}/fd/0") == os.devnull
+            assert os.readlink(f"/proc/{pid}/fd/1") == os.readlink(f"/proc/{pid}/fd/2")
+        service.stdin.write("go\n")
+        service.stdin.flush()
+        done = json.loads(read_line(service.stdout, "the check and the history"))
+        assert done["checked"] == ["ok", None, ""]
+        assert done["asked"] == [["verify", spares["check"]], ["decided", spares["history"]]]
+        assert done["events"] and done["spares"] == []
+        wait_for(lambda: gone(spares["check"]), what="the check's process to end with it")
+        assert children_of(service.pid) == [spares["history"]]  # no interpreter started
+        service.kill()  # kill -9: the history reader dies with the service
+        service.wait(timeout=PROCESS_DEADLINE_S)
+        wait_for(lambda: gone(spares["history"]), what="the history reader to die with it")
+    finally:
+        service.kill()
+        service.wait(timeout=PROCESS_DEADLINE_S)
+        service.stdin.close()
+        service.stdout.close()
+
+
+KILLED_AT_START = """
+import json, sys
+from controller.service import recall
+assert recall.prefork()
+for worker in recall._spares.values():
+    assert worker._from.poll(60)  # it said it is ready: bound to die with this process
+print(json.dumps([w.process.pid for w in recall._spares.values()]), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_copies_nobody_took_die_with_a_killed_service(tmp_path: Path) -> None:
+    service = subprocess.Popen(
+        [sys.executable, "-c", KILLED_AT_START],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert service.stdin is not None and service.stdout is not None
+    try:
+        pids = json.loads(read_line(service.stdout, "the spares' pids"))
+        for pid in pids:  # stopped: only the kernel's hand can end them (PR_SET_PDEATHSIG)
+            os.kill(pid, signal.SIGSTOP)
+        os.kill(service.pid, signal.SIGKILL)
+        service.wait(timeout=PROCESS_DEADLINE_S)
+        for pid in pids:
+            wait_for(lambda pid=pid: gone(pid), what="a spare to die with its service")
+    finally:
+        service.kill()
+        service.wait(timeout=PROCESS_DEADLINE_S)
+        service.stdin.close()
+        service.stdout.close()
+
+
+BESIDE_A_THREAD = """
+import threading
+from controller.service import recall
+hold = threading.Event()
+threading.Thread(target=hold.wait, daemon=True).start()
+print(recall.prefork(), sorted(recall._spares), flush=True)
+hold.set()
+"""
+
+
+def test_nothing_is_copied_beside_another_thread() -> None:
+    """A copy made beside another thread could hold a lock that thread held: none is made,
+    and the workers start as new interpreters when wanted."""
+    out = subprocess.run(
+        [sys.executable, "-c", BESIDE_A_THREAD],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_DEADLINE_S,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "[]"]
