@@ -30,10 +30,16 @@ while sock.recv(4096):
 
 
 def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system, every thread) process ``pid`` has used so far, from its
-    own rusage in /proc (its children not counted)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU time (user + system, every thread) process ``pid`` has used so far (its
+    children not counted), to the nanosecond: the process's own CPU clock, which
+    ``clock_getcpuclockid(3)`` would name; /proc's ticks (10 ms) where it cannot be read.
+    Ticks made an idle second of 20 s of heartbeats read 2.5, 3.0 or 3.5 ms and nothing
+    between."""
+    try:
+        return time.clock_gettime_ns((~pid << 3) | 2) / 1e9  # MAKE_PROCESS_CPUCLOCK, SCHED
+    except OSError:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def children_cpu_seconds(pid: int) -> float:

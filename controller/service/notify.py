@@ -142,6 +142,12 @@ class StatusLine:
         else:
             self._waiting = text
 
+    def due_in(self) -> float | None:
+        """Seconds until the line that waits may be sent (0: now); None when none waits."""
+        if self._waiting is None:
+            return None
+        return max(0.0, self._sent_at + STATUS_EVERY_S - self._clock())
+
     def flush(self) -> None:
         """Send the line that waited, once :data:`STATUS_EVERY_S` has passed."""
         if self._waiting is not None and self._clock() - self._sent_at >= STATUS_EVERY_S:

@@ -18,10 +18,11 @@ import pytest
 from controller.control.server import ControlServer
 from controller.core.commands import Command
 from controller.journal import store
+from controller.service import service as service_module
 from drivers.codec import encode_hb
 from drivers.serial_reader import SerialDiceReader
 from tests.control_support import Recorder
-from tests.support import DEALERS, TECHS, wait_for
+from tests.support import DEALERS, TECHS, start_table, stop_engine, wait_for
 
 KEY = b"k" * 32
 MAC = bytes(range(32))
@@ -100,3 +101,30 @@ def test_reader_thread_sleeps_between_heartbeats_and_stops_at_once() -> None:
         reader.stop()
         os.close(master)
         os.close(slave)
+
+
+def test_the_idle_engine_thread_wakes_only_for_what_is_due(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine thread woke every second to look at the journal's files and systemd's
+    status line; it now wakes for the look every :data:`IDLE_LOOK_S` (5 s; every append
+    looks first as well), for systemd's watchdog at half its interval, and for a status
+    line that waited, when its second is over. Here the look is put off for the test's
+    length: with no watchdog and nothing waiting, the thread uses no CPU at all, while the
+    reader's heartbeats come ten times a second (they stop at the reader's thread)."""
+    monkeypatch.setattr(service_module, "IDLE_LOOK_S", 3600.0)
+    table, engine = start_table(tmp_path / "state", tmp_path / "control.sock")
+    try:
+        status_line = table.controller.table.systemd_status
+        wait_for(lambda: status_line.due_in() is None, what="the status line sent")
+        time.sleep(0.2)  # its last turn
+        assert quiet(engine) == 0
+        heartbeats = table.controller.parts.reader.status().counters["ok"]
+        assert heartbeats > 0
+        table.throw(3, 4)  # and a roll wakes it at once
+        assert table.status()["rolls"] == 1
+    finally:
+        stop_engine(table.controller, engine)
+        table.controller.close()
+        table.device.stop()
+        table.factory.close()

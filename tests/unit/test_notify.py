@@ -190,11 +190,15 @@ def test_the_status_line_goes_out_on_a_change_of_mode_and_the_counts_once_a_seco
         clock.now += 0.01
         line.offer("running", lambda roll=roll: made.append(roll) or f"running: {roll} rolls")
     assert nothing_waiting(systemd) and made == []
+    # the engine thread wakes for it when its second is over, not before (nor every second)
+    assert line.due_in() == pytest.approx(1.0 - 0.48)
     line.flush()  # idle, but the second is not over
     assert nothing_waiting(systemd)
     clock.now += 1.0
+    assert line.due_in() == 0.0
     line.flush()  # the last line that waited, once
     assert received(systemd) == ["STATUS=running: 49 rolls"] and made == [49]
+    assert line.due_in() is None  # nothing waits: no reason to wake
     line.flush()
     assert nothing_waiting(systemd)
     clock.now += 0.01
