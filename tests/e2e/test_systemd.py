@@ -79,6 +79,17 @@ def test_unit_has_required_directive(key: str, value: str) -> None:
     assert one(key) == value
 
 
+def test_the_sandbox_lets_the_service_lower_its_workers_priority() -> None:
+    """``~@resources`` denies ``setpriority`` and ``sched_setscheduler`` (EPERM, which the
+    service passes over in silence): the history reader's nice 10 and the full check's
+    ``SCHED_IDLE`` after READY (SPEC section 7) need them allowed again after it."""
+    filters = D[("Service", "SystemCallFilter")]
+    denied = next(i for i, f in enumerate(filters) if f.startswith("~") and "@resources" in f)
+    allowed = {call for f in filters[denied + 1 :] if not f.startswith("~") for call in f.split()}
+    assert {"setpriority", "sched_setscheduler"} <= allowed
+    assert one("RestrictRealtime") == "yes"  # what stays refused: real-time policies
+
+
 def test_unit_groups_devices_and_install() -> None:
     assert set(one("SupplementaryGroups").split()) == {"gpio", "dialout", "firebet-key"}
     for device in ("ttyUSB", "ttyACM", "ttyAMA", "ttyS", "gpiochip"):
