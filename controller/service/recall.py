@@ -425,6 +425,14 @@ class _Forked:
         if self.returncode is None:
             os.kill(self.pid, signal.SIGKILL)
 
+    def poll(self) -> int | None:
+        """Its exit code once it has ended (reaped here), else None."""
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = 0.0005
@@ -577,8 +585,15 @@ def _take_spare(purpose: str) -> _Worker | None:
 
 
 def _new_worker(purpose: str) -> _Worker:
-    """The worker :func:`prefork` made for ``purpose``, else a new interpreter."""
-    return _take_spare(purpose) or _Worker.spawn()
+    """The worker :func:`prefork` made for ``purpose`` while it lives, else a new
+    interpreter (a copy killed meanwhile, by the OOM killer or a technician, is reaped and
+    replaced, never handed a request it cannot answer)."""
+    spare = _take_spare(purpose)
+    if spare is not None:
+        if spare.process.poll() is None:
+            return spare
+        spare.stop()
+    return _Worker.spawn()
 
 
 def drop_spares() -> None:

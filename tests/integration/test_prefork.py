@@ -171,3 +171,50 @@ def test_nothing_is_copied_beside_another_thread() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "[]"]
+
+
+SPARE_KILLED = """
+import json, os, signal, sys, time
+from controller.core.commands import Roll
+from controller.core.engine import Engine
+from controller.journal import Journal, recover
+from controller.journal.play import decide
+from controller.service import recall
+
+rules = Engine().rules
+journal = Journal(sys.argv[1] + "/journal.db")
+replayed = recover(journal, rules).replay
+for i in range(10):
+    decide(journal, replayed, Roll(1 + i % 6, 1 + (i // 6) % 6, seq=i))
+journal.close()
+assert recall.prefork()
+spare = recall._spares["history"].process.pid
+os.kill(spare, signal.SIGKILL)  # the OOM killer, or a technician's kill
+while open(f"/proc/{spare}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+    time.sleep(0.01)
+journal = Journal(sys.argv[1] + "/journal.db")
+history = recall.HistoryRecall(rules, 3)
+events = history.decided(journal, 5, time.monotonic() + 60)
+worker = history._worker.process
+print(json.dumps({"events": bool(events), "spare": spare, "pid": worker.pid,
+                  "args": getattr(worker, "args", None), "restarts": history.restarts}))
+history.close()
+recall.drop_spares()
+"""
+
+
+def test_a_copy_killed_before_its_first_request_is_replaced_not_asked(tmp_path: Path) -> None:
+    """The history reader's copy killed while it waited (the OOM killer, a technician):
+    the first request goes to a new interpreter, not to a dead pipe ("ask again")."""
+    out = subprocess.run(
+        [sys.executable, "-c", SPARE_KILLED, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_DEADLINE_S,
+    )
+    assert out.returncode == 0, out.stderr
+    said = json.loads(out.stdout)
+    assert said["events"] and said["restarts"] == 0 and said["pid"] != said["spare"]
+    assert "controller.service.recall" in said["args"]
+    assert gone(said["spare"])  # reaped
