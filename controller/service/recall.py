@@ -17,6 +17,7 @@ hands asked, never the whole journal (``docs/architecture.md``, the control sock
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
 import json
 import logging
@@ -487,8 +488,10 @@ class _Worker:
         every module the service loaded, so it starts with no interpreter and no import
         to pay for (on a Pi's quota those took the first seconds after READY)."""
         service = os.getpid()
-        jobs_r, jobs_w = os.pipe()  # close-on-exec: no later child inherits them
-        answers_r, answers_w = os.pipe()
+        # close-on-exec (no later child inherits them), and never 0, 1 or 2, which the
+        # copy makes its own standard streams (a service started with one closed)
+        jobs_r, jobs_w = (_above_the_std_streams(fd) for fd in os.pipe())
+        answers_r, answers_w = (_above_the_std_streams(fd) for fd in os.pipe())
         for stream in (sys.stdout, sys.stderr):  # nothing buffered is written twice
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 stream.flush()
@@ -605,6 +608,15 @@ def drop_spares() -> None:
         worker.stop(kill=True)
 
 
+def _above_the_std_streams(fd: int) -> int:
+    """``fd``, or a close-on-exec copy of it numbered 3 or more (the original closed)."""
+    if fd > 2:
+        return fd
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.close(fd)
+    return moved
+
+
 def _leave_the_service(keep: tuple[int, ...]) -> None:
     """In a worker just forked: let go of the service's files, log handlers and garbage.
 
@@ -615,9 +627,11 @@ def _leave_the_service(keep: tuple[int, ...]) -> None:
     output standard error, as for a spawned worker."""
     gc.freeze()
     null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    os.dup2(2, 1)
+    if null != 0:  # 0 when the service had no standard input
+        os.dup2(null, 0)
+        os.close(null)
+    with contextlib.suppress(OSError):  # no standard error: print nowhere
+        os.dup2(2, 1)
     low = 3
     for fd in sorted(keep):
         os.closerange(low, fd)

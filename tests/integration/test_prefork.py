@@ -218,3 +218,50 @@ def test_a_copy_killed_before_its_first_request_is_replaced_not_asked(tmp_path: 
     assert said["events"] and said["restarts"] == 0 and said["pid"] != said["spare"]
     assert "controller.service.recall" in said["args"]
     assert gone(said["spare"])  # reaped
+
+
+NO_STD_STREAMS = """
+import json, os, sys
+from controller.core.commands import Roll
+from controller.core.engine import Engine
+from controller.journal import Journal, recover
+from controller.journal.play import decide
+from controller.service import recall
+
+rules = Engine().rules
+journal = Journal(sys.argv[1] + "/journal.db")
+replayed = recover(journal, rules).replay
+for i in range(10):
+    decide(journal, replayed, Roll(1 + i % 6, 1 + (i // 6) % 6, seq=i))
+journal.close()
+assert recall.prefork()
+copy = recall._spares["check"].process.pid
+journal = Journal(sys.argv[1] + "/journal.db")
+checked = recall.verify_apart(journal, rules)
+os.write(2, (json.dumps({"checked": checked, "copy": copy}) + "\\n").encode())
+"""
+
+
+def test_a_service_started_without_standard_input_or_output_still_makes_working_copies(
+    tmp_path: Path,
+) -> None:
+    """The pipes to a copy are never numbered 0, 1 or 2, which the copy makes its own
+    standard streams: with the service's standard input and output closed, ``os.pipe``
+    gives those numbers first."""
+    out = subprocess.run(
+        [
+            "sh",
+            "-c",
+            'exec "$0" -c "$1" "$2" <&- >&-',
+            sys.executable,
+            NO_STD_STREAMS,
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_DEADLINE_S,
+    )
+    assert out.returncode == 0, out.stderr
+    said = json.loads(out.stderr.strip().splitlines()[-1])
+    assert said["checked"] == ["ok", None, ""]
