@@ -499,7 +499,8 @@ class _Worker:
         if pid == 0:  # the worker: it never returns into the service's code
             code = 1
             try:
-                os.setpriority(os.PRIO_PROCESS, 0, NICE)  # the table's start goes first
+                with contextlib.suppress(OSError):  # the table's start goes first
+                    os.setpriority(os.PRIO_PROCESS, 0, NICE)
                 os.close(jobs_w)
                 os.close(answers_r)
                 _leave_the_service(keep=(jobs_r, answers_w))
