@@ -1,7 +1,7 @@
 """Benchmark: the rolls right after READY on a long journal, while the full check runs.
 
     .venv/bin/python bench/after_ready.py [--records 1000000] [--every 0.2] [--after 60]
-                                          [--dir D] [--json]
+                                          [--history S] [--dir D] [--json]
     sudo .venv/bin/python bench/after_ready.py --cpu 0.1 --period 100 ...   # at a Pi's speed
 
 Builds (or reuses, under ``--dir``) a journal of ``--records`` records, starts the real
@@ -9,13 +9,15 @@ service (``firebet run``) on a copy of it on a pseudo-terminal, and from READY o
 roll every ``--every`` seconds (a paced table, not a burst) for as long as the service's
 full journal check runs (``status --json`` ``journal_check`` is ``running``; it runs in a
 process of its own at idle priority, controller/service/recall.py) and ``--after``
-seconds more. With ``--cpu`` the service (and so the check it starts) runs in a cgroup
-with that share of one core in every ``--period`` ms, pinned to one core, as
-``bench/pi_speed.py`` does (root: the issue-31 figure, 10% with systemd's 100 ms period).
-Prints the ROLL -> ACK figures while the check ran and after it, when the
-check ended, and the CPU the service and the check's process used (rusage). SPEC section
-7: no roll over 20 ms; nothing started after READY competes with a roll. Figures, not
-assertions.
+seconds more; with ``--history S``, a dealer asks for the last 20 hands ``S`` seconds
+after the check ended (a reading client: SPEC section 6, no client slows the game), and
+the rolls from the request to 2 s after its answer are shown apart. With ``--cpu`` the
+service (and so the check it starts) runs in a cgroup with that share of one core in
+every ``--period`` ms, pinned to one core, as ``bench/pi_speed.py`` does (root: the
+issue-31 figure, 10% with systemd's 100 ms period). Prints the ROLL -> ACK figures while
+the check ran and after it, when the check ended, and the CPU the service and the
+check's process used (rusage). SPEC section 7: no roll over 20 ms; nothing started after
+READY competes with a roll. Figures, not assertions.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import journal as journal_bench  # noqa: E402  (bench/journal.py)
 from controller.control.client import ControlClient  # noqa: E402
 
 BUDGET_MAX_MS = 20.0  # no single roll over this (SPEC section 7)
+HISTORY_HANDS = 20  # the hands a dealer's history request asks for (--history)
 POLL_S = 1.0  # how often the bench asks whether the check still runs
 
 
@@ -124,11 +127,41 @@ class DiskWatch:
         return max((d for s, d in self.samples if s <= end and s + d / 1000 >= t), default=None)
 
 
+class HistoryAsker:
+    """One ``history`` request (``hands`` hands) from a thread and a client of its own, as a
+    dealer's ``firebet history`` asks, while the rolls go on: when it was asked and
+    answered, and whether it was answered ok."""
+
+    def __init__(self, socket_path: Path, hands: int) -> None:
+        self.asked = time.monotonic()
+        self.answered: float | None = None
+        self.ok: bool | None = None
+        self._thread = threading.Thread(target=self._ask, args=(socket_path, hands), daemon=True)
+        self._thread.start()
+
+    def _ask(self, socket_path: Path, hands: int) -> None:
+        try:
+            with ControlClient(str(socket_path), timeout=60.0) as client:
+                self.ok = bool(client.request("history", hands=hands).get("ok"))
+        except Exception:  # the figure says it was not answered
+            self.ok = False
+        self.answered = time.monotonic()
+
+    def join(self) -> None:
+        self._thread.join(timeout=120)
+
+
 def measure(
-    state: Path, work: Path, every: float, after: float, limit: CpuLimit | None = None
+    state: Path,
+    work: Path,
+    every: float,
+    after: float,
+    limit: CpuLimit | None = None,
+    history_at: float | None = None,
 ) -> dict[str, object]:
     """Rolls paced every ``every`` s from READY until the full check ends and ``after``
-    s more (the service inside ``limit`` when given); the figures."""
+    s more (the service inside ``limit`` when given); with ``history_at``, a dealer's
+    ``history`` request that many seconds after the check ended; the figures."""
     config = work / "table.toml"
     config.write_text('[journal]\nkey_file = "journal.key"\n', encoding="utf-8")
     prefix = limit.prefix() if limit else None
@@ -144,6 +177,8 @@ def measure(
     next_roll, next_poll = t0, t0 + POLL_S
     disk = DiskWatch(work)
     slow: list[tuple[float, float, float]] = []  # (s after READY, ms, the disk's worst)
+    sent_later: list[tuple[float, float]] = []  # (sent, ms) of the rolls after the check
+    history: HistoryAsker | None = None
     try:
         with ControlClient(str(service.socket)) as client:
             while check_s is None or time.monotonic() < t0 + check_s + after:
@@ -156,20 +191,40 @@ def measure(
                     lost += 1
                 else:
                     (during if check_s is None else later).append(ms)
+                    if check_s is not None:
+                        sent_later.append((sent, ms))
                 next_roll += every
+                if (
+                    history is None
+                    and history_at is not None
+                    and check_s is not None
+                    and time.monotonic() >= t0 + check_s + history_at
+                ):
+                    history = HistoryAsker(service.socket, HISTORY_HANDS)
                 if check_s is None and time.monotonic() >= next_poll:
                     # asked right after an ACK, so the answer is out before the next roll
                     outcome = client.request("status").get("journal_check") or "none"
                     if outcome != "running":
                         check_s = time.monotonic() - t0
                     next_poll += POLL_S
+        if history is not None:
+            history.join()
         cpu = cpu_seconds(pid) - ready_cpu
         check_cpu = children_cpu_seconds(pid)
         rss = service.rss_mb()
     finally:
         disk.stop()
         service.stop()
+    around: dict[str, object] | None = None
+    if history is not None:  # the rolls sent from the request until 2 s after its answer
+        end = (history.answered or time.monotonic()) + 2.0
+        around = {
+            "answered_s": None if history.answered is None else history.answered - history.asked,
+            "ok": history.ok,
+            **figures([ms for sent, ms in sent_later if history.asked <= sent <= end]),
+        }
     return {
+        "history": around,
         "slow": [(at, ms, disk.worst_near(sent, ms)) for at, ms, sent in slow],
         "ready_s": service.ready_s,
         "check": outcome,
@@ -203,7 +258,16 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="the figures as one JSON object")
     parser.add_argument("--cpu", type=float, default=0.0, help="share of one core (root)")
     parser.add_argument("--period", type=int, default=100, help="the quota's period, ms")
+    parser.add_argument(
+        "--history",
+        type=float,
+        metavar="S",
+        help="S seconds after the check ends, a dealer asks for the last 20 hands' history "
+        "(a client outside the cgroup); the rolls around it are shown apart",
+    )
     args = parser.parse_args()
+    if args.history is not None and not 0 <= args.history < args.after:
+        parser.error("--history must be from 0 to less than --after seconds")
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="firebet-ready-"))
     pristine = base / f"journal-{args.records}"
     if not (pristine / "journal.db").exists():
@@ -216,7 +280,7 @@ def main() -> int:
         synced_copy(pristine, state)  # the service appends to a copy
         disk = bare_syncs(work)
         with cpu_limit(args.cpu, args.period) as limit:
-            result = measure(state, work, args.every, args.after, limit)
+            result = measure(state, work, args.every, args.after, limit, args.history)
         result["bare_sync"] = disk
     finally:  # the built journal is kept only under --dir (for the next run)
         shutil.rmtree(work if args.dir else base, ignore_errors=True)
@@ -239,6 +303,15 @@ def main() -> int:
     print(show("while it ran", result["during"]))  # type: ignore[arg-type]
     print(show(f"the {args.after:g} s after", result["after"]))  # type: ignore[arg-type]
     print(show("all", result["all"]))  # type: ignore[arg-type]
+    around = result["history"]
+    if around is not None:
+        took = around["answered_s"]  # type: ignore[index]
+        print(
+            f"  a history request {args.history:g} s after the check: "
+            + (f"answered in {took:.2f} s" if took is not None else "not answered")
+            + f" (ok: {around['ok']})"  # type: ignore[index]
+        )
+        print(show("  the rolls from it to 2 s after its answer", around))  # type: ignore[arg-type]
     disk = result["bare_sync"]
     print(
         f"  the disk just before (a bare 256-byte write + fdatasync, {disk['rolls']:.0f} "

@@ -15,7 +15,8 @@ mock pins, its own notify socket standing in for systemd) is measured for:
   the rolls (a HB after every 400, as a reader sends), after the post-READY work is done;
 - **idle**: CPU a second over ``--idle-s`` seconds of heartbeats (one HB a second, the
   reader protocol's least) after those rolls, so the table shows points made (the newest
-  marker's pulse is the lamps' idle work, as at a table);
+  marker's pulse is the lamps' idle work, as at a table); then again between shooters,
+  after a seven-out, every marker dark;
 - **peak RSS** (VmHWM) after all of it.
 
 Each is printed beside its budget. The work the service starts after READY in a child
@@ -62,8 +63,8 @@ def beats(service: ServiceOnPty, seconds: float) -> float:
     return time.monotonic() - t0
 
 
-def markers(service: ServiceOnPty) -> str:
-    """What the point markers show now (``status --json``), e.g. ``6 pulse, 8 on``."""
+def status(service: ServiceOnPty) -> dict:
+    """``status --json`` of the service ({} when it cannot be read)."""
     done = subprocess.run(
         [sys.executable, "-m", "controller", "status", "--json", "--socket", str(service.socket)],
         cwd=ROOT,
@@ -72,10 +73,28 @@ def markers(service: ServiceOnPty) -> str:
         timeout=60,
     )
     try:
-        shown = json.loads(done.stdout)["markers"]
-    except (ValueError, KeyError):
-        return "unknown"
-    return json.dumps(shown)
+        said = json.loads(done.stdout)
+    except ValueError:
+        return {}
+    return said if isinstance(said, dict) else {}
+
+
+def markers(service: ServiceOnPty) -> str:
+    """What the point markers show now (``status --json``), e.g. ``6 pulse, 8 on``."""
+    shown = status(service).get("markers")
+    return "unknown" if shown is None else json.dumps(shown)
+
+
+def seven_out(service: ServiceOnPty) -> bool:
+    """Throw until the shooter sevens out (a point, when none is on, then a 7): every
+    marker dark, as between shooters. Whether it got there."""
+    for _ in range(4):
+        now = status(service)
+        lit = [m for m in (now.get("markers") or {}).values() if m.get("lit")]
+        if not lit and now:
+            return True
+        service.roll(timeout_s=30, dice=(3, 4) if now.get("point") else (2, 2))
+    return False
 
 
 def settle(pid: int, quiet_s: float = 2.0, deadline_s: float = 120.0) -> float:
@@ -137,6 +156,12 @@ def measure(work: Path, rolls: int, idle_s: float, state: Path | None = None) ->
         elapsed = beats(service, idle_s)
         figures["idle_ms_a_s"] = (cpu_seconds(pid) - before) * 1000 / elapsed
         figures["idle_s"] = elapsed
+        # and between shooters: the same, every marker dark
+        figures["dark"] = seven_out(service)
+        beats(service, WARM_UP_S)
+        before = cpu_seconds(pid)
+        elapsed = beats(service, idle_s)
+        figures["idle_dark_ms_a_s"] = (cpu_seconds(pid) - before) * 1000 / elapsed
         figures["peak_rss_mb"] = peak_rss_mb(pid)
     finally:
         service.stop()
@@ -159,6 +184,11 @@ def show(f: dict) -> None:
         f" second   budget {BUDGET_IDLE_MS} ms/s  {verdict(f['idle_ms_a_s'], BUDGET_IDLE_MS)}"
     )
     print(f"    (the markers meanwhile: {f['markers']})")
+    dark = "every marker dark" if f["dark"] else "markers still lit: the seven-out failed"
+    print(
+        f"  idle between shooters ({dark}): {f['idle_dark_ms_a_s']:.2f} ms CPU a second"
+        f"   budget {BUDGET_IDLE_MS} ms/s  {verdict(f['idle_dark_ms_a_s'], BUDGET_IDLE_MS)}"
+    )
     print(
         f"  start-up, exec to READY, no bytecode cache: {f['ready_cpu_s']:.2f} s CPU"
         f" ({f['ready_wall_s']:.2f} s wall)   budget {BUDGET_START_S} s"

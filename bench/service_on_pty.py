@@ -160,11 +160,12 @@ class ServiceOnPty:
                     return True
         return False
 
-    def roll(self, timeout_s: float = 10.0) -> float | None:
-        """Throw one seeded roll: its ROLL -> ACK time in ms, or None (no ACK in time, and
-        a line on standard error naming the service's log)."""
+    def roll(self, timeout_s: float = 10.0, dice: tuple[int, int] | None = None) -> float | None:
+        """Throw one seeded roll (or ``dice``): its ROLL -> ACK time in ms, or None (no ACK
+        in time, and a line on standard error naming the service's log)."""
         self.seq = (self.seq + 1) % 65536
-        frame = codec.encode_roll(self.seq, self.rng.randint(1, 6), self.rng.randint(1, 6))
+        d1, d2 = dice or (self.rng.randint(1, 6), self.rng.randint(1, 6))
+        frame = codec.encode_roll(self.seq, d1, d2)
         t0 = time.perf_counter()
         os.write(self.master, frame)
         if not self._read_ack(self.seq, time.monotonic() + timeout_s):
