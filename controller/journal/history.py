@@ -30,7 +30,7 @@ import json
 import math
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,8 +76,11 @@ class _Budget:
     hands: int
     deadline: float
     records: int = 0
+    pace: Callable[[], None] | None = None  # looked at between batches (it may sleep)
 
     def spend(self, n: int) -> None:
+        if self.pace is not None:
+            self.pace()
         self.records += n
         if self.records > MAX_RECORDS:
             raise HistoryTooLong(
@@ -119,15 +122,17 @@ class Recall:
         *,
         detail: bool = False,
         halted_at: Break | None = None,
+        pace: Callable[[], None] | None = None,
     ) -> list[dict[str, Any]]:
         """The last ``hands`` hands, oldest first; the hand in play last (``result`` null).
         Each has the keys of ``history --json``; ``detail`` adds its ``roll_log`` (each
         roll's record, time, source and seq: what the text of ``history`` shows).
         ``halted_at``: the journal is halted there; each hand is marked verified or not,
-        with its last verified figures (:mod:`controller.journal.proof`)."""
+        with its last verified figures (:mod:`controller.journal.proof`). ``pace`` is
+        called between batches of records read (the recall process's CPU pace)."""
         if not 1 <= hands <= MAX_HANDS:
             raise UsageError(f"hands must be from 1 to {MAX_HANDS}, not {hands}")
-        budget = _Budget(hands, deadline)
+        budget = _Budget(hands, deadline, pace=pace)
         db.execute("BEGIN")  # one consistent view while the service appends
         try:
             replay = self._catch_up(db, budget)

@@ -88,7 +88,17 @@ class _Following:
             self.conn = connect_read_only(path)
             self.inode = (st.st_dev, st.st_ino)
         at = Break(halted[0]) if halted is not None else None
-        lines = self.recall.history(self.conn, hands, deadline, detail=detail, halted_at=at)
+        # under a CPU quota (an installed table's CPUQuota=), half of it at most: a burst
+        # of reading took the quota the table's rolls share (bench/after_ready.py --history)
+        pace = QuotaPace(_own_quota())
+        lines = self.recall.history(
+            self.conn,
+            hands,
+            deadline,
+            detail=detail,
+            halted_at=at,
+            pace=(lambda: pace(0, 0)) if pace.rate is not None else None,
+        )
         reply: dict[str, Any] = {"ok": True, "hands": lines}
         if halted is not None:  # the figures past the break are marked in each hand
             reply["halted"] = {"record": halted[0], "reason": halted[1]}

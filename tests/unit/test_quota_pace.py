@@ -55,3 +55,49 @@ def test_the_pace_sleeps_what_it_is_ahead_of_its_share(monkeypatch: pytest.Monke
     clock["cpu"] = 100.0
     unpaced(768, 1000)
     assert len(slept) == 1
+
+
+def test_a_history_request_paces_itself_under_a_quota(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The history reader read its records in one burst, which at a Pi's quota took the
+    period's CPU from the rolls (bench/after_ready.py --history: 17 to 21 rolls over 20 ms
+    around a request before the reader was a copy, 2 once after): it now looks at its
+    pace between batches of records when there is a quota, and not at all when there is
+    none."""
+    from controller.core.commands import Roll
+    from controller.core.engine import Engine
+    from controller.journal import Journal, recover
+    from controller.journal.play import decide
+
+    rules = Engine().rules
+    path = tmp_path / "journal.db"
+    with Journal(path) as journal:
+        replayed = recover(journal, rules).replay
+        for i in range(700):  # more than two batches of records
+            decide(journal, replayed, Roll(1 + i % 6, 1 + (i // 6) % 6, seq=i))
+    looks: list[float | None] = []
+
+    class Counted(QuotaPace):
+        def __call__(self, done: int, total: int) -> None:
+            looks.append(self.rate)
+            super().__call__(done, total)
+
+    def forget() -> None:  # the worker's connections to this journal
+        for following in recall._following.values():
+            following.close()
+        recall._following.clear()
+
+    monkeypatch.setattr(recall, "QuotaPace", Counted)
+    monkeypatch.setattr(recall, "_own_quota", lambda: 1000.0)  # a quota, never reached
+    try:
+        kind, reply = recall._answer(str(path), rules, 200, 1e12, 700)
+        assert kind == "ok" and isinstance(reply, bytes) and looks
+        assert all(rate == pytest.approx(500.0) for rate in looks)
+        looks.clear()
+        forget()
+        monkeypatch.setattr(recall, "_own_quota", lambda: None)  # no quota: no pace
+        assert recall._answer(str(path), rules, 200, 1e12, 700)[0] == "ok"
+        assert looks == []
+    finally:
+        forget()
