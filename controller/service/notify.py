@@ -150,7 +150,7 @@ class StatusLine:
 
     def flush(self) -> None:
         """Send the line that waited, once :data:`STATUS_EVERY_S` has passed."""
-        if self._waiting is not None and self._clock() - self._sent_at >= STATUS_EVERY_S:
+        if self._waiting is not None and self.due_in() == 0.0:
             text, self._waiting = self._waiting, None
             self._send(self._kind or "", text())
 

@@ -445,18 +445,17 @@ class _Forked:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.0005
-        while self.returncode is None:
-            pid, status = os.waitpid(self.pid, 0 if deadline is None else os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-            elif deadline is not None and time.monotonic() >= deadline:
-                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
-            else:
-                time.sleep(delay)
-                delay = min(delay * 2, 0.05)
-        return self.returncode
+        if timeout is None:
+            if self.returncode is None:
+                self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            return self.returncode
+        deadline, delay = time.monotonic() + timeout, 0.0005
+        while (code := self.poll()) is None:
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        return code
 
 
 class _Worker:
