@@ -124,6 +124,27 @@ def run_firebet(
     return done
 
 
+@contextmanager
+def python_process(script: str, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """``python -c SCRIPT ARGS`` from the checkout, its standard input and output piped
+    (text): killed and reaped when the block ends, whatever happened in it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=PROCESS_DEADLINE_S)
+        proc.stdin.close()
+        proc.stdout.close()
+
+
 def recall_firebet(*args: str) -> subprocess.CompletedProcess[str]:
     """``firebet history ARGS`` through a service, asked again while it answers that the
     request's deadline passed: the service's recall worker starts at the first request,

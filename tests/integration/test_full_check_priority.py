@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ from controller.core.engine import Engine
 from controller.journal import Journal, recover
 from controller.journal.play import decide
 from controller.service import health, recall
-from tests.support import PROCESS_DEADLINE_S, ROOT, read_line, table_running, wait_for
+from tests.support import PROCESS_DEADLINE_S, python_process, read_line, table_running, wait_for
 
 ENGINE = Engine()
 
@@ -126,23 +124,15 @@ def test_a_worker_whose_service_died_before_it_was_ready_ends(tmp_path: Path) ->
     error. It gets that CPU because it goes to idle priority only once ready (the test
     above): born at ``SCHED_IDLE`` beside busy loops it never ran, and a ``firebet sim``
     test waited for ever for the end of the sim's standard error."""
-    service = subprocess.Popen(
-        [sys.executable, "-c", SERVICE],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert service.stdout is not None and service.stdin is not None
-    pid = int(read_line(service.stdout, "the worker's pid"))
-    try:
-        service.kill()
-        service.wait(timeout=PROCESS_DEADLINE_S)
-        assert not gone(pid)
-        os.kill(pid, signal.SIGCONT)
-        wait_for(lambda: gone(pid), what="the orphaned worker to end")
-    finally:
-        service.stdin.close()
-        service.stdout.close()
-        if not gone(pid):
-            os.kill(pid, signal.SIGKILL)
+    with python_process(SERVICE) as service:
+        assert service.stdout is not None
+        pid = int(read_line(service.stdout, "the worker's pid"))
+        try:
+            service.kill()
+            service.wait(timeout=PROCESS_DEADLINE_S)
+            assert not gone(pid)
+            os.kill(pid, signal.SIGCONT)
+            wait_for(lambda: gone(pid), what="the orphaned worker to end")
+        finally:
+            if not gone(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 
 from tests.integration.test_full_check_priority import gone
-from tests.support import PROCESS_DEADLINE_S, ROOT, read_line, wait_for
+from tests.support import PROCESS_DEADLINE_S, ROOT, python_process, read_line, wait_for
 
-# a stand-in for `firebet run`: files open (the journal's, a socket) when the copies are
-# made; then the check and a history reader's request
-SERVICE = """
-import json, os, socket, sys, time
+# a journal of 30 rolls in the folder argv[1], built and closed (its head file's thread
+# ended: nothing is forked beside a thread), and what the scripts below use
+A_JOURNAL = """
+import json, os, signal, socket, sys, time
 from controller.core.commands import Roll
 from controller.core.engine import Engine
 from controller.journal import Journal, recover
@@ -32,7 +32,14 @@ journal = Journal(sys.argv[1] + "/journal.db")
 replayed = recover(journal, rules).replay
 for i in range(30):
     decide(journal, replayed, Roll(1 + i % 6, 1 + (i // 6) % 6, seq=i))
-journal.close()  # its head file's thread ends: nothing is forked beside a thread
+journal.close()
+"""
+
+# a stand-in for `firebet run`: files open (the journal's, a socket) when the copies are
+# made; then the check and a history reader's request
+SERVICE = (
+    A_JOURNAL
+    + """
 held = open(sys.argv[1] + "/journal.db", "rb")
 listening = socket.socket(socket.AF_UNIX)
 listening.bind(sys.argv[1] + "/control.sock")
@@ -54,6 +61,20 @@ print(json.dumps({"checked": checked, "asked": asked, "events": events,
                   "spares": sorted(recall._spares)}), flush=True)
 sys.stdin.readline()  # the test kills this process here
 """
+)
+
+
+def run_python(
+    script: str, *args: str, without_std_streams: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``python -c SCRIPT ARGS`` from the checkout, to its end, its output captured;
+    ``without_std_streams``: started with its standard input and output closed."""
+    command = [sys.executable, "-c", script, *args]
+    if without_std_streams:
+        command = ["sh", "-c", 'exec "$0" "$@" <&- >&-', *command]
+    return subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=PROCESS_DEADLINE_S
+    )
 
 
 def children_of(pid: int) -> list[int]:
@@ -73,15 +94,8 @@ def children_of(pid: int) -> list[int]:
 def test_the_check_and_the_history_reader_are_copies_made_before_any_thread(
     tmp_path: Path,
 ) -> None:
-    service = subprocess.Popen(
-        [sys.executable, "-c", SERVICE, str(tmp_path)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert service.stdin is not None and service.stdout is not None
-    try:
+    with python_process(SERVICE, str(tmp_path)) as service:
+        assert service.stdin is not None and service.stdout is not None
         spares = json.loads(read_line(service.stdout, "the spares' pids"))
         assert sorted(spares) == ["check", "history"]
         assert sorted(children_of(service.pid)) == sorted(spares.values())
@@ -107,11 +121,6 @@ def test_the_check_and_the_history_reader_are_copies_made_before_any_thread(
         service.kill()  # kill -9: the history reader dies with the service
         service.wait(timeout=PROCESS_DEADLINE_S)
         wait_for(lambda: gone(spares["history"]), what="the history reader to die with it")
-    finally:
-        service.kill()
-        service.wait(timeout=PROCESS_DEADLINE_S)
-        service.stdin.close()
-        service.stdout.close()
 
 
 KILLED_AT_START = """
@@ -126,15 +135,8 @@ sys.stdin.readline()
 
 
 def test_copies_nobody_took_die_with_a_killed_service(tmp_path: Path) -> None:
-    service = subprocess.Popen(
-        [sys.executable, "-c", KILLED_AT_START],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert service.stdin is not None and service.stdout is not None
-    try:
+    with python_process(KILLED_AT_START) as service:
+        assert service.stdout is not None
         pids = json.loads(read_line(service.stdout, "the spares' pids"))
         for pid in pids:  # stopped: only the kernel's hand can end them (PR_SET_PDEATHSIG)
             os.kill(pid, signal.SIGSTOP)
@@ -142,11 +144,6 @@ def test_copies_nobody_took_die_with_a_killed_service(tmp_path: Path) -> None:
         service.wait(timeout=PROCESS_DEADLINE_S)
         for pid in pids:
             wait_for(lambda pid=pid: gone(pid), what="a spare to die with its service")
-    finally:
-        service.kill()
-        service.wait(timeout=PROCESS_DEADLINE_S)
-        service.stdin.close()
-        service.stdout.close()
 
 
 BESIDE_A_THREAD = """
@@ -162,31 +159,14 @@ hold.set()
 def test_nothing_is_copied_beside_another_thread() -> None:
     """A copy made beside another thread could hold a lock that thread held: none is made,
     and the workers start as new interpreters when wanted."""
-    out = subprocess.run(
-        [sys.executable, "-c", BESIDE_A_THREAD],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_DEADLINE_S,
-    )
+    out = run_python(BESIDE_A_THREAD)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "[]"]
 
 
-SPARE_KILLED = """
-import json, os, signal, sys, time
-from controller.core.commands import Roll
-from controller.core.engine import Engine
-from controller.journal import Journal, recover
-from controller.journal.play import decide
-from controller.service import recall
-
-rules = Engine().rules
-journal = Journal(sys.argv[1] + "/journal.db")
-replayed = recover(journal, rules).replay
-for i in range(10):
-    decide(journal, replayed, Roll(1 + i % 6, 1 + (i // 6) % 6, seq=i))
-journal.close()
+SPARE_KILLED = (
+    A_JOURNAL
+    + """
 assert recall.prefork()
 spare = recall._spares["history"].process.pid
 os.kill(spare, signal.SIGKILL)  # the OOM killer, or a technician's kill
@@ -201,18 +181,13 @@ print(json.dumps({"events": bool(events), "spare": spare, "pid": worker.pid,
 history.close()
 recall.drop_spares()
 """
+)
 
 
 def test_a_copy_killed_before_its_first_request_is_replaced_not_asked(tmp_path: Path) -> None:
     """The history reader's copy killed while it waited (the OOM killer, a technician):
     the first request goes to a new interpreter, not to a dead pipe ("ask again")."""
-    out = subprocess.run(
-        [sys.executable, "-c", SPARE_KILLED, str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_DEADLINE_S,
-    )
+    out = run_python(SPARE_KILLED, str(tmp_path))
     assert out.returncode == 0, out.stderr
     said = json.loads(out.stdout)
     assert said["events"] and said["restarts"] == 0 and said["pid"] != said["spare"]
@@ -220,26 +195,16 @@ def test_a_copy_killed_before_its_first_request_is_replaced_not_asked(tmp_path: 
     assert gone(said["spare"])  # reaped
 
 
-NO_STD_STREAMS = """
-import json, os, sys
-from controller.core.commands import Roll
-from controller.core.engine import Engine
-from controller.journal import Journal, recover
-from controller.journal.play import decide
-from controller.service import recall
-
-rules = Engine().rules
-journal = Journal(sys.argv[1] + "/journal.db")
-replayed = recover(journal, rules).replay
-for i in range(10):
-    decide(journal, replayed, Roll(1 + i % 6, 1 + (i // 6) % 6, seq=i))
-journal.close()
+NO_STD_STREAMS = (
+    A_JOURNAL
+    + """
 assert recall.prefork()
 copy = recall._spares["check"].process.pid
 journal = Journal(sys.argv[1] + "/journal.db")
 checked = recall.verify_apart(journal, rules)
 os.write(2, (json.dumps({"checked": checked, "copy": copy}) + "\\n").encode())
 """
+)
 
 
 def test_a_service_started_without_standard_input_or_output_still_makes_working_copies(
@@ -248,20 +213,7 @@ def test_a_service_started_without_standard_input_or_output_still_makes_working_
     """The pipes to a copy are never numbered 0, 1 or 2, which the copy makes its own
     standard streams: with the service's standard input and output closed, ``os.pipe``
     gives those numbers first."""
-    out = subprocess.run(
-        [
-            "sh",
-            "-c",
-            'exec "$0" -c "$1" "$2" <&- >&-',
-            sys.executable,
-            NO_STD_STREAMS,
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_DEADLINE_S,
-    )
+    out = run_python(NO_STD_STREAMS, str(tmp_path), without_std_streams=True)
     assert out.returncode == 0, out.stderr
     said = json.loads(out.stderr.strip().splitlines()[-1])
     assert said["checked"] == ["ok", None, ""]
