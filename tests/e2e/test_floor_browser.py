@@ -89,6 +89,37 @@ def tile(page: Any, table: str) -> Any:
     return page.locator(f'.tile[data-table="{table}"]')
 
 
+RECTS = """selector => Array.from(document.querySelectorAll(selector), e => {
+  const r = e.getBoundingClientRect();
+  return {x: r.x, y: r.y, width: r.width, height: r.height};
+})"""
+
+
+def rects(page: Any, selector: str) -> list[dict[str, float]]:
+    """The boxes of every element the selector finds, read in one step of the page's own
+    script: a live update that redraws the map (the stream's first event does) cannot
+    take an element away between finding it and measuring it, as it could between two
+    of Playwright's calls (``bounding_box`` then answers None)."""
+    return page.evaluate(RECTS, selector)
+
+
+MARKS = """cover => Array.from(document.querySelectorAll('.box'), box => {
+  const mark = box.querySelector(cover);
+  if (!mark) { return null; }
+  const box_of = e => { const r = e.getBoundingClientRect();
+                        return {x: r.x, y: r.y, width: r.width, height: r.height}; };
+  return [box.dataset.number, box_of(box.querySelector('b')), box_of(mark)];
+}).filter(found => found !== null)"""  # each marker box's number, digit and cover
+
+
+def rect(page: Any, selector: str) -> dict[str, float]:
+    """The box of the one element the selector finds, read as :func:`rects` reads."""
+    page.locator(selector).first.wait_for()
+    found = rects(page, selector)
+    assert len(found) == 1, f"{selector}: {len(found)} elements"
+    return found[0]
+
+
 def log_in(page: Any, floor: FloorProcess, back: str = "/") -> None:
     page.goto(floor.url + "/login")
     page.fill("input[name=user]", "alice")
@@ -141,17 +172,18 @@ def test_thirty_tables_fit_a_wall_screen_with_the_alerts_in_sight(
             page.locator(".tile").nth(29).wait_for()
             assert page.locator(".tile").count() == 30
             width, height = 1920, 1080
-            for box in [t.bounding_box() for t in page.locator(".tile").all()]:
+            tiles = rects(page, ".tile")
+            assert len(tiles) == 30
+            for box in tiles:
                 assert box["x"] >= 0 and box["y"] >= 0
                 assert box["x"] + box["width"] <= width and box["y"] + box["height"] <= height
             scroll = page.evaluate(
                 "[document.documentElement.scrollHeight, document.documentElement.scrollWidth]"
             )
             assert scroll[0] <= height and scroll[1] <= width  # nothing to scroll to
-            one = tile(page, "CR-01").bounding_box()
+            one = rect(page, '.tile[data-table="CR-01"]')
             assert all(
-                one["x"] >= b["x"] - 1 and one["y"] >= b["y"] - 1
-                for b in [t.bounding_box() for t in page.locator(".tile").all()]
+                one["x"] >= b["x"] - 1 and one["y"] >= b["y"] - 1 for b in rects(page, ".tile")
             )
             # the 5th point at CR-05: its tile in yellow words, its alert ahead of the flood
             five = tile(page, "CR-05")
@@ -165,7 +197,7 @@ def test_thirty_tables_fit_a_wall_screen_with_the_alerts_in_sight(
             assert flood.get_attribute("data-count") == "130"
             assert "130 payout check alerts" in flood.inner_text()
             assert page.locator('#alerts .alert[data-table="CR-30"]').count() == 1
-            alert = page.locator('#alerts [data-kind="surveillance"]').bounding_box()
+            alert = rect(page, '#alerts [data-kind="surveillance"]')
             assert alert["y"] + alert["height"] <= height  # in sight, not below the fold
             assert page.title().startswith("(131) ")
             assert CLOCK.match(page.locator("#alerts time").first.inner_text())
@@ -176,11 +208,11 @@ def test_thirty_tables_fit_a_wall_screen_with_the_alerts_in_sight(
             # a tablet, both ways up: the alerts stay in sight, the map scrolls beneath them
             for size in ({"width": 1024, "height": 768}, {"width": 768, "height": 1024}):
                 page.set_viewport_size(size)
-                panel = page.locator(".panel").bounding_box()
+                panel = rect(page, ".panel")
                 assert panel["y"] + panel["height"] <= size["height"]
-                card = page.locator('#alerts [data-kind="surveillance"]').bounding_box()
+                card = rect(page, '#alerts [data-kind="surveillance"]')
                 assert card["y"] >= 0 and card["y"] + 40 <= size["height"]
-                assert page.locator(".map").bounding_box()["y"] < size["height"]
+                assert rect(page, ".map")["y"] < size["height"]
             shoot(page, "floor-tablet.png")
         finally:
             ctx.close()
@@ -634,18 +666,17 @@ def test_a_console_for_a_dark_room_ages_escalates_sounds_and_confirms_from_the_t
         queue.close()
         # the pit on a tablet: the ON puck and the ordinals never cover a digit
         pit.locator('.tile[data-table="CR-08"] .box.point').wait_for()
-        for box in pit.locator(".box").all():
-            digit = box.locator("b").bounding_box()
-            for cover in (".puck", "sup"):
-                if box.locator(cover).count():
-                    other_box = box.locator(cover).bounding_box()
-                    overlaps = not (
-                        other_box["x"] >= digit["x"] + digit["width"]
-                        or other_box["x"] + other_box["width"] <= digit["x"]
-                        or other_box["y"] >= digit["y"] + digit["height"]
-                        or other_box["y"] + other_box["height"] <= digit["y"]
-                    )
-                    assert not overlaps, (box.get_attribute("data-number"), cover)
+        for cover in (".puck", "sup"):
+            covers = pit.evaluate(MARKS, cover)  # in one step, as rects() explains
+            assert covers, cover  # CR-08's point wears the puck, its points their ordinals
+            for number, digit, other_box in covers:
+                overlaps = not (
+                    other_box["x"] >= digit["x"] + digit["width"]
+                    or other_box["x"] + other_box["width"] <= digit["x"]
+                    or other_box["y"] >= digit["y"] + digit["height"]
+                    or other_box["y"] + other_box["height"] <= digit["y"]
+                )
+                assert not overlaps, (number, cover)
         # muted: kept by the browser (the page reloads after the Confirm below)
         page.uncheck("#sound")
         # the tile's own Confirm: the tile turns to the confirmed look at once
