@@ -24,7 +24,7 @@ from controller.core.errors import JournalIntegrityError
 from controller.journal import Journal
 from controller.journal.walk import Problem, damage_at, screen_seals
 from controller.service.jobs import Checked, Halt
-from controller.service.recall import verify_apart
+from controller.service.recall import own_quota, verify_apart
 
 if TYPE_CHECKING:
     from controller.service.table import Table
@@ -38,6 +38,23 @@ WATCH_TAIL = 32  # the newest records screened at the first tick (then each reco
 WATCH_SWEEP_S = 90.0  # a sweep of 1,000 records or fewer ([journal] watch_sweep_s)
 WATCH_CHUNK = 64  # records screened between two yields of the interpreter lock
 WATCH_CATCH_UP_S = 4 * WATCH_S  # a late tick screens at most this much of the sweep's time
+WATCH_BURST_S = 0.004  # CPU seconds of chunks between two sleeps (no CPU quota)
+WATCH_YIELD_S = 0.0001  # between two chunks of a burst: the interpreter lock left long
+# enough for a roll's thread, woken meanwhile, to take it (``sleep(0)`` may take it back
+# before that thread runs; a sleep this short costs no more CPU: caches stay warm)
+WATCH_BURST_OF_QUOTA = 0.025  # with a quota of q cores: q x 25 ms (a quarter of q's share
+# of systemd's 100 ms period), so a burst never spends the quota a roll needs in a period
+
+
+def burst_seconds(quota: float | None) -> float:
+    """The CPU seconds the watch screens for between two sleeps. Each sleep's wake-up
+    costs more than the chunk it precedes (0.5 ms of CPU here after 0.2 s asleep: caches
+    gone cold), so chunks run back to back, yielding the interpreter lock between them,
+    until a burst's CPU is spent; under a CPU quota a burst is small enough to leave
+    each period's quota to the rolls."""
+    if quota is None:
+        return WATCH_BURST_S
+    return min(WATCH_BURST_S, quota * WATCH_BURST_OF_QUOTA)
 
 
 def sweep_seconds(records: int, per_thousand: float = WATCH_SWEEP_S) -> float:
@@ -97,13 +114,16 @@ class RecordWatch:
     since the last tick times the sweep's rate, ``n / sweep_seconds(n)`` records a second
     for a journal of ``n``, so a sweep takes :func:`sweep_seconds` (the bound,
     docs/journal.md) however many rolls come meanwhile. Its cost is what the bound asks:
-    about 10 us of CPU a record screened here (``bench/watch.py``).
+    about 4 us of CPU a record screened here (``bench/watch.py``; 9 us when it slept
+    after every chunk).
 
     It only reads and posts: the halt goes to the engine thread as a
     :class:`~controller.service.jobs.Halt` on the one queue, so nothing slow ever runs on
-    the engine thread, and its work comes in chunks of :data:`WATCH_CHUNK` records spread
-    over the tick, so a roll never waits behind a burst of it. Nothing is screened while
-    the table is halted.
+    the engine thread, and its work comes in chunks of :data:`WATCH_CHUNK` records, the
+    interpreter lock yielded after each (a roll never waits behind more than one), in
+    bursts of at most :func:`burst_seconds` of CPU spread over the tick (a sleep between
+    two: each wake-up costs more than a chunk). Nothing is screened while the table is
+    halted.
     """
 
     def __init__(
@@ -131,6 +151,7 @@ class RecordWatch:
         self.cpu_s = 0.0  # this thread's CPU time screening (time.thread_time)
         self.bound_s = sweep_s  # the bound for the journal's length at the last tick
         self._ticked: float | None = None  # when the last tick was planned (monotonic)
+        self.burst_s = burst_seconds(own_quota())  # CPU screened between two sleeps
         self.trouble = ""  # why the journal could not be read, last time it could not
 
     def report(self) -> dict[str, object]:
@@ -237,8 +258,9 @@ class RecordWatch:
         elapsed: float | None = None,
     ) -> Problem | None:
         """One screening on ``db``: the damage found, or None. Each chunk of
-        :data:`WATCH_CHUNK` records is screened on a view of its own, the chunks spread over
-        ``spread_s`` seconds (so no burst of work ever stands in a roll's way).
+        :data:`WATCH_CHUNK` records is screened on a view of its own, the interpreter lock
+        yielded after it; the chunks come in bursts of :attr:`burst_s` of CPU, spread
+        over ``spread_s`` seconds (so no burst of work ever stands in a roll's way).
         ``elapsed``: the seconds of sweep this tick owes (None: since the last tick)."""
         started = time.thread_time()
         try:
@@ -250,6 +272,8 @@ class RecordWatch:
         gap = spread_s / len(chunks) if chunks else spread_s
         if not chunks and gap:
             self.stopping.wait(gap)
+        owed = 0.0  # seconds of the spread not slept yet: slept after a burst
+        burst = time.thread_time()
         for chunk in chunks:
             started = time.thread_time()
             db.execute("BEGIN")
@@ -260,14 +284,19 @@ class RecordWatch:
             finally:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
-                self.cpu_s += time.thread_time() - started
+                now = time.thread_time()
+                self.cpu_s += now - started
             if problem is not None:
                 return problem
-            if gap:
-                if self.stopping.wait(gap):
+            owed += gap
+            if gap and now - burst >= self.burst_s:
+                if self.stopping.wait(owed):
                     return None
+                owed, burst = 0.0, time.thread_time()
             else:
-                time.sleep(0)  # let the engine thread have the interpreter lock
+                time.sleep(WATCH_YIELD_S)  # let the engine thread have the interpreter lock
+        if owed:
+            self.stopping.wait(owed)
         return None
 
 

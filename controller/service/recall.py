@@ -90,7 +90,7 @@ class _Following:
         at = Break(halted[0]) if halted is not None else None
         # under a CPU quota (an installed table's CPUQuota=), half of it at most: a burst
         # of reading took the quota the table's rolls share (bench/after_ready.py --history)
-        pace = QuotaPace(_own_quota())
+        pace = QuotaPace(own_quota())
         lines = self.recall.history(
             self.conn,
             hands,
@@ -229,7 +229,8 @@ class QuotaPace:
             self.slept += ahead
 
 
-def _own_quota() -> float | None:
+def own_quota() -> float | None:
+    """This process's CPU quota in cores (:func:`cgroup_quota`; None: none, or unreadable)."""
     try:
         return cgroup_quota(Path("/proc/self/cgroup").read_text())
     except OSError:
@@ -240,7 +241,7 @@ def _verify(path: str, key_file: str, rules: FireBetRules) -> tuple[str, int | N
     """In a worker: the whole journal checked from genesis: ``("ok", None, "")``,
     ``("damage", record, reason)`` at the first problem, or ``("error", None, why)``; paced
     to half the cgroup's CPU quota when there is one (:class:`QuotaPace`)."""
-    pace = QuotaPace(_own_quota())  # from here: the recovery's CPU counts in the pace
+    pace = QuotaPace(own_quota())  # from here: the recovery's CPU counts in the pace
     try:
         with Journal(path, key_file=key_file, read_only=True) as reader:
             recover(reader, rules)

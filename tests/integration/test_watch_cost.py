@@ -77,3 +77,57 @@ def test_a_new_record_is_screened_when_new(tmp_path: Path) -> None:
             assert watch.tick(db, key) == (newest, f"record {newest} {SEAL_WORDS}")
         finally:
             db.close()
+
+
+class _Sleeps(threading.Event):
+    """The watch's ``stopping``: never set; each sleep asked of it noted, not slept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.asked.append(timeout or 0.0)
+        return False
+
+
+@pytest.mark.usefixtures("small_rounds")
+def test_the_watch_sleeps_once_a_burst_not_once_a_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each sleep's wake-up cost more CPU than the 64 records screened before it (0.5 ms
+    # here after 0.2 s asleep; the watch was 3.1-3.2 ms/s on a million records, issue 31):
+    # chunks now run back to back (the interpreter lock yielded after each) until a
+    # burst's CPU is spent, and the tick's spread is slept in one piece after a burst
+    journal, _ = _played(tmp_path / "journal.db", 200)
+    screens: list[int] = []  # each chunk screened: its first record
+    original = health.screen_seals
+
+    def screen(db: sqlite3.Connection, key: bytes, first: int, last: int) -> int | None:
+        screens.append(first)
+        return original(db, key, first, last)
+
+    monkeypatch.setattr(health, "screen_seals", screen)
+    with journal:
+        sleeps = _Sleeps()
+        watch = RecordWatch(journal, ENGINE.rules, lambda halt: None, sleeps)
+        db, key = journal.checker_view()
+        try:
+            watch.burst_s = 60.0  # a burst longer than any tick: one sleep, the whole spread
+            assert watch.tick(db, key, spread_s=5.0, elapsed=60.0) is None
+            assert len(screens) >= 5, screens  # (the tick had chunks to spread)
+            assert len(sleeps.asked) == 1 and sum(sleeps.asked) == pytest.approx(5.0)
+            watch.burst_s = 0.0  # every chunk a burst of its own: a sleep after each
+            sleeps.asked.clear()
+            screens.clear()
+            assert watch.tick(db, key, spread_s=5.0, elapsed=60.0) is None
+            assert len(screens) >= 5 and len(sleeps.asked) == len(screens)
+            assert sum(sleeps.asked) == pytest.approx(5.0)  # the spread kept either way
+        finally:
+            db.close()
+
+
+def test_a_burst_leaves_a_cpu_quota_to_the_rolls() -> None:
+    assert health.burst_seconds(None) == health.WATCH_BURST_S == 0.004  # no quota
+    assert health.burst_seconds(0.1) == pytest.approx(0.0025)  # 10%: a quarter of 10 ms
+    assert health.burst_seconds(2.0) == health.WATCH_BURST_S  # a generous quota: no more

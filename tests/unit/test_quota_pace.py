@@ -89,14 +89,14 @@ def test_a_history_request_paces_itself_under_a_quota(
         recall._following.clear()
 
     monkeypatch.setattr(recall, "QuotaPace", Counted)
-    monkeypatch.setattr(recall, "_own_quota", lambda: 1000.0)  # a quota, never reached
+    monkeypatch.setattr(recall, "own_quota", lambda: 1000.0)  # a quota, never reached
     try:
         kind, reply = recall._answer(str(path), rules, 200, 1e12, 700)
         assert kind == "ok" and isinstance(reply, bytes) and looks
         assert all(rate == pytest.approx(500.0) for rate in looks)
         looks.clear()
         forget()
-        monkeypatch.setattr(recall, "_own_quota", lambda: None)  # no quota: no pace
+        monkeypatch.setattr(recall, "own_quota", lambda: None)  # no quota: no pace
         assert recall._answer(str(path), rules, 200, 1e12, 700)[0] == "ok"
         assert looks == []
     finally:
