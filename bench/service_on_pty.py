@@ -49,7 +49,8 @@ def children_cpu_seconds(pid: int) -> float:
 
 
 def live_children_cpu_seconds(pid: int) -> float:
-    """CPU time of process ``pid``'s children still running (nobody has waited for them)."""
+    """CPU time of process ``pid``'s children still running (nobody has waited for them),
+    each from its own CPU clock (:func:`cpu_seconds`)."""
     total = 0.0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -59,7 +60,10 @@ def live_children_cpu_seconds(pid: int) -> float:
         except OSError:
             continue
         if int(fields[1]) == pid:
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            try:  # to the ns (a copy's few ms read as 0 in /proc's 10 ms ticks)
+                total += cpu_seconds(int(entry.name))
+            except (OSError, ValueError):  # it ended meanwhile
+                continue
     return total
 
 
