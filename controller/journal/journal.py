@@ -485,6 +485,12 @@ class Journal:
                 packed=self._packs,
             )
         except sqlite3.Error as exc:
+            code = getattr(exc, "sqlite_errorcode", 0)
+            if code & 0xFF == sqlite3.SQLITE_READONLY and self.read_only is None:
+                # the file or SQLite's index of its WAL is open read-only in this process
+                # (a reader's connection made while the file system was read-only): the
+                # storage probe opens the journal again once the folder is writable
+                self.read_only = ReadOnly.FILE_SYSTEM
             raise JournalWriteError(self.path, str(exc)) from exc
         self._last, self._last_mac = number, mac
         self._head_write(number, mac)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from controller.core.config import FireBetRules
 from controller.core.errors import JournalIntegrityError
-from controller.journal import Journal
+from controller.journal import Journal, ReadOnly
 from controller.journal.walk import Problem, damage_at, screen_seals
 from controller.service.jobs import Checked, Halt
 from controller.service.recall import own_quota, verify_apart
@@ -171,6 +171,16 @@ class RecordWatch:
             while not self.stopping.is_set():
                 if self.journal.halted is not None:
                     self._ticked = None
+                    self.stopping.wait(WATCH_S)
+                    continue
+                if self.journal.read_only is ReadOnly.FILE_SYSTEM:
+                    # nothing can change a journal on a read-only file system, and a
+                    # connection made now keeps SQLite's index of the WAL read-only for
+                    # this process: the writer reopened when it is writable again would
+                    # share it and never write (a storage fault that never ends)
+                    if db is not None:
+                        db.close()
+                    db = None
                     self.stopping.wait(WATCH_S)
                     continue
                 if self.journal.clears != self.clears:  # a clear-halt: the floor moved

@@ -35,7 +35,7 @@ from controller.core.config import Config
 from controller.core.errors import FirebetError, JournalIntegrityError
 from controller.core.lamps import Mode
 from controller.core.state import TableState
-from controller.journal import Journal, RequestIndex
+from controller.journal import Journal, ReadOnly, RequestIndex
 from controller.link.report import disabled_status
 from controller.service import answers, health, notify
 from controller.service.integrity import ProgramCheck, check_program
@@ -227,6 +227,17 @@ class Service:
         a halted journal that cannot be read holds nothing a command could be journaled
         after (the technician's clear-halt is not a command, and does nothing twice)."""
         try:
+            if self.journal.read_only is ReadOnly.FILE_SYSTEM:
+                # not kept: a connection made on a read-only file system would keep
+                # SQLite's index of the WAL read-only for the writer reopened after it
+                if self._requests is not None:
+                    self._requests.close()
+                    self._requests = None
+                index = self.journal.requests()
+                try:
+                    return index.find(uid, rid)
+                finally:
+                    index.close()
             if self._requests is None:
                 self._requests = self.journal.requests()
             return self._requests.find(uid, rid)

@@ -498,13 +498,15 @@ class Table:
         journal = self.journal
         if journal.halted is not None or self.storage_fault is None:
             return
+        reopened = False
         if journal.read_only is ReadOnly.FILE_SYSTEM:
             if not journal.writable_again():
                 return
             self.recover()  # open it again for writing (nothing was written)
-            if journal.halted is not None or journal.read_only is ReadOnly.FILE_SYSTEM:
+            if journal.halted is not None or journal.read_only_reason() is not None:
                 self.refresh()
                 return
+            reopened = True
         was = self.storage_fault
         try:
             journal.append_system(
@@ -516,6 +518,12 @@ class Table:
             if self.rules_pending:
                 self._journal_rules()
         except JournalWriteError as exc:
+            if reopened and exc.reason != self.storage_fault:  # once a cause, not each try
+                log.warning(
+                    "the journal was opened again for writing but cannot be written yet "
+                    "(%s); the table tries again",
+                    exc.reason,
+                )
             self.storage_fault = exc.reason
             return
         self.storage_fault = None

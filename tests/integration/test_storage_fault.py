@@ -7,6 +7,10 @@ A real small file system: a tmpfs of a few MiB, filled up and remounted read-onl
 
 from __future__ import annotations
 
+import contextlib
+import json
+import socket
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +20,7 @@ import pytest
 from controller.core.lamps import Effect, Mode, desired_outputs
 from controller.core.lamps import view_from_state as lights_view
 from controller.core.state import TableState
-from tests.support import WAIT_DEADLINE_S, table_running, wait_for
+from tests.support import WAIT_DEADLINE_S, python_process, read_line, table_running, wait_for
 
 
 def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
@@ -86,14 +90,45 @@ def test_disk_full_is_storage_fault_then_play_resumes_by_itself(
         assert t.controller.lights._applied["status"] == Effect.ON
 
 
+# a reader of the journal in another process (a full check that outlived its service,
+# an auditor's export): its WAL and WAL index stay when the table stops
+READER = """
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+db.execute("SELECT count(*) FROM records").fetchone()
+print("reading", flush=True)
+sys.stdin.read()
+"""
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("wal_left", "held"),
+    [(False, False), (True, False), (True, True)],
+    ids=["clean", "wal-left", "wal-left-and-a-reader-held"],
+)
 def test_read_only_file_system_at_start_is_storage_fault_not_a_halt(
-    small_disk: Path, tmp_path: Path
+    small_disk: Path,
+    tmp_path: Path,
+    wal_left: bool,
+    held: bool,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    # wal-left: the table stopped while another process read its journal, so its WAL and
+    # WAL index stayed; on the read-only file system every reader the service opened got
+    # SQLite's index of the WAL read-only, and the writer reopened after the remount
+    # shared it: "attempt to write a readonly database" at every try, the storage fault
+    # never ended (found beside four busy loops, where a slow full check outlived the
+    # first table)
     state = small_disk / "state"
-    with table_running(state, tmp_path / "first.sock") as t:
+    with contextlib.ExitStack() as stack, table_running(state, tmp_path / "first.sock") as t:
         t.throw(4, 4)
         last = t.throw(5, 5)
+        if wal_left:
+            reader = stack.enter_context(python_process(READER, str(state / "journal.db")))
+            assert read_line(reader.stdout, "the reader") == "reading\n"
+    if wal_left:  # (beside busy loops the first table's slow full check may leave it too)
+        assert (state / "journal.db-wal").exists()
     assert _run("mount", "-o", "remount,ro", str(small_disk)).returncode == 0
     with table_running(state, tmp_path / "second.sock") as t:
         s = t.status()
@@ -107,7 +142,30 @@ def test_read_only_file_system_at_start_is_storage_fault_not_a_halt(
         seq = t.throw(6, 6, acked=False)
         wait_for(lambda: t.device.transmissions[seq] >= 3, what="the reader's repeats")
         assert seq not in t.device.acked and t.status()["rolls"] == 2
+        # a dealer's bet with a request id meanwhile: the journal's index of requests is
+        # read (a retry is never done twice), and refused with the storage fault
+        bet = {"op": "bet", "args": {"position": 2, "amount": 1}, "id": "dealer-1"}
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+            c.settimeout(WAIT_DEADLINE_S)
+            c.connect(str(t.socket))
+            c.sendall(json.dumps(bet).encode() + b"\n")
+            reply = json.loads(c.makefile("rb").readline())
+        assert reply["ok"] is False and "read-only" in reply["error"], reply
+        # held: a reader of this very process that the table does not know of (a plug-in,
+        # a debugger) opened meanwhile and closed only after the table first reopened its
+        # journal for writing: that writer cannot write, and the table opens it again
+        other = sqlite3.connect(f"file:{state / 'journal.db'}?mode=ro", uri=True)
+        if held:
+            other.execute("SELECT count(*) FROM records").fetchone()
+        else:
+            other.close()
         assert _run("mount", "-o", "remount,rw", str(small_disk)).returncode == 0
+        if held:  # the table's first writer shares that reader's read-only WAL index
+            wait_for(
+                lambda: any("cannot be written yet" in r.getMessage() for r in caplog.records),
+                what="the reopened journal's first write refused",
+            )
+            other.close()
         assert t.device.wait_acked(seq, timeout=WAIT_DEADLINE_S)
         wait_for(lambda: t.status()["mode"] == "running", what="play to resume")
         assert t.status()["rolls"] == 3
