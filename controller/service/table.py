@@ -129,6 +129,9 @@ class Table:
         self.reader_fault: str | None = None if reader is not None else ReaderFaultCode.NO_READER
         self.diagnostics = False
         self.storage_fault: str | None = None
+        # why a journal the storage probe opened again could not be written, as last
+        # logged (said once a cause: the rolls refused meanwhile reword the fault)
+        self.unwritable_said: str | None = None
         self.full_check: str | None = None  # "running", "ok" or what it found
         self.clears = 0  # clear-halts made since start (a full check runs again after each)
         self.rules_pending = False  # this start's rules are not journaled yet
@@ -518,7 +521,8 @@ class Table:
             if self.rules_pending:
                 self._journal_rules()
         except JournalWriteError as exc:
-            if reopened and exc.reason != self.storage_fault:  # once a cause, not each try
+            if reopened and exc.reason != self.unwritable_said:  # once a cause, not each try
+                self.unwritable_said = exc.reason
                 log.warning(
                     "the journal was opened again for writing but cannot be written yet "
                     "(%s); the table tries again",
@@ -526,7 +530,7 @@ class Table:
                 )
             self.storage_fault = exc.reason
             return
-        self.storage_fault = None
+        self.storage_fault = self.unwritable_said = None
         log.warning("storage fault over (%s): the journal is written again, play resumes", was)
         self.refresh()
 

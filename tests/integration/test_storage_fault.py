@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,6 +114,7 @@ def test_read_only_file_system_at_start_is_storage_fault_not_a_halt(
     wal_left: bool,
     held: bool,
     caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # wal-left: the table stopped while another process read its journal, so its WAL and
     # WAL index stayed; on the read-only file system every reader the service opened got
@@ -151,21 +153,31 @@ def test_read_only_file_system_at_start_is_storage_fault_not_a_halt(
             c.sendall(json.dumps(bet).encode() + b"\n")
             reply = json.loads(c.makefile("rb").readline())
         assert reply["ok"] is False and "read-only" in reply["error"], reply
+
         # held: a reader of this very process that the table does not know of (a plug-in,
         # a debugger) opened meanwhile and closed only after the table first reopened its
         # journal for writing: that writer cannot write, and the table opens it again
-        other = sqlite3.connect(f"file:{state / 'journal.db'}?mode=ro", uri=True)
+        def unwritable() -> int:  # the probe's word on a reopened journal it cannot write
+            return sum("cannot be written yet" in r.getMessage() for r in caplog.records)
+
+        other: sqlite3.Connection | None = None
         if held:
+            other = sqlite3.connect(f"file:{state / 'journal.db'}?mode=ro", uri=True)
             other.execute("SELECT count(*) FROM records").fetchone()
-        else:
-            other.close()
         assert _run("mount", "-o", "remount,rw", str(small_disk)).returncode == 0
-        if held:  # the table's first writer shares that reader's read-only WAL index
-            wait_for(
-                lambda: any("cannot be written yet" in r.getMessage() for r in caplog.records),
-                what="the reopened journal's first write refused",
-            )
+        if other is not None:  # the table's writer shares that reader's WAL index
+            journal = t.controller.journal
+            reopen, reopens = journal.reopen, []
+
+            def counted(tail: Any) -> Any:
+                reopens.append(tail)
+                return reopen(tail)
+
+            monkeypatch.setattr(journal, "reopen", counted)  # (counted, done as before)
+            wait_for(lambda: len(reopens) >= 3, what="three reopened journals refused")
+            assert unwritable() > 0
             other.close()
         assert t.device.wait_acked(seq, timeout=WAIT_DEADLINE_S)
         wait_for(lambda: t.status()["mode"] == "running", what="play to resume")
         assert t.status()["rolls"] == 3
+        assert unwritable() == (1 if held else 0)  # said once, however many tries it took
