@@ -227,20 +227,16 @@ class Service:
         a halted journal that cannot be read holds nothing a command could be journaled
         after (the technician's clear-halt is not a command, and does nothing twice)."""
         try:
-            if self.journal.read_only is ReadOnly.FILE_SYSTEM:
-                # not kept: a connection made on a read-only file system would keep
-                # SQLite's index of the WAL read-only for the writer reopened after it
-                if self._requests is not None:
-                    self._requests.close()
-                    self._requests = None
-                index = self.journal.requests()
-                try:
-                    return index.find(uid, rid)
-                finally:
-                    index.close()
             if self._requests is None:
                 self._requests = self.journal.requests()
-            return self._requests.find(uid, rid)
+            try:
+                return self._requests.find(uid, rid)
+            finally:
+                if self.journal.read_only is ReadOnly.FILE_SYSTEM:
+                    # not kept: a connection made on a read-only file system keeps
+                    # SQLite's index of the WAL read-only for the writer reopened after it
+                    self._requests.close()
+                    self._requests = None
         except (JournalIntegrityError, sqlite3.Error) as exc:
             if self.journal.halted is not None:
                 return None
