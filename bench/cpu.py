@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,25 +62,9 @@ def beats(service: ServiceOnPty, seconds: float) -> float:
     return time.monotonic() - t0
 
 
-def status(service: ServiceOnPty) -> dict:
-    """``status --json`` of the service ({} when it cannot be read)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "controller", "status", "--json", "--socket", str(service.socket)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    try:
-        said = json.loads(done.stdout)
-    except ValueError:
-        return {}
-    return said if isinstance(said, dict) else {}
-
-
 def markers(service: ServiceOnPty) -> str:
     """What the point markers show now (``status --json``), e.g. ``6 pulse, 8 on``."""
-    shown = status(service).get("markers")
+    shown = service.ask("status").get("markers")
     return "unknown" if shown is None else json.dumps(shown)
 
 
@@ -89,7 +72,7 @@ def seven_out(service: ServiceOnPty) -> bool:
     """Throw until the shooter sevens out (a point, when none is on, then a 7): every
     marker dark, as between shooters. Whether it got there."""
     for _ in range(4):
-        now = status(service)
+        now = service.ask("status")
         lit = [m for m in (now.get("markers") or {}).values() if m.get("lit")]
         if not lit and now:
             return True
@@ -100,14 +83,9 @@ def seven_out(service: ServiceOnPty) -> bool:
 def acknowledge(service: ServiceOnPty) -> bool:
     """Acknowledge the surveillance alert when one is open (its lamp blinks until then: a
     5th point among the random rolls). Whether none is open after it."""
-    if status(service).get("surveillance_alert"):
-        subprocess.run(
-            [sys.executable, "-m", "controller", "ack", "--socket", str(service.socket)],
-            cwd=ROOT,
-            capture_output=True,
-            timeout=60,
-        )
-    return not status(service).get("surveillance_alert")
+    if service.ask("status").get("surveillance_alert"):
+        service.ask("ack")
+    return not service.ask("status").get("surveillance_alert")
 
 
 def make_point(service: ServiceOnPty) -> bool:
@@ -115,12 +93,12 @@ def make_point(service: ServiceOnPty) -> bool:
     point's number): the newest point's marker pulses, as at a table after a point made.
     Whether a marker is lit after it."""
     for _ in range(3):
-        point = status(service).get("point")
+        point = service.ask("status").get("point")
         if point:
             service.roll(timeout_s=30, dice=(point // 2, point - point // 2))
             break
         service.roll(timeout_s=30, dice=(2, 2))
-    lit = [m for m in (status(service).get("markers") or {}).values() if m.get("lit")]
+    lit = [m for m in (service.ask("status").get("markers") or {}).values() if m.get("lit")]
     return bool(lit)
 
 

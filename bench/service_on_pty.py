@@ -5,6 +5,7 @@ through (journaled durably, lamps, ACK) on mock pins.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import socket
@@ -185,6 +186,22 @@ class ServiceOnPty:
         """Send one HB frame, as an idle reader does (at least once a second)."""
         self.seq = (self.seq + 1) % 65536
         os.write(self.master, codec.encode_hb(self.seq))
+
+    def ask(self, *command: str) -> dict:
+        """``firebet COMMAND --json`` on the service's socket, as a dealer or technician
+        would run it: its JSON object ({} when there is none)."""
+        done = subprocess.run(
+            [sys.executable, "-m", "controller", *command, "--json", "--socket", str(self.socket)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        try:
+            said = json.loads(done.stdout)
+        except ValueError:
+            return {}
+        return said if isinstance(said, dict) else {}
 
     def rss_mb(self) -> float:
         """The service's resident memory in MB."""

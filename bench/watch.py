@@ -5,7 +5,7 @@
 For each size a journal is built by the bulk path of ``bench/journal.py`` and the real
 service started on it (``firebet run`` on a pty, as ``bench/latency.py``). Once its full
 check after ready is done, the service idles ``--idle`` seconds: the CPU it used then
-(user + system, the process's own rusage from ``/proc/PID/stat``) a second, and the watch's
+(user + system, every thread: the process's own CPU clock, to the ns) a second, and the watch's
 own share (``status --json`` ``journal_watch.cpu_s``, its thread's CPU time), with the
 watch's bound for that length (``journal_watch.sweep_s``). Then ``--rolls`` ROLL -> ACK
 round trips while the watch sweeps (p50 / p99 / max). Figures, not assertions.
@@ -14,37 +14,12 @@ round trips while the watch sweeps (p50 / p99 / max). Figures, not assertions.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from journal import build  # bench/journal.py
-from service_on_pty import ServiceOnPty  # bench/service_on_pty.py
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (its rusage, as /proc says it)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def status(socket: Path) -> dict[str, Any]:
-    """``firebet status --json`` of the service on ``socket`` ({} when it does not answer)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "controller", "status", "--json", "--socket", str(socket)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return json.loads(done.stdout) if done.returncode == 0 and done.stdout else {}
+from service_on_pty import ServiceOnPty, cpu_seconds  # bench/service_on_pty.py
 
 
 def one(size: int, idle_s: float, rolls: int) -> None:
@@ -57,15 +32,15 @@ def one(size: int, idle_s: float, rolls: int) -> None:
     service = ServiceOnPty(work, state, config, heartbeat_every=400)
     try:
         deadline = time.monotonic() + 1800
-        while status(service.socket).get("journal_check") == "running":
+        while service.ask("status").get("journal_check") == "running":
             if time.monotonic() > deadline:
                 raise SystemExit("the full check after ready did not finish in 30 minutes")
             time.sleep(1)
         # (a service from before the watch reported itself: its process's CPU only)
         none = {"cpu_s": 0.0, "screened": 0, "sweep_s": "?"}
-        before, watch0 = cpu_s(service.proc.pid), status(service.socket).get("journal_watch")
+        before, watch0 = cpu_seconds(service.proc.pid), service.ask("status").get("journal_watch")
         time.sleep(idle_s)
-        after, watch1 = cpu_s(service.proc.pid), status(service.socket).get("journal_watch")
+        after, watch1 = cpu_seconds(service.proc.pid), service.ask("status").get("journal_watch")
         watch0 = watch0 if isinstance(watch0, dict) else none
         watch1 = watch1 if isinstance(watch1, dict) else none
         process_ms = (after - before) / idle_s * 1000
