@@ -134,13 +134,16 @@ class HeadWriter:
     process being killed, ``kill -9`` included) and returns. The syncer thread makes it
     durable (``fdatasync``) once the roll is done: the service calls :meth:`settle`
     after the ACK, when its queue is empty, so neither the sync nor the thread's
-    wake-up falls between a roll's commit and its ACK. Appends that come faster than
-    that (a burst, a tool, the bench) are synced at least every :data:`HEAD_SYNC_S`.
+    wake-up falls between a roll's commit and its ACK. A roll more than
+    :data:`HEAD_SYNC_S` after the last sync is synced at once; rolls that come faster
+    (back to back, a burst, a tool, the bench) share one sync at most every
+    :data:`HEAD_SYNC_S`, the syncer waiting out the rest of that time after it is
+    asked, so a second (and every later) roll inside it costs no sync and no wake-up.
     What this costs: after a power cut the head file may name an older record than
-    the newest one committed (by the ACK's own milliseconds at a table, by at most
-    :data:`HEAD_SYNC_S` in a burst), and those records are protected by the journal's
-    own commit and chain but not by the head file (docs/journal.md, "The head file").
-    :meth:`close` syncs what is left.
+    the newest one committed, by at most :data:`HEAD_SYNC_S` (and the sync's own
+    time), and those records are protected by the journal's own commit and chain but
+    not by the head file (docs/journal.md, "The head file").
+    :meth:`close` syncs what is left; :meth:`wait_synced` does not wait out the rest.
     """
 
     def __init__(self, path: Path, clock: Callable[[], float] = time.monotonic) -> None:
@@ -153,7 +156,10 @@ class HeadWriter:
         self._written = 0  # writes made, and the count the syncer has synced
         self._synced = 0
         self._asked = False  # settle() (or a burst) asked the syncer to sync
+        self._hurry = False  # wait_synced() asked: no waiting out the rest of HEAD_SYNC_S
         self._unsynced_since: float | None = None  # when the oldest unsynced write was made
+        self._synced_at: float | None = None  # when the last sync ended
+        self._cooling = False  # the syncer is waiting out the rest of HEAD_SYNC_S
         self._closing = False
         self._thread = threading.Thread(target=self._sync_loop, name="journal head", daemon=True)
         self._thread.start()
@@ -182,6 +188,9 @@ class HeadWriter:
         self.settle()
         with self._due:
             goal = self._written
+            if self._synced < goal:
+                self._hurry = True
+                self._due.notify_all()
             done = self._due.wait_for(lambda: self._synced >= goal or self._closing, timeout)
         return done and self.error is None
 
@@ -199,9 +208,18 @@ class HeadWriter:
         while True:
             with self._due:
                 self._due.wait_for(lambda: self._asked or self._closing)
+                rest = self._cool_down_left()
+                if rest > 0 and not self._hurry and not self._closing:
+                    # asked again within HEAD_SYNC_S of the last sync: the rolls of the
+                    # rest of that time are synced with this one (waited out once, on
+                    # the real clock, whatever the injected one says)
+                    self._cooling = True
+                    self._due.wait_for(lambda: self._hurry or self._closing, rest)
+                    self._cooling = False
                 if self._closing:
-                    return
+                    return  # close() syncs what is left
                 goal, self._asked, self._unsynced_since = self._written, False, None
+                self._hurry = False
             try:
                 os.fdatasync(self._fd)
                 self.error = None
@@ -211,7 +229,14 @@ class HeadWriter:
                 self.error = exc
             with self._due:
                 self._synced = goal
+                self._synced_at = self._clock()
                 self._due.notify_all()
+
+    def _cool_down_left(self) -> float:
+        """Seconds until HEAD_SYNC_S has passed since the last sync ended (0: sync now)."""
+        if self._synced_at is None:
+            return 0.0
+        return max(0.0, min(HEAD_SYNC_S, self._synced_at + HEAD_SYNC_S - self._clock()))
 
 
 def write_head_new(path: Path, key: bytes, record: int, mac: bytes) -> None:

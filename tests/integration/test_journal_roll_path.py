@@ -58,6 +58,88 @@ def test_a_burst_without_settle_is_synced_every_head_sync_s(
         writer.close()
 
 
+def test_rolls_inside_head_sync_s_of_the_last_sync_share_one_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Back-to-back rolls (each settled after its ACK) wake the syncer once, not once each:
+    it waits out the rest of HEAD_SYNC_S after the last sync, then one sync covers them."""
+    monkeypatch.setattr(F, "HEAD_SYNC_S", 600.0)  # the window cannot end by itself here
+    writer = HeadWriter(tmp_path / "journal.db.head", clock=lambda: 100.0)
+    try:
+        synced = head_syncs(monkeypatch, writer)
+        writer.write(KEY, 1, MAC)
+        writer.settle()  # the first roll: nothing synced before it, synced at once
+        wait_for(lambda: writer._synced == 1, what="the first roll's head to be synced")
+        writer.write(KEY, 2, MAC)
+        writer.settle()
+        wait_for(lambda: writer._cooling, what="the syncer to wait out HEAD_SYNC_S")
+        for record in (3, 4, 5):
+            writer.write(KEY, record, MAC)
+            writer.settle()
+        assert writer._synced == 1 and synced == ["journal head"]  # no sync per roll
+        assert writer.wait_synced(timeout=30)  # a clean stop does not wait the window out
+        assert writer._synced == 5 and synced == ["journal head", "journal head"]
+        found = read_head(tmp_path / "journal.db.head", KEY)
+        assert isinstance(found, Head) and found.record == 5
+    finally:
+        writer.close()
+
+
+def test_the_shared_sync_comes_by_itself_when_head_sync_s_has_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nobody hurries it: the head of a roll inside the window is synced when it ends."""
+    monkeypatch.setattr(F, "HEAD_SYNC_S", 0.2)
+    writer = HeadWriter(tmp_path / "journal.db.head", clock=lambda: 100.0)
+    try:
+        synced = head_syncs(monkeypatch, writer)
+        writer.write(KEY, 1, MAC)
+        writer.settle()
+        wait_for(lambda: writer._synced == 1, what="the first roll's head to be synced")
+        writer.write(KEY, 2, MAC)
+        writer.settle()
+        wait_for(lambda: writer._synced == 2, what="the window to end and the head to be synced")
+        assert synced == ["journal head", "journal head"]
+    finally:
+        writer.close()
+
+
+def test_a_roll_after_head_sync_s_of_quiet_is_synced_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At a table's pace (rolls seconds apart) every roll's head is synced right after it."""
+    monkeypatch.setattr(F, "HEAD_SYNC_S", 600.0)  # waiting it out would time the test out
+    now = [100.0]
+    writer = HeadWriter(tmp_path / "journal.db.head", clock=lambda: now[0])
+    try:
+        synced = head_syncs(monkeypatch, writer)
+        for record in (1, 2, 3):
+            writer.write(KEY, record, MAC)
+            writer.settle()
+            wait_for(lambda r=record: writer._synced == r, what=f"roll {record}'s head synced")
+            assert not writer._cooling
+            now[0] += 601.0  # the next roll comes after the window
+        assert synced == ["journal head"] * 3
+    finally:
+        writer.close()
+
+
+def test_close_during_the_window_syncs_what_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(F, "HEAD_SYNC_S", 600.0)
+    writer = HeadWriter(tmp_path / "journal.db.head", clock=lambda: 100.0)
+    synced = head_syncs(monkeypatch, writer)
+    writer.write(KEY, 1, MAC)
+    writer.settle()
+    wait_for(lambda: writer._synced == 1, what="the first roll's head to be synced")
+    writer.write(KEY, 2, MAC)
+    writer.settle()
+    wait_for(lambda: writer._cooling, what="the syncer to wait out HEAD_SYNC_S")
+    writer.close()  # at once, not after the window
+    assert synced == ["journal head", "MainThread"]  # the syncer's, then close's own
+
+
 def test_close_syncs_what_was_never_settled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
