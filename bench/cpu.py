@@ -1,6 +1,7 @@
 """Benchmark: the service's CPU budget (SPEC section 7), from its own rusage.
 
-    .venv/bin/python bench/cpu.py [--rolls 2000] [--idle-s 30] [--records 0] [--json]
+    .venv/bin/python bench/cpu.py [--rolls 2000] [--idle-s 30] [--paced-rolls 150]
+                                  [--paced-every 0.2] [--state-dir DIR] [--json]
 
 CPU time (user + system, every thread, read from /proc/PID/stat) is the figure a busy
 machine measures best: other processes' load delays the service but barely changes the
@@ -17,6 +18,10 @@ mock pins, its own notify socket standing in for systemd) is measured for:
   reader protocol's least) after those rolls, so the table shows points made (the newest
   marker's pulse is the lamps' idle work, as at a table); then again between shooters,
   after a seven-out, every marker dark;
+- **per roll at a table's pace**: ``--paced-rolls`` rolls one every ``--paced-every``
+  seconds, the CPU a second of the idle table between shooters (measured just before)
+  taken off: each such roll wakes the service's threads from sleep, which rolls back to
+  back do not (the newest marker's pulse, lit for part of those rolls, counts to them);
 - **peak RSS** (VmHWM) after all of it.
 
 Each is printed beside its budget. The work the service starts after READY in a child
@@ -116,8 +121,31 @@ def settle(pid: int, quiet_s: float = 2.0, deadline_s: float = 120.0) -> float:
     return time.monotonic() - started
 
 
-def measure(work: Path, rolls: int, idle_s: float, state: Path | None = None) -> dict:
-    """Start-up, idle and per-roll CPU of one service started on ``state`` (or a fresh one)."""
+def paced(service: ServiceOnPty, rolls: int, every_s: float) -> tuple[int, float, float]:
+    """Throw ``rolls`` rolls, one every ``every_s`` seconds, as at a table: the rolls
+    ACKed, the seconds it took and the service's CPU seconds meanwhile."""
+    pid = service.proc.pid
+    before, done = cpu_seconds(pid), 0
+    started = due = time.monotonic()
+    for _ in range(rolls):
+        if service.roll(timeout_s=30) is None:
+            break
+        done += 1
+        due += every_s
+        time.sleep(max(0.0, due - time.monotonic()))
+    return done, time.monotonic() - started, cpu_seconds(pid) - before
+
+
+def measure(
+    work: Path,
+    rolls: int,
+    idle_s: float,
+    state: Path | None = None,
+    paced_rolls: int = 0,
+    paced_every_s: float = 0.2,
+) -> dict:
+    """Start-up, idle and per-roll CPU of one service started on ``state`` (or a fresh
+    one); with ``paced_rolls``, the CPU of a roll at a table's pace too."""
     config = work / "table.toml"
     if not config.exists():
         config.write_text('[journal]\nkey_file = "journal.key"\n', encoding="utf-8")
@@ -169,6 +197,13 @@ def measure(work: Path, rolls: int, idle_s: float, state: Path | None = None) ->
         before = cpu_seconds(pid)
         elapsed = beats(service, idle_s)
         figures["idle_dark_ms_a_s"] = (cpu_seconds(pid) - before) * 1000 / elapsed
+        if paced_rolls > 0:
+            done, elapsed, cpu = paced(service, paced_rolls, paced_every_s)
+            idle = figures["idle_dark_ms_a_s"] / 1000 * elapsed
+            figures["paced_rolls"] = done
+            figures["paced_every_s"] = paced_every_s
+            figures["paced_ms_a_s"] = cpu * 1000 / elapsed
+            figures["paced_roll_cpu_ms"] = (cpu - idle) * 1000 / max(1, done)
         figures["peak_rss_mb"] = peak_rss_mb(pid)
     finally:
         service.stop()
@@ -204,6 +239,13 @@ def show(f: dict) -> None:
         f"  idle between shooters ({dark}): {f['idle_dark_ms_a_s']:.2f} ms CPU a second"
         f"   budget {BUDGET_IDLE_MS} ms/s  {verdict(f['idle_dark_ms_a_s'], BUDGET_IDLE_MS)}"
     )
+    if "paced_rolls" in f:
+        print(
+            f"  per roll at a table's pace ({f['paced_rolls']:,} rolls, one every"
+            f" {f['paced_every_s']:g} s): {f['paced_roll_cpu_ms']:.3f} ms CPU, the idle"
+            f" table's taken off ({f['paced_ms_a_s']:.2f} ms CPU a second in all;"
+            " no budget: the budget's roll is the one above, back to back)"
+        )
     print(
         f"  start-up, exec to READY, no bytecode cache: {f['ready_cpu_s']:.2f} s CPU"
         f" ({f['ready_wall_s']:.2f} s wall)   budget {BUDGET_START_S} s"
@@ -227,12 +269,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rolls", type=int, default=2000, help="rolls timed (>= 1,000)")
     parser.add_argument("--idle-s", type=float, default=30.0, help="seconds of heartbeats")
+    parser.add_argument(
+        "--paced-rolls", type=int, default=150, help="rolls at a table's pace (0: none)"
+    )
+    parser.add_argument(
+        "--paced-every", type=float, default=0.2, help="seconds between two paced rolls"
+    )
     parser.add_argument("--state-dir", help="an existing state directory (default: fresh)")
     parser.add_argument("--json", action="store_true", help="the figures as one JSON object")
     args = parser.parse_args()
+    if args.paced_rolls and args.paced_every <= 0:
+        parser.error("--paced-every must be more than 0 seconds")
     work = Path(tempfile.mkdtemp(prefix="firebet-cpu-"))
     figures = measure(
-        work, args.rolls, args.idle_s, Path(args.state_dir) if args.state_dir else None
+        work,
+        args.rolls,
+        args.idle_s,
+        Path(args.state_dir) if args.state_dir else None,
+        args.paced_rolls,
+        args.paced_every,
     )
     if args.json:
         print(json.dumps(figures))

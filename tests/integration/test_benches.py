@@ -23,6 +23,10 @@ BENCHES = [
     (["latency.py", "--rolls", "50"], "start-up to READY"),
     (["after_ready.py", "--records", "2000", "--after", "1"], "the full check after READY ended"),
     (["floorlink.py", "--backlog", "500", "--rolls", "50"], "p99"),
+    (
+        ["cpu.py", "--rolls", "1000", "--idle-s", "2", "--paced-rolls", "5"],
+        "per roll at a table's pace (5 rolls, one every 0.2 s)",
+    ),
 ]
 
 
