@@ -58,6 +58,16 @@ def test_a_burst_without_settle_is_synced_every_head_sync_s(
         writer.close()
 
 
+def _second_roll_inside_the_window(writer: HeadWriter) -> None:
+    """Roll 1 written and settled (nothing synced before it: synced at once), then roll 2
+    written and settled inside HEAD_SYNC_S of that sync (the writer's clock stands still)."""
+    writer.write(KEY, 1, MAC)
+    writer.settle()
+    wait_for(lambda: writer._synced == 1, what="the first roll's head to be synced")
+    writer.write(KEY, 2, MAC)
+    writer.settle()
+
+
 def test_rolls_inside_head_sync_s_of_the_last_sync_share_one_sync(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -67,11 +77,7 @@ def test_rolls_inside_head_sync_s_of_the_last_sync_share_one_sync(
     writer = HeadWriter(tmp_path / "journal.db.head", clock=lambda: 100.0)
     try:
         synced = head_syncs(monkeypatch, writer)
-        writer.write(KEY, 1, MAC)
-        writer.settle()  # the first roll: nothing synced before it, synced at once
-        wait_for(lambda: writer._synced == 1, what="the first roll's head to be synced")
-        writer.write(KEY, 2, MAC)
-        writer.settle()
+        _second_roll_inside_the_window(writer)
         wait_for(lambda: writer._cooling, what="the syncer to wait out HEAD_SYNC_S")
         for record in (3, 4, 5):
             writer.write(KEY, record, MAC)
@@ -93,11 +99,7 @@ def test_the_shared_sync_comes_by_itself_when_head_sync_s_has_passed(
     writer = HeadWriter(tmp_path / "journal.db.head", clock=lambda: 100.0)
     try:
         synced = head_syncs(monkeypatch, writer)
-        writer.write(KEY, 1, MAC)
-        writer.settle()
-        wait_for(lambda: writer._synced == 1, what="the first roll's head to be synced")
-        writer.write(KEY, 2, MAC)
-        writer.settle()
+        _second_roll_inside_the_window(writer)
         wait_for(lambda: writer._synced == 2, what="the window to end and the head to be synced")
         assert synced == ["journal head", "journal head"]
     finally:
@@ -130,11 +132,7 @@ def test_close_during_the_window_syncs_what_is_left(
     monkeypatch.setattr(F, "HEAD_SYNC_S", 600.0)
     writer = HeadWriter(tmp_path / "journal.db.head", clock=lambda: 100.0)
     synced = head_syncs(monkeypatch, writer)
-    writer.write(KEY, 1, MAC)
-    writer.settle()
-    wait_for(lambda: writer._synced == 1, what="the first roll's head to be synced")
-    writer.write(KEY, 2, MAC)
-    writer.settle()
+    _second_roll_inside_the_window(writer)
     wait_for(lambda: writer._cooling, what="the syncer to wait out HEAD_SYNC_S")
     writer.close()  # at once, not after the window
     assert synced == ["journal head", "MainThread"]  # the syncer's, then close's own
