@@ -12,6 +12,13 @@ A pattern is gpiozero's: a cycle of ``(value, seconds)`` steps; a blink has the 
 values at the same times, a pulse the same fade in and out at :data:`FPS` frames a second
 (gpiozero's 25 woke the thread 25 times a second while a marker pulsed, most of an idle
 table's CPU: SPEC section 7).
+
+A lamp runs PWM only while its pattern dims it (a pulse): held on or off, or blinking
+between the two, its pin is written as a plain level with PWM stopped (gpiozero's
+``frequency = None``). On a Pi every PWM pin is timed in software, by a thread of the pin
+library inside this process (lgpio's wakes at the start of every PWM cycle, 100 a second
+a lamp, even at a duty of 0 or 100%): seven lamps always on PWM were some 700 wake-ups a
+second of the service's CPU with nothing happening.
 """
 
 from __future__ import annotations
@@ -23,11 +30,17 @@ from dataclasses import dataclass
 from typing import Any
 
 FPS = 10  # frames a second of a fade (gpiozero's 25: each frame is a wake-up, SPEC section 7)
+PWM_HZ = 100  # a dimmed lamp's PWM frequency (gpiozero's default: no flicker to the eye)
 
 
 def blink_steps(on_s: float, off_s: float) -> list[tuple[float, float]]:
     """On for ``on_s``, off for ``off_s``."""
     return [(1.0, on_s), (0.0, off_s)]
+
+
+def dims(steps: list[tuple[float, float]]) -> bool:
+    """Whether a pattern shows a lamp between off and fully on (so it needs PWM)."""
+    return any(0 < value < 1 for value, _ in steps)
 
 
 def pulse_steps(fade_in_s: float, fade_out_s: float) -> list[tuple[float, float]]:
@@ -54,6 +67,17 @@ class _Playing:
     due: float  # when the next step starts (monotonic seconds)
 
 
+def _dimmable(lamp: Any, dimmed: bool) -> None:
+    """Start ``lamp``'s PWM when it is to be dimmed, stop it when not (a lamp without PWM,
+    the relay, is left alone). The value is written after this by the caller."""
+    if not hasattr(lamp, "frequency"):
+        return
+    if dimmed and lamp.frequency is None:
+        lamp.frequency = PWM_HZ
+    elif not dimmed and lamp.frequency is not None:
+        lamp.frequency = None
+
+
 class EffectPlayer:
     """Plays blink and pulse patterns on gpiozero output devices from one thread.
 
@@ -78,6 +102,8 @@ class EffectPlayer:
         if not steps or all(seconds <= 0 for _, seconds in steps):
             raise ValueError("a lamp pattern needs a step that lasts")
         with self._lock:
+            self._playing.pop(id(lamp), None)  # its old pattern writes nothing after this
+            _dimmable(lamp, dims(steps))
             now = self._clock()
             playing = _Playing(lamp, steps, 0, now)
             self._advance(playing, now)
@@ -91,6 +117,7 @@ class EffectPlayer:
         """Stop any pattern on ``lamp`` and hold it at ``value`` (on, off)."""
         with self._lock:
             self._playing.pop(id(lamp), None)
+            _dimmable(lamp, 0 < value < 1)
             lamp.value = value
 
     def close(self) -> None:

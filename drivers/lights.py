@@ -31,6 +31,9 @@ class Timing:
 class MarkerLights:
     """The point markers (PWM LEDs), the status lamp and the surveillance relay.
 
+    A lamp's PWM runs only while it is dimmed (a pulse); on, off and blinking are plain
+    levels (:func:`drivers.effects.dims`).
+
     Built on the ``pin_factory`` passed in (never the global default), with the
     pins and polarity of ``lights``; :meth:`apply` changes only the lamps whose
     effect changed, so a steady blink keeps its rhythm. Blinks and pulses are played by
@@ -53,11 +56,13 @@ class MarkerLights:
         try:
             for point, pin in sorted(lights.markers.items()):
                 what = f"marker {point}"
-                self.markers[point] = PWMLED(
-                    pin, active_high=lights.active_high, pin_factory=pin_factory
+                self.markers[point] = PWMLED(  # PWM only while dimmed: drivers/effects.py
+                    pin, active_high=lights.active_high, frequency=None, pin_factory=pin_factory
                 )
             what, pin = "status lamp", lights.status
-            self.status_lamp = PWMLED(pin, active_high=lights.active_high, pin_factory=pin_factory)
+            self.status_lamp = PWMLED(
+                pin, active_high=lights.active_high, frequency=None, pin_factory=pin_factory
+            )
             what, pin = "surveillance relay", lights.surveillance
             self.relay = DigitalOutputDevice(
                 pin, active_high=lights.active_high, initial_value=False, pin_factory=pin_factory

@@ -22,7 +22,7 @@ from controller.core.lamps import (
     view_from_state,
 )
 from controller.core.state import Phase, TableState
-from drivers.effects import blink_steps, pulse_steps
+from drivers.effects import PWM_HZ, blink_steps, dims, pulse_steps
 from drivers.lights import MarkerLights, Timing
 from drivers.pins import make_pin_factory
 from tests.support import wait_for
@@ -274,3 +274,35 @@ def test_patterns_are_gpiozero_s() -> None:
     assert all(d == pytest.approx(0.1) for _, d in steps[:6] + steps[7:13])
     frames = sum(1 for _, d in steps if d > 0) / sum(d for _, d in steps)
     assert frames <= 10.0 + 1e-9  # lamp frames a second while a marker pulses
+
+
+def test_a_lamp_runs_pwm_only_while_it_is_dimmed(
+    lights: MarkerLights, factory: Any, config: LightsConfig
+) -> None:
+    """On a Pi every PWM pin is timed by a thread of the pin library in the service's own
+    process, waking every PWM cycle whatever the duty (#31): a lamp on, off or blinking is
+    a plain level, and only a pulsing marker runs PWM, for as long as it pulses."""
+    lights.timing = replace(FAST, pulse_s=0.4)  # a fade of four frames (FAST's is a blink)
+    pins = {f"marker {p}": factory.pin(pin) for p, pin in config.markers.items()}
+    pins["status"] = factory.pin(config.status)
+    assert {name: pin.frequency for name, pin in pins.items()} == dict.fromkeys(pins)
+    lights.show(LightsView(markers={4: 1, 6: 2}, newest=6))  # 6 the newest point: pulses
+    dimmed = {name for name, pin in pins.items() if pin.frequency is not None}
+    assert dimmed == {"marker 6"} and pins["marker 6"].frequency == PWM_HZ
+    assert pins["marker 4"].state == 1 and pins["marker 5"].state == 0
+    lights.show(LightsView(markers={4: 1, 6: 2}, newest=6, mode="reader_fault"))
+    status = pins["status"]
+    wait_for(lambda: len({c.state for c in status.states}) >= 2, what="the status blinking")
+    assert status.frequency is None  # a blink is on and off: no PWM
+    lights.show(LightsView(markers={4: 1, 6: 2}, newest=4))  # the pulse moves to 4
+    assert {name for name, pin in pins.items() if pin.frequency is not None} == {"marker 4"}
+    assert pins["marker 6"].state == 1  # held on, as a plain level
+    lights.show(LightsView())  # seven-out: every marker dark
+    assert all(pin.frequency is None for pin in pins.values())
+    assert all(pins[f"marker {p}"].state == 0 for p in config.markers)
+
+
+def test_only_a_fade_needs_pwm() -> None:
+    assert dims(pulse_steps(0.6, 0.6))
+    assert not dims(blink_steps(0.5, 0.5))
+    assert not dims([(1.0, 1.0)]) and not dims([(0.0, 1.0)])
