@@ -73,13 +73,17 @@ def markers(service: ServiceOnPty) -> str:
     return "unknown" if shown is None else json.dumps(shown)
 
 
+def lit(status: dict) -> bool:
+    """Whether a point marker is lit in ``status`` (``status --json``)."""
+    return any(m.get("lit") for m in (status.get("markers") or {}).values())
+
+
 def seven_out(service: ServiceOnPty) -> bool:
     """Throw until the shooter sevens out (a point, when none is on, then a 7): every
     marker dark, as between shooters. Whether it got there."""
     for _ in range(4):
         now = service.ask("status")
-        lit = [m for m in (now.get("markers") or {}).values() if m.get("lit")]
-        if not lit and now:
+        if now and not lit(now):
             return True
         service.roll(timeout_s=30, dice=(3, 4) if now.get("point") else (2, 2))
     return False
@@ -103,8 +107,7 @@ def make_point(service: ServiceOnPty) -> bool:
             service.roll(timeout_s=30, dice=(point // 2, point - point // 2))
             break
         service.roll(timeout_s=30, dice=(2, 2))
-    lit = [m for m in (service.ask("status").get("markers") or {}).values() if m.get("lit")]
-    return bool(lit)
+    return lit(service.ask("status"))
 
 
 def settle(pid: int, quiet_s: float = 2.0, deadline_s: float = 120.0) -> float:

@@ -40,7 +40,12 @@ def blink_steps(on_s: float, off_s: float) -> list[tuple[float, float]]:
 
 def dims(steps: list[tuple[float, float]]) -> bool:
     """Whether a pattern shows a lamp between off and fully on (so it needs PWM)."""
-    return any(0 < value < 1 for value, _ in steps)
+    return any(_dimmed(value) for value, _ in steps)
+
+
+def _dimmed(value: float) -> bool:
+    """A lamp value between off and fully on."""
+    return 0 < value < 1
 
 
 def pulse_steps(fade_in_s: float, fade_out_s: float) -> list[tuple[float, float]]:
@@ -102,8 +107,7 @@ class EffectPlayer:
         if not steps or all(seconds <= 0 for _, seconds in steps):
             raise ValueError("a lamp pattern needs a step that lasts")
         with self._lock:
-            self._playing.pop(id(lamp), None)  # its old pattern writes nothing after this
-            _dimmable(lamp, dims(steps))
+            _dimmable(lamp, dims(steps))  # (the thread writes nothing while the lock is held)
             now = self._clock()
             playing = _Playing(lamp, steps, 0, now)
             self._advance(playing, now)
@@ -117,7 +121,7 @@ class EffectPlayer:
         """Stop any pattern on ``lamp`` and hold it at ``value`` (on, off)."""
         with self._lock:
             self._playing.pop(id(lamp), None)
-            _dimmable(lamp, 0 < value < 1)
+            _dimmable(lamp, _dimmed(value))
             lamp.value = value
 
     def close(self) -> None:
