@@ -4,6 +4,7 @@ after the roll (settle), not between its commit and its ACK."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,19 @@ def test_a_burst_without_settle_is_synced_every_head_sync_s(
         writer.close()
 
 
+def _windowed(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    window_s: float,
+    clock: Callable[[], float] = lambda: 100.0,
+) -> tuple[HeadWriter, list[str]]:
+    """A head writer whose HEAD_SYNC_S is ``window_s`` (its clock standing still unless
+    ``clock`` moves), and the names of the threads that sync its file."""
+    monkeypatch.setattr(F, "HEAD_SYNC_S", window_s)
+    writer = HeadWriter(tmp_path / "journal.db.head", clock=clock)
+    return writer, head_syncs(monkeypatch, writer)
+
+
 def _second_roll_inside_the_window(writer: HeadWriter) -> None:
     """Roll 1 written and settled (nothing synced before it: synced at once), then roll 2
     written and settled inside HEAD_SYNC_S of that sync (the writer's clock stands still)."""
@@ -73,10 +87,8 @@ def test_rolls_inside_head_sync_s_of_the_last_sync_share_one_sync(
 ) -> None:
     """Back-to-back rolls (each settled after its ACK) wake the syncer once, not once each:
     it waits out the rest of HEAD_SYNC_S after the last sync, then one sync covers them."""
-    monkeypatch.setattr(F, "HEAD_SYNC_S", 600.0)  # the window cannot end by itself here
-    writer = HeadWriter(tmp_path / "journal.db.head", clock=lambda: 100.0)
+    writer, synced = _windowed(tmp_path, monkeypatch, 600.0)  # cannot end by itself here
     try:
-        synced = head_syncs(monkeypatch, writer)
         _second_roll_inside_the_window(writer)
         wait_for(lambda: writer._cooling, what="the syncer to wait out HEAD_SYNC_S")
         for record in (3, 4, 5):
@@ -95,10 +107,8 @@ def test_the_shared_sync_comes_by_itself_when_head_sync_s_has_passed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Nobody hurries it: the head of a roll inside the window is synced when it ends."""
-    monkeypatch.setattr(F, "HEAD_SYNC_S", 0.2)
-    writer = HeadWriter(tmp_path / "journal.db.head", clock=lambda: 100.0)
+    writer, synced = _windowed(tmp_path, monkeypatch, 0.2)
     try:
-        synced = head_syncs(monkeypatch, writer)
         _second_roll_inside_the_window(writer)
         wait_for(lambda: writer._synced == 2, what="the window to end and the head to be synced")
         assert synced == ["journal head", "journal head"]
@@ -110,11 +120,9 @@ def test_a_roll_after_head_sync_s_of_quiet_is_synced_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """At a table's pace (rolls seconds apart) every roll's head is synced right after it."""
-    monkeypatch.setattr(F, "HEAD_SYNC_S", 600.0)  # waiting it out would time the test out
-    now = [100.0]
-    writer = HeadWriter(tmp_path / "journal.db.head", clock=lambda: now[0])
+    now = [100.0]  # waiting 600 s out would time the test out
+    writer, synced = _windowed(tmp_path, monkeypatch, 600.0, clock=lambda: now[0])
     try:
-        synced = head_syncs(monkeypatch, writer)
         for record in (1, 2, 3):
             writer.write(KEY, record, MAC)
             writer.settle()
@@ -129,9 +137,7 @@ def test_a_roll_after_head_sync_s_of_quiet_is_synced_at_once(
 def test_close_during_the_window_syncs_what_is_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(F, "HEAD_SYNC_S", 600.0)
-    writer = HeadWriter(tmp_path / "journal.db.head", clock=lambda: 100.0)
-    synced = head_syncs(monkeypatch, writer)
+    writer, synced = _windowed(tmp_path, monkeypatch, 600.0)
     _second_roll_inside_the_window(writer)
     wait_for(lambda: writer._cooling, what="the syncer to wait out HEAD_SYNC_S")
     writer.close()  # at once, not after the window
